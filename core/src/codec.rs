@@ -1,0 +1,283 @@
+//! Row-level entry points that dispatch on a [`FormatId`] at run time: decode, encode and the
+//! reference dot product. Every function checks every length before touching data, validates
+//! inputs (NaN, infinities, negative importance) and reports errors with offsets into the
+//! caller's buffers.
+//!
+//! A *row* is `k` consecutive elements of one weight row (K = the reduction dimension). Formats
+//! with a row header (hipfire) need row boundaries; block formats accept any whole number of
+//! blocks as one "row".
+
+use crate::error::{Buffer, Error, Result};
+use crate::format::{
+    self,
+    ggml::{BlockQ8K, BlockQ8_0, BlockQ8_1},
+};
+use crate::registry::{ActFormat, Family, FormatId};
+
+/// Which encoder to run.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Rule {
+    /// Byte-exact with the format's public reference encoder (FORMATS.md names each rule),
+    /// using lowbit's fastest implementation that returns those bytes.
+    #[default]
+    Reference,
+    /// The same rule as [`Rule::Reference`], computed by exhaustive search (ROCmFP2/ROCmFP3
+    /// scale search). Slow; exists to check the fast search.
+    Exhaustive,
+    /// lowbit's lower-error encoder: valid blocks of the same format, different choices (for
+    /// example HFP4 with a rounded row scale and an MSE search of block exponents).
+    Improved,
+}
+
+/// Options for [`encode_row`].
+#[derive(Clone, Copy, Debug, Default)]
+pub struct EncodeOptions<'a> {
+    /// Which encoder.
+    pub rule: Rule,
+    /// Importance weights (one per element of the row, finite and >= 0), for the encoders that
+    /// take them; `None` means uniform.
+    pub importance: Option<&'a [f32]>,
+}
+
+/// An activation row in the format a weight format's dot product consumes.
+#[derive(Clone, Copy, Debug)]
+pub enum ActRow<'a> {
+    /// Plain f32 (already rotated, for formats with a rotation).
+    F32(&'a [f32]),
+    /// Q8_0 blocks.
+    Q8_0(&'a [BlockQ8_0]),
+    /// Q8_1 blocks.
+    Q8_1(&'a [BlockQ8_1]),
+    /// Q8_K blocks.
+    Q8K(&'a [BlockQ8K]),
+}
+
+impl ActRow<'_> {
+    /// The activation format.
+    pub fn format(&self) -> ActFormat {
+        match self {
+            ActRow::F32(_) => ActFormat::F32,
+            ActRow::Q8_0(_) => ActFormat::Q8_0,
+            ActRow::Q8_1(_) => ActFormat::Q8_1,
+            ActRow::Q8K(_) => ActFormat::Q8K,
+        }
+    }
+
+    /// Number of activation elements.
+    pub fn len(&self) -> usize {
+        match self {
+            ActRow::F32(x) => x.len(),
+            ActRow::Q8_0(b) => b.len() * 32,
+            ActRow::Q8_1(b) => b.len() * 32,
+            ActRow::Q8K(b) => b.len() * 256,
+        }
+    }
+
+    /// Whether the row is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+fn check_len(format: FormatId, buffer: Buffer, got: usize, expected: usize) -> Result<()> {
+    if got != expected {
+        return Err(Error::Length { format, buffer, got, expected });
+    }
+    Ok(())
+}
+
+/// Decodes one row: `src` holds `format.row_bytes(dst.len())` bytes.
+pub fn decode_row(format: FormatId, src: &[u8], dst: &mut [f32]) -> Result<()> {
+    let need = format.row_bytes(dst.len())?;
+    check_len(format, Buffer::Encoded, src.len(), need)?;
+    match format.info().family {
+        Family::Float => format::float::decode_row(format, src, dst),
+        Family::Ggml => format::ggml::decode_row(format, src, dst),
+        Family::RocmFpx => format::rocmfpx::decode_row(format, src, dst),
+        Family::Hipfire => format::hipfire::decode_row(format, src, dst),
+        Family::Prism => format::prism::decode_row(format, src, dst),
+        Family::Onebit => format::onebit::decode_row(format, src, dst),
+    }
+}
+
+/// Decodes `rows` rows of `k` elements each (`dst.len() == rows * k`).
+pub fn decode_rows(format: FormatId, k: usize, src: &[u8], dst: &mut [f32]) -> Result<()> {
+    let rb = format.row_bytes(k)?;
+    if dst.len() % k != 0 {
+        return Err(Error::Length {
+            format,
+            buffer: Buffer::Values,
+            got: dst.len(),
+            expected: dst.len() / k * k,
+        });
+    }
+    check_len(format, Buffer::Encoded, src.len(), dst.len() / k * rb)?;
+    for (r, (s, d)) in src.chunks_exact(rb).zip(dst.chunks_exact_mut(k)).enumerate() {
+        decode_row(format, s, d).map_err(|e| e.at(r * rb))?;
+    }
+    Ok(())
+}
+
+/// Encodes one row of `src.len()` elements into `dst` (`format.row_bytes(src.len())` bytes).
+///
+/// Rejects NaN/infinite inputs and NaN/infinite/negative importance weights with
+/// [`Error::BadInput`] naming the element, and rules or importance weights the format's
+/// encoders do not take with [`Error::Unsupported`] (never silently ignored).
+pub fn encode_row(
+    format: FormatId,
+    src: &[f32],
+    opts: &EncodeOptions<'_>,
+    dst: &mut [u8],
+) -> Result<()> {
+    let need = format.row_bytes(src.len())?;
+    check_len(format, Buffer::Encoded, dst.len(), need)?;
+    let enc = format.info().encoders;
+    let offered = match opts.rule {
+        Rule::Reference => enc.reference,
+        Rule::Exhaustive => enc.exhaustive,
+        Rule::Improved => enc.improved,
+    };
+    if !offered {
+        return Err(Error::Unsupported {
+            format,
+            op: match opts.rule {
+                Rule::Reference => "encode",
+                Rule::Exhaustive => "encode by exhaustive search",
+                Rule::Improved => "encode with the improved rule",
+            },
+        });
+    }
+    if let Some(i) = src.iter().position(|x| !x.is_finite()) {
+        return Err(Error::BadInput { format, buffer: Buffer::Values, index: i });
+    }
+    if let Some(w) = opts.importance {
+        if !enc.importance {
+            return Err(Error::Unsupported { format, op: "encode with importance weights" });
+        }
+        check_len(format, Buffer::Importance, w.len(), src.len())?;
+        if let Some(i) = w.iter().position(|x| !x.is_finite() || *x < 0.0) {
+            return Err(Error::BadInput { format, buffer: Buffer::Importance, index: i });
+        }
+    }
+    match format.info().family {
+        Family::Float => format::float::encode_row(format, src, opts, dst),
+        Family::Ggml => format::ggml::encode_row(format, src, opts, dst),
+        Family::RocmFpx => format::rocmfpx::encode_row(format, src, opts, dst),
+        Family::Hipfire => format::hipfire::encode_row(format, src, opts, dst),
+        Family::Prism => format::prism::encode_row(format, src, opts, dst),
+        Family::Onebit => format::onebit::encode_row(format, src, opts, dst),
+    }
+}
+
+/// The reference dot product of one weight row with one activation row in the format's
+/// activation format (rotated first, for rotated formats: see [`crate::registry::Rotation`]).
+///
+/// Integer block sums are exact; the f32 accumulation order is documented by each format.
+pub fn dot_row(format: FormatId, w: &[u8], act: ActRow<'_>) -> Result<f32> {
+    let info = format.info();
+    if act.format() != info.activation {
+        return Err(Error::WrongActivation {
+            format,
+            expected: info.activation,
+            got: act.format(),
+        });
+    }
+    let k = act.len();
+    let need = format.row_bytes(k)?;
+    check_len(format, Buffer::Encoded, w.len(), need)?;
+    match info.family {
+        Family::Float => format::float::dot_row(format, w, act),
+        Family::Ggml => format::ggml::dot_row(format, w, act),
+        Family::RocmFpx => format::rocmfpx::dot_row(format, w, act),
+        Family::Hipfire => format::hipfire::dot_row(format, w, act),
+        Family::Prism => format::prism::dot_row(format, w, act),
+        Family::Onebit => format::onebit::dot_row(format, w, act),
+    }
+}
+
+#[cfg(feature = "alloc")]
+mod vec_api {
+    use alloc::vec;
+    use alloc::vec::Vec;
+
+    use super::*;
+
+    /// Decodes `rows * k` elements into a new `Vec` (see [`decode_rows`]).
+    pub fn decode_to_vec(format: FormatId, k: usize, src: &[u8]) -> Result<Vec<f32>> {
+        let rb = format.row_bytes(k)?;
+        if src.len() % rb != 0 {
+            return Err(Error::Length {
+                format,
+                buffer: Buffer::Encoded,
+                got: src.len(),
+                expected: src.len() / rb * rb,
+            });
+        }
+        let mut out = vec![0f32; src.len() / rb * k];
+        decode_rows(format, k, src, &mut out)?;
+        Ok(out)
+    }
+
+    /// Encodes rows of `k` elements (`src.len()` a multiple of `k`) into a new `Vec`. The
+    /// importance weights, if any, have `k` entries and apply to every row.
+    pub fn encode_to_vec(
+        format: FormatId,
+        k: usize,
+        src: &[f32],
+        opts: &EncodeOptions<'_>,
+    ) -> Result<Vec<u8>> {
+        let rb = format.row_bytes(k)?;
+        if src.len() % k != 0 {
+            return Err(Error::Length {
+                format,
+                buffer: Buffer::Values,
+                got: src.len(),
+                expected: src.len() / k * k,
+            });
+        }
+        let mut out = vec![0u8; src.len() / k * rb];
+        for (r, (s, d)) in src.chunks_exact(k).zip(out.chunks_exact_mut(rb)).enumerate() {
+            encode_row(format, s, opts, d).map_err(|e| e.at_element(r * k))?;
+        }
+        Ok(out)
+    }
+
+    /// Prepares `x` for [`dot_row`] with `format` (rotation, then quantization to the format's
+    /// activation format) and returns the dot product of one weight row with it.
+    pub fn dot_row_f32(format: FormatId, w: &[u8], x: &[f32]) -> Result<f32> {
+        let info = format.info();
+        let mut xr = x.to_vec();
+        if info.rotation == crate::registry::Rotation::Fwht256 {
+            if x.len() % 256 != 0 {
+                return Err(Error::RowLength { format, k: x.len(), multiple_of: 256 });
+            }
+            for seg in xr.chunks_exact_mut(256) {
+                crate::rotate::fwht256(seg.try_into().expect("256-element chunk"));
+            }
+        }
+        let opts = EncodeOptions::default();
+        match info.activation {
+            ActFormat::F32 => dot_row(format, w, ActRow::F32(&xr)),
+            ActFormat::Q8_0 => {
+                let mut a = vec![BlockQ8_0::zeroed(); xr.len() / 32];
+                encode_row(FormatId::Q8_0, &xr, &opts, bytemuck::cast_slice_mut(&mut a))?;
+                dot_row(format, w, ActRow::Q8_0(&a))
+            }
+            ActFormat::Q8_1 => {
+                let mut a = vec![BlockQ8_1::zeroed(); xr.len() / 32];
+                encode_row(FormatId::Q8_1, &xr, &opts, bytemuck::cast_slice_mut(&mut a))?;
+                dot_row(format, w, ActRow::Q8_1(&a))
+            }
+            ActFormat::Q8K => {
+                let mut a = vec![BlockQ8K::zeroed(); xr.len() / 256];
+                encode_row(FormatId::Q8K, &xr, &opts, bytemuck::cast_slice_mut(&mut a))?;
+                dot_row(format, w, ActRow::Q8K(&a))
+            }
+        }
+    }
+
+    use bytemuck::Zeroable;
+}
+
+#[cfg(feature = "alloc")]
+pub use vec_api::*;

@@ -1,0 +1,2 @@
+//! Shared pieces of encoders: scale searches and importance weighting used by more than one
+//! format family. (Being implemented.)

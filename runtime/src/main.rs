@@ -1,0 +1,2 @@
+//! The `lowbit` command.
+fn main() {}
