@@ -1,2 +1,4 @@
 //! Shared pieces of encoders: scale searches and importance weighting used by more than one
-//! format family. (Being implemented.)
+//! format family.
+
+pub mod ternary;
