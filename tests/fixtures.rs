@@ -8,6 +8,11 @@ fn ggml_basic() {
 }
 
 #[test]
+fn ggml_fp4_ternary() {
+    common::run_manifest("ggml_fp4_ternary");
+}
+
+#[test]
 fn ggml_kquant() {
     common::run_manifest("ggml_kquant");
 }

@@ -1,0 +1,2 @@
+//! Normalised Sylvester Walsh-Hadamard transforms with optional explicit signs. (Being
+//! implemented.)
