@@ -75,7 +75,7 @@ impl Block for BlockMxfp4 {
 /// does (the product is exact, the subtraction rounds once). So exact ties go to the smaller
 /// magnitude and to the non-negative code; -0 (code 8) is never returned; an `x` whose rounded
 /// errors to two codes compare equal also takes the first one.
-pub(crate) fn best_index(x: f32, d: f32) -> u8 {
+pub fn best_index(x: f32, d: f32) -> u8 {
     let mut best = 0u8;
     let mut best_err = (f32::from(KVALUES_MXFP4[0]) * d - x).abs();
     for (i, k) in KVALUES_MXFP4.iter().enumerate().skip(1) {

@@ -13,7 +13,7 @@
 //!
 //! Every byte decodes to trits in 0..=2, so no byte of `qs` / `qh` is illegal (bytes no encoder
 //! writes still decode as ggml decodes them). A NaN or infinite `d` is
-//! [`Error::NonFiniteScale`].
+//! [`crate::Error::NonFiniteScale`].
 
 use half::f16;
 
