@@ -309,6 +309,22 @@ proptest! {
     }
 }
 
+/// MXFP4's exponent rule on amax values just below and above every power of two (where the
+/// rounded log2f matters), against gguf-py's numpy expression.
+#[test]
+fn mxfp4_exponent_near_powers_of_two() {
+    let dir =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/ggml_fp4_ternary");
+    let x = std::fs::read(dir.join("mx_exponent.in.f32")).unwrap();
+    let want = std::fs::read(dir.join("mx_exponent.u8")).unwrap();
+    assert_eq!(x.len(), 4 * want.len());
+    assert!(want.len() > 10_000);
+    for (c, w) in x.chunks_exact(4).zip(&want) {
+        let a = f32::from_le_bytes([c[0], c[1], c[2], c[3]]);
+        assert_eq!(mxfp4::mxfp4_exponent(a), *w, "amax {a:e} ({:08x})", a.to_bits());
+    }
+}
+
 #[test]
 fn encode_edge_cases() {
     // MXFP4: blocks too small for ggml's exponent rule clamp to e = 0 (ggml: undefined).
