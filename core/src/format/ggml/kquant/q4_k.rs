@@ -5,7 +5,7 @@
 //! `ggml/src/ggml-quants.c` `dequantize_row_q4_K` and gguf-py `gguf/quants.py`
 //! `Q4_K.dequantize_blocks`. Dot product: `ggml/src/ggml-cpu/quants.c`
 //! `ggml_vec_dot_q4_K_q8_K_generic`. The decode and dot arithmetic is shared with Q5_K
-//! ([`decode_scaled_min`], [`dot_row_k4`]).
+//! (`decode_scaled_min`, `dot_block_k4`).
 
 use half::f16;
 
@@ -69,8 +69,7 @@ pub(crate) fn decode_scaled_min(
     out: &mut [f32],
 ) {
     let (sc, m) = scales_mins_k4(scales);
-    for (((o, qg), &s), &mn) in out.chunks_exact_mut(32).zip(q.chunks_exact(32)).zip(&sc).zip(&m)
-    {
+    for (((o, qg), &s), &mn) in out.chunks_exact_mut(32).zip(q.chunks_exact(32)).zip(&sc).zip(&m) {
         let d1 = d * f32::from(s);
         let m1 = dmin * f32::from(mn);
         for (y, &x) in o.iter_mut().zip(qg) {
@@ -111,7 +110,8 @@ impl Block for BlockQ4K {
     const FORMAT: FormatId = FORMAT;
     const ELEMS: usize = QK_K;
 
-    /// See [`decode_scaled_min`].
+    /// Per sub-block of 32, `d1 = d * scale`, `m1 = dmin * min` (f32), per element
+    /// `d1 * q - m1` (two f32 operations, not fused), as ggml and gguf-py compute it.
     fn decode(&self, out: &mut [f32]) -> Result<()> {
         check_block_out::<Self>(out)?;
         let (d, dmin) = self.scales_f32()?;
