@@ -3,7 +3,8 @@
 //! Q8_K match an f64 computation within the documented bound (c = 1).
 //!
 //! Decode bit-exactness against gguf-py is checked by the fixtures (`tests/fixtures.rs`,
-//! `ggml_kquant`); this file uses the (fixture-verified) decoder to build the f64 references.
+//! `ggml_kquant`); this file uses the (fixture-verified) decoder to build the f64 references, and
+//! checks the dot products bit for bit against the oracle's `dots.tsv` (ggml's generic f32 order).
 
 use lowbit::codec::{self, ActRow};
 use lowbit::format::ggml::BlockQ8K;
@@ -261,4 +262,56 @@ fn dot_min_term_uses_bsums() {
             assert_eq!(y, y_bad, "{format}");
         }
     }
+}
+
+/// The oracle's dot products (`tests/fixtures/ggml_kquant/dots.tsv`, numpy in ggml's generic f32
+/// order, unpacking through gguf-py) must be reproduced bit for bit.
+#[test]
+fn dot_fixtures_bit_exact() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/ggml_kquant");
+    let text = std::fs::read_to_string(dir.join("dots.tsv")).unwrap();
+    let mut checked = 0;
+    for line in text.lines().filter(|l| !l.starts_with('#') && !l.trim().is_empty()) {
+        let f: Vec<&str> = line.split('\t').collect();
+        let format = FormatId::from_name(f[0]).unwrap();
+        let k: usize = f[1].parse().unwrap();
+        let w = std::fs::read(dir.join(f[2])).unwrap();
+        let a = std::fs::read(dir.join(f[3])).unwrap();
+        let want: Vec<u32> = std::fs::read(dir.join(f[4]))
+            .unwrap()
+            .chunks_exact(4)
+            .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect();
+        let acts: Vec<BlockQ8K> = a
+            .chunks_exact(292)
+            .map(|b| {
+                let mut qs = [0i8; 256];
+                qs.iter_mut().zip(&b[4..260]).for_each(|(q, &x)| *q = x as i8);
+                let mut bsums = [0i16; 16];
+                for (j, s) in bsums.iter_mut().enumerate() {
+                    *s = i16::from_le_bytes([b[260 + 2 * j], b[261 + 2 * j]]);
+                }
+                BlockQ8K { d: f32::from_le_bytes([b[0], b[1], b[2], b[3]]), qs, bsums }
+            })
+            .collect();
+        let rb = format.row_bytes(k).unwrap();
+        let nbr = k / 256;
+        assert_eq!(w.len(), want.len() * rb);
+        for (r, &bits) in want.iter().enumerate() {
+            let got = codec::dot_row(
+                format,
+                &w[r * rb..(r + 1) * rb],
+                ActRow::Q8K(&acts[r * nbr..(r + 1) * nbr]),
+            )
+            .unwrap();
+            assert_eq!(
+                got.to_bits(),
+                bits,
+                "{format} row {r}: got {got}, want {}",
+                f32::from_bits(bits)
+            );
+            checked += 1;
+        }
+    }
+    assert_eq!(checked, 5 * 48);
 }

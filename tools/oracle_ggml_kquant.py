@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""Oracle fixtures for the ggml K-quants Q2_K..Q6_K (decode only).
+"""Oracle fixtures for the ggml K-quants Q2_K..Q6_K: decode, NaN/inf rejects, dots vs Q8_K.
 
-Writes tests/fixtures/ggml_kquant/{manifest.tsv, *.bin, *.dec.f32}. Deterministic (fixed
+Writes tests/fixtures/ggml_kquant/{manifest.tsv, *.bin, *.dec.f32} (decode/reject cases, run by
+tests/fixtures.rs) and {dots.tsv, dot.*} (reference dot products, run by tests/ggml_kquant.rs). Deterministic (fixed
 seeds); run with the venv in tools/requirements.txt:
 
     /work/venv/bin/python tools/oracle_ggml_kquant.py
@@ -168,6 +169,104 @@ def gen_format(g: Gen, fmt: str, seed: int) -> None:
         bad("nan_d_inf_dmin", 1, d_off, 0x7E00, also=(dmin_off, 0x7C00))
 
 
+# ---------------------------------------------------------------------------------------------
+# Dot-product fixtures against Q8_K (tests/ggml_kquant.rs reads dots.tsv; the shared manifest
+# runner has no dot op). The expected f32 results follow the f32 operation order of ggml's
+# generic C (ggml-org/llama.cpp ggml/src/ggml-cpu/quants.c, ggml_vec_dot_q{2..6}_K_q8_K_generic),
+# written here in numpy float32 scalars. The integer quants are not unpacked here: gguf-py's
+# dequantize of a copy of the block with d = 1, dmin = 0 gives the exact integers scale * q per
+# element, and with d = 0, dmin = 1 gives -min per element.
+
+Q8K = np.dtype([("d", "<f4"), ("qs", "i1", 256), ("bsums", "<i2", 16)])
+assert Q8K.itemsize == 292
+DOT_ROWS, DOT_NB = 48, 2
+
+
+def int_parts(fmt: str, blocks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(scale*q, min) per element as int64, via gguf-py on blocks with d/dmin replaced."""
+    qt, bs, d_off, dmin_off, _ = FORMATS[fmt]
+    one, zero = f16_bytes([1.0])[0], f16_bytes([0.0])[0]
+    b = blocks.copy()
+    b[:, d_off:d_off + 2] = one
+    if dmin_off is not None:
+        b[:, dmin_off:dmin_off + 2] = zero
+    sq = dequantize(b, qt).reshape(-1, QK_K)
+    mins = np.zeros_like(sq)
+    if dmin_off is not None:
+        b[:, d_off:d_off + 2] = zero
+        b[:, dmin_off:dmin_off + 2] = one
+        mins = -dequantize(b, qt).reshape(-1, QK_K)
+    assert np.all(sq == np.round(sq)) and np.all(mins == np.round(mins))
+    return sq.astype(np.int64), mins.astype(np.int64)
+
+
+def ggml_dot(fmt: str, blocks: np.ndarray, acts: np.ndarray) -> np.float32:
+    """One row (blocks: (nb, bs) uint8, acts: (nb,) Q8K) in ggml's generic f32 order."""
+    _, bs, d_off, dmin_off, _ = FORMATS[fmt]
+    f32 = np.float32
+    sq, mins = int_parts(fmt, blocks)
+    d_w = blocks[:, d_off:d_off + 2].copy().view("<f2").astype(np.float32).ravel()
+    m_w = (blocks[:, dmin_off:dmin_off + 2].copy().view("<f2").astype(np.float32).ravel()
+           if dmin_off is not None else None)
+    sums = [f32(0)] * 8
+    sumf = f32(0)
+    for i in range(blocks.shape[0]):
+        q8 = acts["qs"][i].astype(np.int64)
+        bsums = acts["bsums"][i].astype(np.int64)
+        da = f32(acts["d"][i])
+        if fmt == "Q2_K":
+            isum = int(np.sum(sq[i] * q8))
+            summs = int(np.sum(bsums * mins[i][::16]))
+            dall = f32(da * d_w[i])
+            dmin = f32(da * m_w[i])
+            sumf = f32(sumf + f32(f32(dall * f32(isum)) - f32(dmin * f32(summs))))
+            continue
+        lanes = (sq[i] * q8).reshape(32, 8).sum(axis=0)
+        d = f32(d_w[i] * da)
+        for l in range(8):
+            sums[l] = f32(sums[l] + f32(d * f32(int(lanes[l]))))
+        if fmt in ("Q4_K", "Q5_K"):
+            sumi = int(np.sum(bsums * np.repeat(mins[i][::32], 2)))
+            dmin = f32(m_w[i] * da)
+            sumf = f32(sumf - f32(dmin * f32(sumi)))
+    if fmt != "Q2_K":
+        for l in range(8):
+            sumf = f32(sumf + sums[l])
+    return sumf
+
+
+def gen_dots(g: Gen) -> list[str]:
+    rng = np.random.default_rng(0x51D07)
+    n = DOT_ROWS * DOT_NB
+    acts = np.zeros(n, Q8K)
+    acts["qs"] = rng.integers(-128, 128, (n, 256))
+    acts["d"] = (2.0 ** rng.uniform(-14, 4, n)).astype(np.float32)
+    acts["bsums"] = acts["qs"].reshape(n, 16, 16).astype(np.int32).sum(axis=-1)
+    g.write("dot.q8_k.bin", acts.tobytes())
+    rows = []
+    for fmt, (qt, bs, d_off, dmin_off, _) in FORMATS.items():
+        w = rng.integers(0, 256, (n, bs), dtype=np.uint8)
+        # Per row a scale regime: normal, wide log-uniform (incl. subnormal f16), huge.
+        regime = np.repeat(np.arange(DOT_ROWS) % 3, DOT_NB)
+        def draw():
+            v = np.where(regime == 0, rng.normal(0, 0.02, n),
+                         np.where(regime == 1, 2.0 ** rng.uniform(-24, 15.9, n),
+                                  rng.uniform(1e4, F16_MAX, n)))
+            return v * rng.choice([-1, 1], n)
+        w[:, d_off:d_off + 2] = f16_bytes(draw())
+        if dmin_off is not None:
+            w[:, dmin_off:dmin_off + 2] = f16_bytes(draw())
+        assert np.all(np.isfinite(dequantize(w, qt)))
+        out = np.array([ggml_dot(fmt, w[r * DOT_NB:(r + 1) * DOT_NB],
+                                 acts[r * DOT_NB:(r + 1) * DOT_NB]) for r in range(DOT_ROWS)],
+                       dtype="<f4")
+        stem = f"dot.{fmt.lower()}"
+        g.write(f"{stem}.bin", w.tobytes())
+        g.write(f"{stem}.f32", out.tobytes())
+        rows.append(f"{fmt}\t{DOT_NB * QK_K}\t{stem}.bin\tdot.q8_k.bin\t{stem}.f32")
+    return rows
+
+
 def main() -> int:
     OUT.mkdir(parents=True, exist_ok=True)
     for p in OUT.iterdir():
@@ -182,6 +281,11 @@ def main() -> int:
         "op\tformat\tk\trule\tinput\timportance\texpected",
     ]
     (OUT / "manifest.tsv").write_text("\n".join(header + g.rows) + "\n")
+    dots = gen_dots(g)
+    (OUT / "dots.tsv").write_text("\n".join([
+        "# Reference dots against Q8_K (read by tests/ggml_kquant.rs), f32 order of ggml's",
+        "# generic C; one f32 per row of k elements. format, k, weights, activations, expected",
+    ] + dots) + "\n")
     print(f"{len(g.rows)} cases, {g.total} bytes of data", file=sys.stderr)
     assert g.total < 2 * 1024 * 1024
     return 0
