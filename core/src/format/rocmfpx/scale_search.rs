@@ -30,48 +30,42 @@
 //! # Why the fast search returns the same byte
 //!
 //! Let `E(s) = sum w_i * min_c (m_i - c s)^2` in exact arithmetic (`m_i = |x_i|`, `c` over the
-//! codebook's magnitudes). The code rules above pick an exact minimiser (ROCmFP2: the smaller
-//! rounded square is the rounding of the smaller exact square, rounding being monotone), and no
-//! intermediate can underflow or overflow (f32 inputs: nonzero `d_i^2 >= 2^-298`, every term
-//! below 2^520). Hence each rounded term lies within a factor `(1 ± u)^4` of its exact value
-//! (`u = 2^-53`) and the 15 additions of non-negative terms add `(1 ± u)^15`:
-//! `S(s) ∈ E(s) · [1 - 20u, 1 + 20u]`.
+//! codebook's magnitudes: {1, 4} or {0, 1, 2, 4}). The code rules above pick an exact minimiser
+//! (ROCmFP2: the smaller rounded square is the rounding of the smaller exact square, rounding
+//! being monotone), and no intermediate underflows or overflows (f32 inputs: nonzero
+//! `d_i^2 >= 2^-298`, every term below 2^520). So each rounded term is within `(1 ± u)^4` of its
+//! exact value (`u = 2^-53`) and the 15 additions of non-negative terms add `(1 ± u)^15`:
+//! `S(s) >= E(s) (1 - 20u)`.
 //!
-//! The fast search works on the elements with `w_i > 0` (the others add exactly `+0.0` to `S`):
+//! 1. Elements with `w_i = 0` add exactly `+0.0` to every `S`; if no element is left, or all
+//!    left are 0, every `S` is 0 (ROCmFP3) or `S(0) = 0 < S(s > 0)` (ROCmFP2): byte 0, as the
+//!    exhaustive search returns.
+//! 2. A window of 8 bytes around a heuristic centre (one least-squares refinement of `M/4`,
+//!    `M` the largest active magnitude) is evaluated exactly, with the very operations of the
+//!    exhaustive search (`S` bit for bit), four scales per pass. `best` = the smallest `S` seen
+//!    (ties to the lower byte).
+//! 3. The bytes outside the window are then, side by side, either discarded or evaluated: a
+//!    range of scales `[sa, sb]` is discarded when the *interval bound*
+//!    `(1 - 2^-44) * sum w_i dist(m_i, R)^2 > best`, where `R = {c s : s in [sa, sb]}` over the
+//!    levels `c` (for ROCmFP3 including 0). Every reconstruction magnitude any scale of the range
+//!    can produce lies in `R`, so `sum w dist^2 <= E(s)` for each such `s`; the computed sum (a
+//!    max/min of rounded differences, squared, weighted, summed: within `(1 + u)^19`) times
+//!    `1 - 2^-44` is below `E(s)(1 - 20u) <= S(s)`. Hence a discarded byte has `S > best >=`
+//!    the final minimum and cannot be the answer, not even by a tie. The tries, per side: the
+//!    whole remaining tail (`[0, s]` below, `[s, inf)` above), else the next 8 bytes, else the
+//!    next 4 bytes are evaluated exactly.
+//! 4. ROCmFP3 only: from `s >= 2M` up, every code is 0 and each term is `x_i^2`, the very term
+//!    byte 0 computes, so those bytes tie with byte 0 bit for bit and lose the tie (or exceed
+//!    `best` together with byte 0, which the low side has evaluated or discarded).
+//! 5. The answer is the lowest byte with the smallest exact `S` among the evaluated bytes: the
+//!    exhaustive winner is never discarded (3, 4), so it is evaluated, and it is that byte.
 //!
-//! 1. If none is left, or all of them are 0, every `S` is 0 (ROCmFP3) or `S(0) = 0 < S(s > 0)`
-//!    (ROCmFP2): byte 0, as the exhaustive search.
-//! 2. `best = S(b0)` for the byte `b0` nearest `M/4` (`M` the largest active magnitude), an upper
-//!    bound on the minimum.
-//! 3. Bytes below `b0` are walked down while `w_M (M - 4s)^2` (the error of the largest element
-//!    alone, which no level can reach when `4s < M`; `w_M` its largest weight), scaled down by
-//!    `1 - 2^-44`, is not above `best`. The bound grows as `s` falls (to `w_M M^2 <= E(0)` at
-//!    byte 0), so every byte below the stop has `S > best` and cannot win.
-//! 4. Bytes above `b0` are walked up until, for ROCmFP2, `s >= M` and `W (s - M)^2 (1 - 2^-44)`
-//!    exceeds `best` (`W = sum w_i`: for `s >= M` every element is inner with error at least
-//!    `(s - M)^2`, and the bound grows with `s`); for ROCmFP3, until `s >= 2M`: there every code
-//!    is 0, each `t_i = x_i^2` is the very term byte 0 computes, so those bytes tie with byte 0
-//!    and lose the tie.
-//! 5. For each remaining byte, `E(s)` is evaluated in O(1) from the magnitudes sorted once with
-//!    prefix sums of `w` and `w m`: the codes are monotone in `m / s`, so each level takes a
-//!    contiguous run of the sorted magnitudes and `E(s) = A - 2s sum_l l B_l + s^2 sum_l l^2 W_l`
-//!    (`A = sum w m^2`). The f64 value `Ê` of this expression has an absolute error below
-//!    `100u (A + 8 s B + 16 s^2 W)` (16-term sums, one subtraction per run, a few products; `B`
-//!    and `W` the totals); lowbit uses `2^-44 = 512u` times that envelope. With the relative
-//!    factor `1 ± 2^-44` for `S` versus `E`, `lo = (Ê - err)(1 - 2^-44) <= S(s) <=
-//!    (Ê + err)(1 + 2^-44) = hi`.
-//! 6. Every byte with `lo <= min(hi over all bytes, best)` is then evaluated exactly (the f64
-//!    sum `S` itself), in ascending order, keeping the first minimum. The winner `b*` of the
-//!    exhaustive search has `lo(b*) <= S(b*) <= S(b) <= hi(b)` for every `b`, and
-//!    `S(b*) <= best`, so it is always evaluated exactly, and being the lowest byte with the
-//!    smallest `S`, it is the one kept.
-//!
-//! Typical inputs leave 20-30 O(1) estimates and one to three exact sums, against 127 exact sums
-//! for the exhaustive search. Adversarial inputs (all values beyond ~2^60, where every `S`
-//! rounds to the same number) fall back to evaluating every byte exactly: slower, never wrong.
+//! Cost on Gaussian-like halves: about 11 exact scale evaluations (in passes of four) and 4 to
+//! 5 interval bounds, against 127 exact evaluations. Adversarial inputs (values beyond ~2^60,
+//! where every `S` rounds to the same number) defeat the bounds and fall back to evaluating
+//! every byte: slower, never wrong. lowbit's measured speed ratio is in docs/FORMAT-NOTES.md.
 
 use super::fp2::fp2_code;
-use super::fp3::fp3_index;
 
 /// Number of legal scale bytes (0x00..=0x7E).
 pub(crate) const NSCALES: usize = 127;
@@ -106,40 +100,41 @@ pub(crate) fn scale_table_f64() -> [f64; NSCALES] {
     out
 }
 
-/// The rounded error term `d * d` of one input under scale `s` (module docs).
-#[inline]
-fn term(cb: Codebook, x: f64, s: f64) -> f64 {
-    if s == 0.0 {
-        return x * x;
-    }
+/// The rounded error term `d * d` of one input under scale `s` (module docs). No branch on
+/// `s = 0` is needed: there ROCmFP2's two candidates are both `|x|`, and ROCmFP3's level is 4
+/// (or 0 for `x = 0`) times 0, so the term is `x^2` as the reference computes it.
+#[inline(always)]
+fn term<const FP3: bool>(x: f64, s: f64) -> f64 {
     let m = x.abs();
-    match cb {
-        Codebook::Fp2 => {
-            let id = m - s;
-            let od = m - 4.0 * s;
-            let (i2, o2) = (id * id, od * od);
-            if o2 < i2 {
-                o2
-            } else {
-                i2
-            }
-        }
-        Codebook::Fp3 => {
-            let c = [0.0, 1.0, 2.0, 4.0][fp3_index(m, s) as usize];
-            let d = m - c * s;
-            d * d
-        }
+    if FP3 {
+        // level 0, 1, 2 or 4 from the thresholds of `fp3_index`, without branches
+        let c = f64::from(u8::from(m > 0.5 * s))
+            + f64::from(u8::from(m > 1.5 * s))
+            + 2.0 * f64::from(u8::from(m > 3.0 * s));
+        let d = m - c * s;
+        d * d
+    } else {
+        let id = m - s;
+        let od = m - 4.0 * s;
+        // min of the two rounded squares (equal squares: the same value either way)
+        (od * od).min(id * id)
     }
 }
 
 /// `S(s)`: the reference's f64 objective of one half under scale `s`, summed left to right.
 #[inline]
 pub(crate) fn objective(cb: Codebook, h: &Half, s: f64) -> f64 {
-    let mut acc = 0.0f64;
-    for (&x, &w) in h.x.iter().zip(h.w.iter()) {
-        acc += w * term(cb, x, s);
+    fn go<const FP3: bool>(h: &Half, s: f64) -> f64 {
+        let mut acc = 0.0f64;
+        for (&x, &w) in h.x.iter().zip(h.w.iter()) {
+            acc += w * term::<FP3>(x, s);
+        }
+        acc
     }
-    acc
+    match cb {
+        Codebook::Fp2 => go::<false>(h, s),
+        Codebook::Fp3 => go::<true>(h, s),
+    }
 }
 
 /// The exhaustive reference: every byte 0x00..=0x7E, the smallest `S`, ties to the lower byte.
@@ -156,165 +151,150 @@ pub(crate) fn search_exhaustive(cb: Codebook, h: &Half, table: &[f64; NSCALES]) 
     best_b
 }
 
-/// Index of the table entry nearest `t` (ties to the lower byte); `t >= 0`.
-fn nearest_byte(table: &[f64; NSCALES], t: f64) -> usize {
-    let hi = table.partition_point(|&s| s < t);
-    if hi == 0 {
-        return 0;
+/// The exact objective at four scales in one pass (the same operations, in the same order, per
+/// lane as [`objective`], so each lane is bit-identical to it; four independent chains).
+#[inline]
+fn objective4(cb: Codebook, h: &Half, s: [f64; 4]) -> [f64; 4] {
+    fn go<const FP3: bool>(h: &Half, s: [f64; 4]) -> [f64; 4] {
+        let mut acc = [0f64; 4];
+        for (&x, &w) in h.x.iter().zip(h.w.iter()) {
+            for (a, &sc) in acc.iter_mut().zip(s.iter()) {
+                *a += w * term::<FP3>(x, sc);
+            }
+        }
+        acc
     }
-    if hi >= NSCALES {
-        return NSCALES - 1;
-    }
-    if t - table[hi - 1] <= table[hi] - t {
-        hi - 1
-    } else {
-        hi
+    match cb {
+        Codebook::Fp2 => go::<false>(h, s),
+        Codebook::Fp3 => go::<true>(h, s),
     }
 }
 
+/// A lower bound on `S(s')` for every scale `s'` in `[sa, sb]` (`0 <= sa <= sb`, `sb` may be
+/// infinite): each element's distance to the reconstruction magnitudes reachable from that
+/// interval (`{0}` for ROCmFP3, and `[c sa, c sb]` for each level `c`), squared and weighted,
+/// summed, and scaled by `1 - 2^-44` (module docs, step 3).
+fn interval_bound(cb: Codebook, h: &Half, sa: f64, sb: f64) -> f64 {
+    let mut acc = 0f64;
+    for (&x, &w) in h.x.iter().zip(h.w.iter()) {
+        let m = x.abs();
+        let dist = |c: f64| (c * sa - m).max(m - c * sb).max(0.0);
+        let d = match cb {
+            Codebook::Fp2 => dist(1.0).min(dist(4.0)),
+            Codebook::Fp3 => m.min(dist(1.0)).min(dist(2.0)).min(dist(4.0)),
+        };
+        acc += w * (d * d);
+    }
+    acc * (1.0 - MARGIN)
+}
+
+/// A start byte near `t > 0` (any byte is correct; near the optimum is faster): the UE4M3-b8
+/// byte of `t` with its mantissa truncated, read from the f64 bits.
+#[inline]
+fn start_byte(t: f64) -> usize {
+    let bits = t.to_bits();
+    let e = ((bits >> 52) & 0x7ff) as i64 - 1023; // t = 1.f * 2^e
+    let byte = (e + 8) * 8 + ((bits >> 49) & 7) as i64;
+    byte.clamp(0, NSCALES as i64 - 1) as usize
+}
+
+/// Chunk of bytes a single interval bound tries to discard.
+const CHUNK: usize = 8;
+
 /// The pruned search: the same byte as [`search_exhaustive`] on every input (module docs).
 pub(crate) fn search_fast(cb: Codebook, h: &Half, table: &[f64; NSCALES]) -> u8 {
-    // Active elements (w > 0), their largest magnitude and its largest weight.
-    let mut ms = [0f64; 16];
-    let mut ws = [0f64; 16];
-    let mut n = 0usize;
+    // Largest active magnitude (elements with w = 0 add exactly +0.0 to every S).
     let mut big_m = 0f64;
-    let mut w_m = 0f64;
+    let mut any = false;
     for (&x, &w) in h.x.iter().zip(h.w.iter()) {
         if w > 0.0 {
-            let m = x.abs();
-            ms[n] = m;
-            ws[n] = w;
-            n += 1;
-            if m > big_m {
-                big_m = m;
-                w_m = w;
-            } else if m == big_m && w > w_m {
-                w_m = w;
-            }
+            any = true;
+            big_m = big_m.max(x.abs());
         }
     }
-    if n == 0 || big_m == 0.0 {
+    if !any || big_m == 0.0 {
         return 0;
     }
-
-    // Sort the active magnitudes (with their weights) ascending; prefix sums of w and w*m.
-    for i in 1..n {
-        let (m, w) = (ms[i], ws[i]);
-        let mut j = i;
-        while j > 0 && ms[j - 1] > m {
-            ms[j] = ms[j - 1];
-            ws[j] = ws[j - 1];
-            j -= 1;
-        }
-        ms[j] = m;
-        ws[j] = w;
-    }
-    let mut pw = [0f64; 17];
-    let mut pb = [0f64; 17];
-    let mut a = 0f64;
-    for i in 0..n {
-        pw[i + 1] = pw[i] + ws[i];
-        pb[i + 1] = pb[i] + ws[i] * ms[i];
-        a += ws[i] * (ms[i] * ms[i]);
-    }
-    let (w_tot, b_tot) = (pw[n], pb[n]);
-
-    // Start near M/4 with one exact evaluation.
-    let b0 = nearest_byte(table, big_m * 0.25);
-    let best0 = objective(cb, h, table[b0]);
-
-    // Lower tail: the largest element's clipping error, monotone in s.
-    let mut bl = b0;
-    while bl > 0 {
-        let s = table[bl - 1];
-        let c = big_m - 4.0 * s;
-        if c > 0.0 && w_m * c * c * (1.0 - MARGIN) > best0 {
-            break;
-        }
-        bl -= 1;
-    }
-    // Upper tail.
-    let mut bh = b0;
-    while bh + 1 < NSCALES {
-        let s = table[bh + 1];
-        match cb {
+    // One least-squares refinement of s = M/4 with the codes of s (a heuristic centre only).
+    let s0 = 0.25 * big_m;
+    let (mut num, mut den) = (0f64, 0f64);
+    for (&x, &w) in h.x.iter().zip(h.w.iter()) {
+        let m = x.abs();
+        let c = match cb {
             Codebook::Fp2 => {
-                if s >= big_m {
-                    let c = s - big_m;
-                    if w_tot * c * c * (1.0 - MARGIN) > best0 {
-                        break;
-                    }
+                if m > 2.5 * s0 {
+                    4.0
+                } else {
+                    1.0
                 }
             }
             Codebook::Fp3 => {
-                if s >= 2.0 * big_m {
-                    break;
-                }
-            }
-        }
-        bh += 1;
-    }
-
-    // O(1) interval estimates for every byte in [bl, bh].
-    let mut lo = [0f64; NSCALES];
-    let mut min_hi = best0;
-    let (mut k0, mut k1, mut k2) = (0usize, 0usize, 0usize);
-    for b in bl..=bh {
-        let s = table[b];
-        let (lin, quad) = match cb {
-            Codebook::Fp2 => {
-                // [0, k0) inner (m <= 2.5 s), [k0, n) outer.
-                let t = 2.5 * s;
-                while k0 < n && ms[k0] <= t {
-                    k0 += 1;
-                }
-                let lin = pb[k0] + 4.0 * (b_tot - pb[k0]);
-                let quad = pw[k0] + 16.0 * (w_tot - pw[k0]);
-                (lin, quad)
-            }
-            Codebook::Fp3 => {
-                // [0, k0) zero, [k0, k1) one, [k1, k2) two, [k2, n) four.
-                let (t0, t1, t2) = (0.5 * s, 1.5 * s, 3.0 * s);
-                while k0 < n && ms[k0] <= t0 {
-                    k0 += 1;
-                }
-                k1 = k1.max(k0);
-                while k1 < n && ms[k1] <= t1 {
-                    k1 += 1;
-                }
-                k2 = k2.max(k1);
-                while k2 < n && ms[k2] <= t2 {
-                    k2 += 1;
-                }
-                let lin = (pb[k1] - pb[k0]) + 2.0 * (pb[k2] - pb[k1]) + 4.0 * (b_tot - pb[k2]);
-                let quad = (pw[k1] - pw[k0]) + 4.0 * (pw[k2] - pw[k1]) + 16.0 * (w_tot - pw[k2]);
-                (lin, quad)
+                f64::from(u8::from(m > 0.5 * s0))
+                    + f64::from(u8::from(m > 1.5 * s0))
+                    + 2.0 * f64::from(u8::from(m > 3.0 * s0))
             }
         };
-        let est = a - 2.0 * s * lin + s * s * quad;
-        let err = MARGIN * (a + 8.0 * s * b_tot + 16.0 * s * s * w_tot);
-        lo[b] = (est - err) * (1.0 - MARGIN);
-        let hi = (est + err) * (1.0 + MARGIN);
-        if hi < min_hi {
-            min_hi = hi;
-        }
+        num += w * c * m;
+        den += w * c * c;
     }
+    let centre = start_byte(if den > 0.0 { num / den } else { s0 });
 
-    // Exact evaluation of every byte that could still be the minimum, ascending.
+    // Exact evaluation of a window of 8 bytes.
+    let mut lo_b = centre.saturating_sub(3).min(NSCALES - 8);
+    let mut hi_b = lo_b + 7;
     let mut best = f64::INFINITY;
-    let mut best_b = b0;
-    for b in bl..=bh {
-        let e = if b == b0 {
-            best0
-        } else if lo[b] <= min_hi {
-            objective(cb, h, table[b])
-        } else {
-            continue;
-        };
-        if e < best {
-            best = e;
-            best_b = b;
+    let mut best_b = lo_b;
+    let eval4 = |first: usize, best: &mut f64, best_b: &mut usize| {
+        let bytes: [usize; 4] = core::array::from_fn(|i| (first + i).min(NSCALES - 1));
+        let e = objective4(cb, h, bytes.map(|b| table[b]));
+        for (&b, &v) in bytes.iter().zip(e.iter()) {
+            if v < *best || (v == *best && b < *best_b) {
+                *best = v;
+                *best_b = b;
+            }
+        }
+    };
+    eval4(lo_b, &mut best, &mut best_b);
+    eval4(lo_b + 4, &mut best, &mut best_b);
+
+    // Discard or evaluate the bytes below lo_b and above hi_b until none is left. A byte is
+    // discarded only when a lower bound on its S exceeds the best S found (module docs).
+    let mut low_done = lo_b == 0;
+    let mut high_done = hi_b == NSCALES - 1;
+    while !low_done || !high_done {
+        if !low_done {
+            if interval_bound(cb, h, 0.0, table[lo_b - 1]) > best {
+                low_done = true;
+            } else {
+                let a = lo_b.saturating_sub(CHUNK);
+                if a > 0 && interval_bound(cb, h, table[a], table[lo_b - 1]) > best {
+                    lo_b = a;
+                } else {
+                    let a = lo_b.saturating_sub(4);
+                    eval4(a, &mut best, &mut best_b);
+                    lo_b = a;
+                    low_done = lo_b == 0;
+                }
+            }
+        }
+        if !high_done {
+            let s = table[hi_b + 1];
+            // ROCmFP3: from s >= 2M on, every code is 0 and S equals S(byte 0) bit for bit, so
+            // those bytes lose the tie to byte 0 (or exceed best along with it).
+            if (cb == Codebook::Fp3 && s >= 2.0 * big_m)
+                || interval_bound(cb, h, s, f64::INFINITY) > best
+            {
+                high_done = true;
+            } else {
+                let b = (hi_b + CHUNK).min(NSCALES - 1);
+                if b < NSCALES - 1 && interval_bound(cb, h, s, table[b]) > best {
+                    hi_b = b;
+                } else {
+                    eval4(hi_b + 1, &mut best, &mut best_b);
+                    hi_b = (hi_b + 4).min(NSCALES - 1);
+                    high_done = hi_b == NSCALES - 1;
+                }
+            }
         }
     }
     best_b as u8
