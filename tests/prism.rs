@@ -346,7 +346,7 @@ proptest! {
         let x: Vec<f32> = (0..n).map(|_| rng.student2() as f32).collect();
         let mut t = vec![0i8; n];
         let d = f64::from(fit_ternary(&x, None, &mut t).to_f32());
-        prop_assert!(d >= 0.0 && d <= 65504.0);
+        prop_assert!((0.0..=65504.0).contains(&d));
         for (&v, &c) in x.iter().zip(&t) {
             prop_assert!((-1..=1).contains(&c));
             let e = |c: i8| (f64::from(v) - d * f64::from(c)).powi(2);

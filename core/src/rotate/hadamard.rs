@@ -197,7 +197,8 @@ mod tests {
         let mut seed = 7;
         for n in [1usize, 2, 32, 1024] {
             let x: [f32; 1024] = core::array::from_fn(|_| lcg(&mut seed));
-            let signs: [i8; 1024] = core::array::from_fn(|_| if lcg(&mut seed) < 0.0 { -1 } else { 1 });
+            let signs: [i8; 1024] =
+                core::array::from_fn(|_| if lcg(&mut seed) < 0.0 { -1 } else { 1 });
             for s in [None, Some(&signs[..n])] {
                 let mut y = [0f32; 1024];
                 y[..n].copy_from_slice(&x[..n]);
@@ -222,7 +223,10 @@ mod tests {
         assert_eq!(wht(&mut []), Err(HadamardError::NotPowerOfTwo { n: 0 }));
         let mut x = [1f32; 32];
         let s = [1i8; 16];
-        assert_eq!(rotate(&mut x, Some(&s)), Err(HadamardError::SignLength { got: 16, expected: 32 }));
+        assert_eq!(
+            rotate(&mut x, Some(&s)),
+            Err(HadamardError::SignLength { got: 16, expected: 32 })
+        );
         let mut s = [1i8; 32];
         s[5] = 0;
         assert_eq!(rotate(&mut x, Some(&s)), Err(HadamardError::BadSign { index: 5, value: 0 }));

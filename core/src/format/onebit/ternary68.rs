@@ -37,7 +37,12 @@ impl BlockTernary68 {
             let byte = self.codes[i / 4];
             let c = (byte >> (2 * (i % 4))) & 3;
             if c == 3 {
-                return Err(Error::IllegalByte { format: FORMAT, field: "codes", offset: 4 + i / 4, byte });
+                return Err(Error::IllegalByte {
+                    format: FORMAT,
+                    field: "codes",
+                    offset: 4 + i / 4,
+                    byte,
+                });
             }
             *v = c as i8 - 1;
         }
@@ -109,7 +114,12 @@ pub fn repack_q4_0(src: &[u8], dst: &mut [u8]) -> Result<()> {
     }
     let need = src.len() / UNIT * 68;
     if dst.len() != need {
-        return Err(Error::Length { format: FORMAT, buffer: Buffer::Encoded, got: dst.len(), expected: need });
+        return Err(Error::Length {
+            format: FORMAT,
+            buffer: Buffer::Encoded,
+            got: dst.len(),
+            expected: need,
+        });
     }
     for (u, (s, d)) in src.chunks_exact(UNIT).zip(dst.chunks_exact_mut(68)).enumerate() {
         if let Err(e) = repack_unit(s, d) {

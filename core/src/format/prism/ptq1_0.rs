@@ -91,7 +91,8 @@ impl BlockPtq1_0 {
                 }
             }
         }
-        let byte = |v: u16| ((v * 256 + 242) / 243) as u8;
+        // (v * 256 + 242) / 243, i.e. the ceiling of v * 256 / 243.
+        let byte = |v: u16| (v * 256).div_ceil(243) as u8;
         let mut blk = BlockPtq1_0 { qs: [0; 24], qh: [0; 2], d };
         for (q, &x) in blk.qs.iter_mut().zip(&v[..24]) {
             *q = byte(x);
@@ -137,7 +138,7 @@ mod tests {
     #[test]
     fn every_digit_pattern_round_trips() {
         for v in 0..243u16 {
-            let b = ((v * 256 + 242) / 243) as u8;
+            let b = (v * 256).div_ceil(243) as u8;
             let mut r = 0u16;
             for n in 0..5 {
                 r = r * 3 + digit(b, n) as u16;
