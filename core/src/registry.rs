@@ -341,7 +341,7 @@ impl FormatId {
             },
             Id::Pq2_0 => info(self, "PQ2_0", F::Prism, geo(128, 34), A::Q8_0, REF_IMPROVED),
             Id::Ptq1_0 => info(self, "PTQ1_0", F::Prism, geo(128, 28), A::Q8_0, REF_IMPROVED),
-            Id::Ternary68 => info(self, "TERNARY68", F::Onebit, geo(256, 68), A::Q8_0, NONE),
+            Id::Ternary68 => info(self, "TERNARY68", F::Onebit, geo(256, 68), A::F32, NONE),
         }
     }
 
