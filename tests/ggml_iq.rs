@@ -213,8 +213,7 @@ proptest! {
 /// largest, still within the bound.
 #[test]
 fn dot_extremes() {
-    for fi in 0..IQ.len() {
-        let (format, elems, bs, _) = IQ[fi];
+    for (fi, &(format, elems, bs, _)) in IQ.iter().enumerate() {
         let nb = 256 / elems * 2;
         let mut w = vec![0xFFu8; nb * bs];
         make_finite(fi, &mut w);

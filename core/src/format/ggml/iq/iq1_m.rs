@@ -1,7 +1,7 @@
 //! ggml IQ1_M: 256 weights in 56 bytes (1.75 bpw). The only IQ block without a plain `d`
 //! field: its f16 super-block scale is spread over the top nibbles of the four u16 `scales`.
 //!
-//! Layout (ggml `ggml-common.h` `block_iq1_m`): `qs` u8[32], `qh` u8[16], `scales` u8[8].
+//! Layout (ggml `ggml-common.h` `block_iq1_m`): `qs` `u8[32]`, `qh` `u8[16]`, `scales` `u8[8]`.
 //! Group `g` of 8 weights uses `iq1s_grid` entry `qs[g] | (n & 7) << 8` where `n` is nibble
 //! `g % 2` of `qh[g / 2]`; bit 3 of that nibble is the sign of the group's shift `delta`
 //! (`IQ1M_DELTA` = 0.125; set = -0.125). With `sc[k]` the little-endian u16 `scales[2k..2k+2]`,

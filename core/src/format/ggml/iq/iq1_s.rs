@@ -1,6 +1,6 @@
 //! ggml IQ1_S: 256 weights in 50 bytes (1.5625 bpw).
 //!
-//! Layout (ggml `ggml-common.h` `block_iq1_s`): `d` f16, `qs` u8[32], `qh` u16[8]. Group `g`
+//! Layout (ggml `ggml-common.h` `block_iq1_s`): `d` f16, `qs` `u8[32]`, `qh` `u16[8]`. Group `g`
 //! of 8 weights (sub-block `ib = g / 4`, `l = g % 4`) uses `iq1s_grid` entry
 //! `qs[g] | ((qh[ib] >> 3l) & 7) << 8` (int8 values in {-1, 0, 1}). `qh[ib]` bits 12..15 hold
 //! the 3-bit scale `ls` of the 32-weight sub-block, bit 15 the sign of its shift `delta`

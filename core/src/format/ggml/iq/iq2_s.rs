@@ -1,8 +1,8 @@
 //! ggml IQ2_S: 256 weights in 82 bytes (2.5625 bpw). (llama.cpp's IQ2_M file type stores
 //! these blocks too.)
 //!
-//! Layout (ggml `ggml-common.h` `block_iq2_s`): `d` f16, `qs` u8[64], `qh` u8[8], `scales`
-//! u8[8]. `qs[0..32]` are the low 8 bits of the `iq2s_grid` index of each group of 8 weights,
+//! Layout (ggml `ggml-common.h` `block_iq2_s`): `d` f16, `qs` `u8[64]`, `qh` `u8[8]`, `scales`
+//! `u8[8]`. `qs[0..32]` are the low 8 bits of the `iq2s_grid` index of each group of 8 weights,
 //! `qs[32..64]` the group's sign byte (bit `j` = weight `j` negative, no parity rule). For
 //! sub-block `ib` (32 weights, groups `4ib + l`), bits `2l, 2l+1` of `qh[ib]` are index bits 8
 //! and 9; `scales[ib]` holds the 4-bit scale of its first (low nibble) and last 16 weights.

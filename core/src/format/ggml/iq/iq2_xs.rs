@@ -1,6 +1,6 @@
 //! ggml IQ2_XS: 256 weights in 74 bytes (2.3125 bpw).
 //!
-//! Layout (ggml `ggml-common.h` `block_iq2_xs`): `d` f16, `qs` u16[32], `scales` u8[8]. Each
+//! Layout (ggml `ggml-common.h` `block_iq2_xs`): `d` f16, `qs` `u16[32]`, `scales` `u8[8]`. Each
 //! `qs` entry covers 8 weights: bits 0..9 index `iq2xs_grid`, bits 9..16 index `ksigns_iq2xs`.
 //! `scales[ib]` holds two 4-bit scales for sub-block `ib` (32 weights): the low nibble for its
 //! first 16 weights, the high nibble for the last 16.

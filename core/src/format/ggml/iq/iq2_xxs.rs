@@ -1,6 +1,6 @@
 //! ggml IQ2_XXS: 256 weights in 66 bytes (2.0625 bpw).
 //!
-//! Layout (ggml `ggml-common.h` `block_iq2_xxs`): `d` f16, `qs` u16[32]. Each 32-weight
+//! Layout (ggml `ggml-common.h` `block_iq2_xxs`): `d` f16, `qs` `u16[32]`. Each 32-weight
 //! sub-block `ib` owns 8 bytes `qs[4ib..4ib+4]`, read as two u32: `a0` = four `iq2xxs_grid`
 //! indices (one per 8 weights, byte `l`), `a1` = four 7-bit sign indices into `ksigns_iq2xs`
 //! (bits `7l..7l+7`) and a 4-bit scale `ls = a1 >> 28`.

@@ -1,7 +1,7 @@
 //! ggml IQ3_S: 256 weights in 110 bytes (3.4375 bpw).
 //!
-//! Layout (ggml `ggml-common.h` `block_iq3_s`): `d` f16, `qs` u8[64], `qh` u8[8], `signs`
-//! u8[32], `scales` u8[4]. Grid entry `i` (0..64, 4 weights) has index
+//! Layout (ggml `ggml-common.h` `block_iq3_s`): `d` f16, `qs` `u8[64]`, `qh` `u8[8]`, `signs`
+//! `u8[32]`, `scales` `u8[4]`. Grid entry `i` (0..64, 4 weights) has index
 //! `qs[i] | ((qh[i / 8] >> (i % 8)) & 1) << 8` into `iq3s_grid`. `signs[g]` is the sign byte of
 //! group `g` of 8 weights (bit `j` = weight `j` negative). `scales[s]` holds the 4-bit scales of
 //! sub-blocks `2s` (low nibble) and `2s + 1` (high nibble), 32 weights each.

@@ -1,6 +1,6 @@
 //! ggml IQ3_XXS: 256 weights in 98 bytes (3.0625 bpw).
 //!
-//! Layout (ggml `ggml-common.h` `block_iq3_xxs`): `d` f16, `qs` u8[96]. `qs[0..64]` index
+//! Layout (ggml `ggml-common.h` `block_iq3_xxs`): `d` f16, `qs` `u8[96]`. `qs[0..64]` index
 //! `iq3xxs_grid` (4 weights each). `qs[64..96]` are 8 little-endian u32, one per sub-block `ib`
 //! of 32 weights: bits `7l..7l+7` index `ksigns_iq2xs` for its `l`-th group of 8 weights (grid
 //! entries `qs[8ib + 2l]` and `qs[8ib + 2l + 1]`), bits 28..32 are the 4-bit scale `ls`.

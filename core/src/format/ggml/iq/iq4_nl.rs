@@ -1,6 +1,6 @@
 //! ggml IQ4_NL: 32 weights in 18 bytes (4.5 bpw), 16 non-linear levels.
 //!
-//! Layout (ggml `ggml-common.h` `block_iq4_nl`): `d` f16, `qs` u8[16]; weight `j < 16` is the
+//! Layout (ggml `ggml-common.h` `block_iq4_nl`): `d` f16, `qs` `u8[16]`; weight `j < 16` is the
 //! low nibble of `qs[j]`, weight `j + 16` the high nibble (Q4_0 order). Each nibble indexes
 //! `kvalues_iq4nl`.
 //!

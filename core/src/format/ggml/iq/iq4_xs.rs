@@ -1,7 +1,7 @@
 //! ggml IQ4_XS: 256 weights in 136 bytes (4.25 bpw), 16 non-linear levels, 6-bit sub-scales.
 //!
-//! Layout (ggml `ggml-common.h` `block_iq4_xs`): `d` f16, `scales_h` u16, `scales_l` u8[4],
-//! `qs` u8[128]. Sub-block `ib` (32 weights) has scale
+//! Layout (ggml `ggml-common.h` `block_iq4_xs`): `d` f16, `scales_h` u16, `scales_l` `u8[4]`,
+//! `qs` `u8[128]`. Sub-block `ib` (32 weights) has scale
 //! `ls = ((scales_l[ib / 2] >> 4*(ib % 2)) & 0xf) | ((scales_h >> 2ib) & 3) << 4` (0..63), used
 //! as `ls - 32`; its weights are the nibbles of `qs[16ib..16ib+16]` in Q4_0 order (low nibbles
 //! first), each indexing `kvalues_iq4nl`.
