@@ -47,6 +47,20 @@ fn scale_bits(fi: usize, b: &[u8]) -> u16 {
     }
 }
 
+/// Stores f16 bits as a block's scale (IQ1_M: into the top nibbles of its four scale words).
+fn set_scale(fi: usize, b: &mut [u8], bits: u16) {
+    match IQ[fi].3 {
+        Some(o) => b[o..o + 2].copy_from_slice(&bits.to_le_bytes()),
+        None => {
+            for k in 0..4 {
+                let hi = IQ1M_SCALES + 2 * k + 1;
+                b[hi] = (b[hi] & 0x0f) | (((bits >> (4 * k)) as u8 & 0x0f) << 4);
+            }
+        }
+    }
+    assert_eq!(scale_bits(fi, b), bits);
+}
+
 /// Offset of the scale field inside the block (what NonFiniteScale reports).
 fn scale_field(fi: usize) -> usize {
     IQ[fi].3.unwrap_or(IQ1M_SCALES)
@@ -155,12 +169,18 @@ proptest! {
     fn decode_arbitrary_bytes(fi in 0..IQ.len(), nb in 1usize..4, seed in any::<u64>(),
                               raw in prop::collection::vec(any::<u8>(), 4 * 136)) {
         let (format, elems, bs, _) = IQ[fi];
-        // Mix in the seed so most scales are finite but some rows carry NaN/inf.
+        // seed % 3: 0 = bytes as drawn, 1 = scales made finite, 2 = one NaN/inf scale injected.
         let mut w: Vec<u8> = raw[..nb * bs].to_vec();
         if seed % 3 != 0 {
             make_finite(fi, &mut w);
         }
-        let first_bad = w.chunks_exact(bs).position(|b| !f16::from_bits(scale_bits(fi, b)).is_finite());
+        if seed % 3 == 2 {
+            let bad = [0x7C00u16, 0xFC00, 0x7E00, 0xFFFF, 0x7C01][(seed / 3 % 5) as usize];
+            let b = (seed / 15) as usize % nb;
+            set_scale(fi, &mut w[b * bs..(b + 1) * bs], bad);
+        }
+        let first_bad =
+            w.chunks_exact(bs).position(|b| !f16::from_bits(scale_bits(fi, b)).is_finite());
         match codec::decode_to_vec(format, nb * elems, &w) {
             Ok(v) => {
                 prop_assert!(first_bad.is_none());
