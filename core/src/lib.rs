@@ -13,7 +13,7 @@
 //!   encode and the reference dot product against the format's activation format.
 //! * [`codec`]: the row-level entry points that dispatch on a [`FormatId`] at run time.
 //! * [`rotate`]: the FWHT-256 with seeded signs (MFP4) and the normalised Walsh-Hadamard (Prism).
-//! * [`backend`] (later): the trait every compute backend implements.
+//! * [`backend`]: the trait every compute backend implements, and the reference backend.
 //!
 //! What must not live here: I/O, threads, allocation in the codecs, `unsafe` (other than what
 //! `bytemuck` derives), and anything that needs `std`.
@@ -47,6 +47,7 @@ extern crate alloc;
 #[cfg(feature = "std")]
 extern crate std;
 
+pub mod backend;
 pub mod block;
 pub mod codec;
 pub mod error;
