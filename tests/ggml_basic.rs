@@ -221,13 +221,11 @@ proptest! {
         let a1: Vec<BlockQ8_1> = a.chunks(32).map(|c| BlockQ8_1::encode(c).unwrap()).collect();
         let ak: Vec<BlockQ8K> = a.chunks(256).map(|c| BlockQ8K::encode(c).unwrap()).collect();
         let act_dec = |f: lowbit::ActFormat| -> Vec<f64> {
-            let mut out = vec![0f32; k];
             match f {
-                lowbit::ActFormat::Q8_0 => a0.iter().zip(out.chunks_mut(32)).for_each(|(b, o)| b.decode(o).unwrap()),
-                lowbit::ActFormat::Q8_1 => a1.iter().zip(out.chunks_mut(32)).for_each(|(b, o)| b.decode(o).unwrap()),
-                _ => ak.iter().zip(out.chunks_mut(256)).for_each(|(b, o)| b.decode(o).unwrap()),
+                lowbit::ActFormat::Q8_0 => decode_blocks(&a0),
+                lowbit::ActFormat::Q8_1 => decode_blocks(&a1),
+                _ => decode_blocks(&ak),
             }
-            out.into_iter().map(f64::from).collect()
         };
         for f in [FormatId::Q4_0, FormatId::Q5_0, FormatId::Q8_0, FormatId::Q4_1, FormatId::Q5_1,
                   FormatId::Q8_1, FormatId::Q8K] {
@@ -257,6 +255,14 @@ proptest! {
             prop_assert!((y - y_ref).abs() <= bound, "{f}: {y} vs {y_ref} (bound {bound})");
         }
     }
+}
+
+fn decode_blocks<B: Block>(blocks: &[B]) -> Vec<f64> {
+    let mut out = vec![0f32; blocks.len() * B::ELEMS];
+    for (b, o) in blocks.iter().zip(out.chunks_mut(B::ELEMS)) {
+        b.decode(o).unwrap();
+    }
+    out.into_iter().map(f64::from).collect()
 }
 
 fn q8_1_from_bytes(b: &[u8]) -> BlockQ8_1 {

@@ -58,9 +58,9 @@ impl BlockQ4_0 {
     /// `d == 0`); `q = min(15, trunc(x*id + 8.5))`, i.e. round half up on `x*id + 8`, computed
     /// as two separate f32 operations (no FMA: ggml builds that contract `x*id + 8.5` into an
     /// FMA flip about 3 nibbles in 6.4 M; gguf-py and lowbit do not). The float-to-int8
-    /// conversion follows C on x86-64 ([`super::q8`]'s `c_f32_to_i32`), which only matters
-    /// when `1/d` overflows (then `d` stores as zero). A `d` beyond f16's range gives
-    /// [`Error::OutOfRange`]; `x.len() != 32` gives [`Error::Length`].
+    /// conversion follows C on x86-64 (`cvttss2si`: NaN or out of range gives 0), which
+    /// only matters when `1/d` overflows (then `d` stores as zero). A `d` beyond f16's range
+    /// gives [`Error::OutOfRange`]; `x.len() != 32` gives [`Error::Length`].
     pub fn encode(x: &[f32]) -> Result<Self> {
         check_block_in::<Self>(x)?;
         let (mut amax, mut max, mut imax) = (0f32, 0f32, 0usize);

@@ -46,7 +46,7 @@ pub struct BlockQ8_1 {
 }
 assert_block_size!(BlockQ8_1, FormatId::Q8_1);
 
-/// ggml `block_q8_K`: `d` f32, 256 × i8, `bsums` i16[16] (sums of each 16 quants).
+/// ggml `block_q8_K`: `d` f32, 256 × i8, `bsums: [i16; 16]` (sums of each 16 quants).
 #[derive(Clone, Copy, Debug, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
 #[repr(C)]
 pub struct BlockQ8K {
