@@ -212,6 +212,43 @@ proptest! {
         }
     }
 
+    /// Arbitrary bytes never panic: decode and dot either both succeed or both report the same
+    /// non-finite scale at an offset inside the buffer.
+    #[test]
+    fn arbitrary_bytes_never_panic(raw in prop::collection::vec(any::<u8>(), 292 * 2)) {
+        let a = [BlockQ8_0::encode(&[1.0; 32]).unwrap(); 16];
+        let a1 = [BlockQ8_1::encode(&[1.0; 32]).unwrap(); 16];
+        let ak = [BlockQ8K::encode(&[1.0; 256]).unwrap(); 2];
+        for f in [FormatId::Q4_0, FormatId::Q4_1, FormatId::Q5_0, FormatId::Q5_1, FormatId::Q8_0,
+                  FormatId::Q8_1, FormatId::Q8K] {
+            let g = f.geometry();
+            let nb = if g.block_elems == 256 { 2 } else { 16 };
+            let w = &raw[..nb * g.block_bytes];
+            let act = match f.info().activation {
+                lowbit::ActFormat::Q8_0 => ActRow::Q8_0(&a),
+                lowbit::ActFormat::Q8_1 => ActRow::Q8_1(&a1),
+                _ => ActRow::Q8K(&ak),
+            };
+            let d = codec::decode_to_vec(f, nb * g.block_elems, w);
+            let y = codec::dot_row(f, w, act);
+            match (d, y) {
+                // Q8_K's f32 d can be so large that d·q overflows (ggml gives ±inf too); every
+                // f16-scaled block decodes to finite values.
+                (Ok(v), Ok(_)) => {
+                    prop_assert!(f == FormatId::Q8K || v.iter().all(|x| x.is_finite()))
+                }
+                (Err(Error::NonFiniteScale { offset, .. }), Err(e2)) => {
+                    prop_assert!(offset < w.len());
+                    prop_assert_eq!(e2, Error::NonFiniteScale { format: f, field: match e2 {
+                        Error::NonFiniteScale { field, .. } => field,
+                        _ => "",
+                    }, offset });
+                }
+                other => prop_assert!(false, "{f}: {other:?}"),
+            }
+        }
+    }
+
     /// Every dot product against f64 within |y - y_ref| <= 2·k·2^-24·Σ|terms|.
     #[test]
     fn dots_within_bound(w in rows(256, 2), a in rows(256, 2)) {

@@ -77,7 +77,9 @@ impl Block for BlockQ8K {
     const FORMAT: FormatId = FORMAT;
     const ELEMS: usize = 256;
 
-    /// `w = d * (float)q` in f32 (one rounding).
+    /// `w = d * (float)q` in f32 (one rounding). A finite `d` above `f32::MAX / 127` can make
+    /// the product overflow to ±inf; that is returned as is (ggml does the same), since the
+    /// stored scale itself is legal.
     fn decode(&self, out: &mut [f32]) -> Result<()> {
         check_block_out::<Self>(out)?;
         let d = self.scale()?;
