@@ -112,9 +112,9 @@ impl RowHeader {
             // No u16 can name this many blocks: the low byte can never match.
             Err(_) => return Err(ill("block_count", 4, self.block_count[0])),
         };
-        for i in 0..2 {
-            if self.block_count[i] != want[i] {
-                return Err(ill("block_count", 4 + i, self.block_count[i]));
+        for (i, (&got, &w)) in self.block_count.iter().zip(&want).enumerate() {
+            if got != w {
+                return Err(ill("block_count", 4 + i, got));
             }
         }
         if self.flags != expected_flags(format) {

@@ -11,8 +11,8 @@
 //!    every grid), plus hipfire's own truncated `f16(base)` when it is finite and non-zero.
 //!    A candidate `r` decodes blocks as `r * 2^(e - 127) * E2M1`.
 //! 2. For each candidate and block: the exponents `e0 - 2 ..= e0 + 1` (clamped to 0..=254, and
-//!    only those whose block scale times 6 stays finite), `e0 = clamp(ceil(log2(bmax / (6 r)))
-//!    + 127)`; for each, codes are the nearest E2M1 of `x / scale` (`scale` the decoded f32
+//!    only those whose block scale times 6 stays finite), where
+//!    `e0 = clamp(ceil(log2(bmax / (6 r))) + 127)`; for each, codes are the nearest E2M1 of `x / scale` (`scale` the decoded f32
 //!    block scale `r * 2^(e-127)`, ties toward the smaller magnitude, +0 for zero), and the
 //!    block error is `sum w_i (x_i - scale * E2M1[c_i])^2` in f32; the smallest error wins
 //!    (the lower exponent on a tie).
