@@ -72,8 +72,10 @@ pub fn block_factor(format: FormatId, byte: u8) -> Result<f32> {
 /// block's largest value `scale * 6` finite.
 ///
 /// * HFP4G32 / MFP4G32: `block_scale = 2^(e - 127)`; e = 0xFF is [`Error::IllegalByte`];
-///   `scale * 6` overflowing f32 is [`Error::NonFiniteScale`] (hipfire's encoder writes
-///   e <= 128, so a legal row never does; e.g. e = 254 with a row scale >= 2^-6 would).
+///   `scale * 6` overflowing f32 is [`Error::NonFiniteScale`] (for the rotated formats
+///   `scale * 6 * 256`, so that the inverse FWHT cannot overflow either). hipfire's encoder
+///   writes e <= 128 and row scales <= 65504, so no row it writes is refused; e.g. e = 254 with
+///   a row scale >= 2^-6 would be.
 /// * MFP4G32P: `block_scale = E4M3(byte)`; 0x7F (NaN; hipfire's decoder would read it as 448)
 ///   and bytes with the sign bit set (hipfire's decoder ignores the bit, its encoder never sets
 ///   it) are [`Error::IllegalByte`].
@@ -81,7 +83,9 @@ pub fn block_factor(format: FormatId, byte: u8) -> Result<f32> {
 /// Offsets are relative to the block (the scale byte is at 0).
 pub fn block_scale(format: FormatId, row_scale: f32, byte: u8) -> Result<f32> {
     let sc = row_scale * block_factor(format, byte)?;
-    if !(sc * 6.0).is_finite() {
+    // Rotated formats: the inverse FWHT sums up to 256 values before its 1/16.
+    let headroom = if format == FormatId::Hfp4G32 { 6.0 } else { 6.0 * 256.0 };
+    if !(sc * headroom).is_finite() {
         return Err(Error::NonFiniteScale { format, field: "block_e", offset: 0 });
     }
     Ok(sc)
@@ -205,13 +209,14 @@ mod tests {
     fn e2m1_round_matches_table_scan() {
         let mut v = -7.0f32;
         while v <= 7.0 {
-            for w in [v, f32::from_bits(v.to_bits() + 1), f32::from_bits(v.to_bits().max(1) - 1)]
-            {
+            for w in [v, f32::from_bits(v.to_bits() + 1), f32::from_bits(v.to_bits().max(1) - 1)] {
                 assert_eq!(e2m1_round(w), scan(w), "v = {w}");
             }
             v += 0.125;
         }
-        for v in [0.0, -0.0, 1e-40, -1e-40, 0.25, -0.25, 5.0, -5.0, 6.0000005, 7.9, 9.0, 1e7, 1e30, -1e30] {
+        for v in [
+            0.0, -0.0, 1e-40, -1e-40, 0.25, -0.25, 5.0, -5.0, 6.0000005, 7.9, 9.0, 1e7, 1e30, -1e30,
+        ] {
             assert_eq!(e2m1_round(v), scan(v), "v = {v}");
         }
         assert_eq!(e2m1_round(f32::INFINITY), scan(f32::INFINITY));

@@ -55,7 +55,12 @@ fn check_row(format: FormatId, src_len: usize, k: usize) -> Result<()> {
     }
     let need = format.row_bytes(k)?;
     if src_len != need {
-        return Err(Error::Length { format, buffer: Buffer::Encoded, got: src_len, expected: need });
+        return Err(Error::Length {
+            format,
+            buffer: Buffer::Encoded,
+            got: src_len,
+            expected: need,
+        });
     }
     Ok(())
 }
