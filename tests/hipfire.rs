@@ -75,7 +75,7 @@ proptest! {
 
     /// hipfire's rule: per element |x - w| <= rs16 * 2^(e-127) * (1 + 8 * 2^-10) in the stored
     /// domain. FORMATS.md's bound (factor 1.0) holds for the unrounded f32 row scale; the
-    /// truncated f16 row scale can add up to 6 * (rs - rs16) * 2^(e-127) < 7 * 2^-10 * rs16 * ...
+    /// truncated f16 row scale adds up to 6 * (rs - rs16) * 2^(e-127) < 6 * 2^-10 * rs16 * 2^(e-127).
     #[test]
     fn reference_round_trip_bound(x in row_strategy()) {
         for f in [FormatId::Hfp4G32, FormatId::Mfp4G32] {

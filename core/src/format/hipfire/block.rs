@@ -50,9 +50,9 @@ pub fn ue8m0(e: u8) -> Option<f32> {
     try_ue8m0_to_f32(e)
 }
 
-/// The E2M1 code of element `i` of a block's nibbles.
+/// The E2M1 code of element `i` (< 32) of a block's nibbles.
 #[inline]
-pub fn nibble(qs: &[u8; 16], i: usize) -> u8 {
+pub(crate) fn nibble(qs: &[u8; 16], i: usize) -> u8 {
     (qs[i / 2] >> (4 * (i % 2))) & 15
 }
 

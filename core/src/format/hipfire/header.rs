@@ -72,9 +72,10 @@ impl RowHeader {
         }
     }
 
-    /// Copies the header out of the first 16 bytes of `src` (caller checked the length).
+    /// Copies the header out of the first 16 bytes of `src`; an all-zero header (which no
+    /// format accepts: its block count is 0) if `src` is shorter.
     pub fn read(src: &[u8]) -> Self {
-        bytemuck::pod_read_unaligned(&src[..HEADER_BYTES])
+        src.get(..HEADER_BYTES).map_or(Self::zeroed(), bytemuck::pod_read_unaligned)
     }
 
     /// The row scale as stored.

@@ -32,10 +32,10 @@
 //! `docs/quant-formats/hfp4.md`.
 
 pub mod block;
-pub mod dot;
+pub(crate) mod dot;
 pub mod header;
-pub mod improved;
-pub mod reference;
+pub(crate) mod improved;
+pub(crate) mod reference;
 
 pub use block::{BlockHfp4G32, BlockMfp4G32P};
 pub use header::RowHeader;
