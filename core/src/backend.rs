@@ -133,12 +133,22 @@ mod reference {
                 ActFormat::F32 => PreparedActivations::F32(xr),
                 ActFormat::Q8_0 => {
                     let mut a = vec![BlockQ8_0::zeroed(); xr.len() / 32];
-                    codec::encode_row(FormatId::Q8_0, &xr, &opts, bytemuck::cast_slice_mut(&mut a))?;
+                    codec::encode_row(
+                        FormatId::Q8_0,
+                        &xr,
+                        &opts,
+                        bytemuck::cast_slice_mut(&mut a),
+                    )?;
                     PreparedActivations::Q8_0(a)
                 }
                 ActFormat::Q8_1 => {
                     let mut a = vec![BlockQ8_1::zeroed(); xr.len() / 32];
-                    codec::encode_row(FormatId::Q8_1, &xr, &opts, bytemuck::cast_slice_mut(&mut a))?;
+                    codec::encode_row(
+                        FormatId::Q8_1,
+                        &xr,
+                        &opts,
+                        bytemuck::cast_slice_mut(&mut a),
+                    )?;
                     PreparedActivations::Q8_1(a)
                 }
                 ActFormat::Q8K => {
@@ -180,10 +190,7 @@ mod reference {
                 probe.iter_mut().for_each(|b| *b = 0);
             }
             let mut out = vec![0f32; k];
-            !matches!(
-                codec::decode_row(format, &probe, &mut out),
-                Err(Error::Unsupported { .. })
-            )
+            !matches!(codec::decode_row(format, &probe, &mut out), Err(Error::Unsupported { .. }))
         }
 
         fn upload(&self, desc: MatrixDesc, bytes: &[u8]) -> Result<ReferenceMatrix> {
