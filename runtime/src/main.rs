@@ -1,2 +1,232 @@
-//! The `lowbit` command.
-fn main() {}
+//! The `lowbit` command: the format table, raw-file codec conversion, and (with no subcommand)
+//! the built-in demo. Argument parsing and printing only; the work is in `lowbit_runtime`.
+
+use std::io::{self, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use lowbit_core::{FormatId, Rule};
+use lowbit_runtime::rawcodec::{self, CliError, EncodeRequest};
+use lowbit_runtime::{demo, formats};
+
+/// lowbit: sub-4-bit LLM weight formats (ggml types, ROCmFP2/3, HFP4/MFP4, Prism ternary).
+///
+/// With no subcommand, runs the demo: a synthetic weight tensor encoded with every format.
+#[derive(Parser, Debug)]
+#[command(name = "lowbit", version, about, long_about)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Option<Cmd>,
+}
+
+#[derive(Subcommand, Debug)]
+enum Cmd {
+    /// Print every format: family, type id per dialect, geometry, bits per weight, encoders.
+    Formats {
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Convert raw little-endian f32 files to a format's encoded rows and back.
+    #[command(subcommand)]
+    Codec(CodecCmd),
+    /// Encode a synthetic weight tensor with every format and rule; print error and speed.
+    Demo(DemoArgs),
+}
+
+#[derive(Subcommand, Debug)]
+enum CodecCmd {
+    /// Encode a raw f32 file (little-endian, row-major) into rows of FORMAT.
+    Encode(EncodeArgs),
+    /// Decode a file of FORMAT rows into raw little-endian f32.
+    Decode(DecodeArgs),
+    /// Encode then decode in memory; print bits per weight and the round-trip error.
+    Roundtrip(RoundtripArgs),
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug)]
+enum RuleArg {
+    /// Byte-exact with the format's public reference encoder.
+    Reference,
+    /// The reference bytes by exhaustive search (ROCmFP2/ROCmFP3).
+    Exhaustive,
+    /// lowbit's lower-error encoder (valid blocks of the same format).
+    Improved,
+}
+
+impl From<RuleArg> for Rule {
+    fn from(r: RuleArg) -> Rule {
+        match r {
+            RuleArg::Reference => Rule::Reference,
+            RuleArg::Exhaustive => Rule::Exhaustive,
+            RuleArg::Improved => Rule::Improved,
+        }
+    }
+}
+
+fn parse_format(s: &str) -> Result<FormatId, String> {
+    FormatId::from_name(s).ok_or_else(|| {
+        let names: Vec<&str> = FormatId::ALL.iter().map(|f| f.name()).collect();
+        format!("unknown format '{s}'; known: {}", names.join(", "))
+    })
+}
+
+#[derive(Args, Debug)]
+struct EncodeArgs {
+    /// Target format (see `lowbit formats`; case-insensitive, aliases like fp2 accepted).
+    #[arg(long, value_parser = parse_format)]
+    format: FormatId,
+    /// Raw little-endian f32 input.
+    #[arg(long)]
+    input: PathBuf,
+    /// Encoded output (written to a temporary file, then renamed).
+    #[arg(long)]
+    output: PathBuf,
+    /// Elements per row. Default: the whole input as one row (required for formats with a
+    /// row header: HFP4G32, MFP4G32, MFP4G32P).
+    #[arg(long)]
+    k: Option<usize>,
+    /// Encoder rule.
+    #[arg(long, value_enum, default_value_t = RuleArg::Reference)]
+    rule: RuleArg,
+    /// Importance weights: raw little-endian f32, K values, applied to every row.
+    #[arg(long)]
+    imatrix: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+struct DecodeArgs {
+    /// Format of the input.
+    #[arg(long, value_parser = parse_format)]
+    format: FormatId,
+    /// Encoded input.
+    #[arg(long)]
+    input: PathBuf,
+    /// Raw little-endian f32 output (written to a temporary file, then renamed).
+    #[arg(long)]
+    output: PathBuf,
+    /// Elements per row. Default: the whole file as one row (required for formats with a row
+    /// header).
+    #[arg(long)]
+    k: Option<usize>,
+}
+
+#[derive(Args, Debug)]
+struct RoundtripArgs {
+    /// Format to encode with.
+    #[arg(long, value_parser = parse_format)]
+    format: FormatId,
+    /// Raw little-endian f32 input.
+    #[arg(long)]
+    input: PathBuf,
+    /// Where to write the decoded values (raw f32), if anywhere.
+    #[arg(long)]
+    output: Option<PathBuf>,
+    /// Elements per row (as for `encode`).
+    #[arg(long)]
+    k: Option<usize>,
+    /// Encoder rule.
+    #[arg(long, value_enum, default_value_t = RuleArg::Reference)]
+    rule: RuleArg,
+    /// Importance weights: raw little-endian f32, K values.
+    #[arg(long)]
+    imatrix: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+struct DemoArgs {
+    /// Rows of the synthetic tensor.
+    #[arg(long, default_value_t = demo::DEFAULT_ROWS)]
+    rows: usize,
+    /// Columns (K); a positive multiple of 256 fits every format.
+    #[arg(long, default_value_t = demo::DEFAULT_COLS)]
+    cols: usize,
+    /// Seed of the generator.
+    #[arg(long, default_value_t = demo::DEFAULT_SEED)]
+    seed: u64,
+    /// Only these formats (repeatable).
+    #[arg(long = "format", value_parser = parse_format)]
+    formats: Vec<FormatId>,
+}
+
+impl Default for DemoArgs {
+    fn default() -> Self {
+        DemoArgs {
+            rows: demo::DEFAULT_ROWS,
+            cols: demo::DEFAULT_COLS,
+            seed: demo::DEFAULT_SEED,
+            formats: Vec::new(),
+        }
+    }
+}
+
+/// Prints to stdout; a closed pipe (`lowbit formats | head`) ends quietly instead of panicking.
+fn emit(text: &str) -> Result<(), CliError> {
+    let mut out = io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Err(e) if e.kind() != io::ErrorKind::BrokenPipe => {
+            Err(CliError::Io { path: PathBuf::from("<stdout>"), op: "write", source: e })
+        }
+        _ => Ok(()),
+    }
+}
+
+fn run(cli: Cli) -> Result<ExitCode, CliError> {
+    match cli.cmd.unwrap_or(Cmd::Demo(DemoArgs::default())) {
+        Cmd::Formats { json } => {
+            emit(&if json { formats::table_json() } else { formats::table_text() })?;
+        }
+        Cmd::Codec(CodecCmd::Encode(a)) => {
+            let req = EncodeRequest {
+                format: a.format,
+                input: &a.input,
+                k: a.k,
+                rule: a.rule.into(),
+                imatrix: a.imatrix.as_deref(),
+            };
+            let s = rawcodec::encode_file(&req, &a.output)?;
+            emit(&format!("encoded {s} -> {}\n", a.output.display()))?;
+        }
+        Cmd::Codec(CodecCmd::Decode(a)) => {
+            let s = rawcodec::decode_file(a.format, &a.input, &a.output, a.k)?;
+            emit(&format!("decoded {s} -> {}\n", a.output.display()))?;
+        }
+        Cmd::Codec(CodecCmd::Roundtrip(a)) => {
+            let req = EncodeRequest {
+                format: a.format,
+                input: &a.input,
+                k: a.k,
+                rule: a.rule.into(),
+                imatrix: a.imatrix.as_deref(),
+            };
+            let (s, st) = rawcodec::roundtrip_file(&req, a.output.as_deref())?;
+            emit(&format!("{s}\nNRMSE {:.6}, max abs error {:.6}\n", st.nrmse, st.max_abs))?;
+        }
+        Cmd::Demo(a) => {
+            if a.rows == 0 || a.cols == 0 || a.cols % 256 != 0 {
+                return Err(CliError::Usage(format!(
+                    "--rows must be positive and --cols a positive multiple of 256 (got {} x {})",
+                    a.rows, a.cols
+                )));
+            }
+            let report = demo::run(a.rows, a.cols, a.seed, &a.formats);
+            emit(&demo::render_report(&report))?;
+            if report.failures() > 0 {
+                eprintln!("error: {} format/rule combinations failed", report.failures());
+                return Ok(ExitCode::FAILURE);
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn main() -> ExitCode {
+    match run(Cli::parse()) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
