@@ -52,6 +52,44 @@ pub enum ActRow<'a> {
     Q8K(&'a [BlockQ8K]),
 }
 
+impl<'a> ActRow<'a> {
+    fn wrong(&self, format: FormatId, expected: ActFormat) -> Error {
+        Error::WrongActivation { format, expected, got: self.format() }
+    }
+
+    /// The f32 values, or [`Error::WrongActivation`] naming the weight `format`.
+    pub fn f32(self, format: FormatId) -> Result<&'a [f32]> {
+        match self {
+            ActRow::F32(x) => Ok(x),
+            _ => Err(self.wrong(format, ActFormat::F32)),
+        }
+    }
+
+    /// The Q8_0 blocks, or [`Error::WrongActivation`] naming the weight `format`.
+    pub fn q8_0(self, format: FormatId) -> Result<&'a [BlockQ8_0]> {
+        match self {
+            ActRow::Q8_0(a) => Ok(a),
+            _ => Err(self.wrong(format, ActFormat::Q8_0)),
+        }
+    }
+
+    /// The Q8_1 blocks, or [`Error::WrongActivation`] naming the weight `format`.
+    pub fn q8_1(self, format: FormatId) -> Result<&'a [BlockQ8_1]> {
+        match self {
+            ActRow::Q8_1(a) => Ok(a),
+            _ => Err(self.wrong(format, ActFormat::Q8_1)),
+        }
+    }
+
+    /// The Q8_K blocks, or [`Error::WrongActivation`] naming the weight `format`.
+    pub fn q8k(self, format: FormatId) -> Result<&'a [BlockQ8K]> {
+        match self {
+            ActRow::Q8K(a) => Ok(a),
+            _ => Err(self.wrong(format, ActFormat::Q8K)),
+        }
+    }
+}
+
 impl ActRow<'_> {
     /// The activation format.
     pub fn format(&self) -> ActFormat {

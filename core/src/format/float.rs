@@ -62,9 +62,7 @@ pub(crate) fn encode_row(
 }
 
 pub(crate) fn dot_row(format: FormatId, w: &[u8], act: ActRow<'_>) -> Result<f32> {
-    let ActRow::F32(x) = act else {
-        return Err(Error::Unsupported { format, op: "dot with quantized activations" });
-    };
+    let x = act.f32(format)?;
     let mut acc = 0f32;
     let mut buf = [0f32; 64];
     let bytes_per = format.geometry().block_bytes;

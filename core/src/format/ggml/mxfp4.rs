@@ -160,13 +160,7 @@ pub(crate) fn encode_row(src: &[f32], opts: &EncodeOptions<'_>, dst: &mut [u8]) 
 /// Σ|terms|` holds with c = 2 per block (c = 1/16 per element for n = 32 elements).
 /// A weight block with `e = 0xFF` is an [`Error::IllegalByte`] (offset into `w`).
 pub(crate) fn dot_row(w: &[u8], act: ActRow<'_>) -> Result<f32> {
-    let ActRow::Q8_0(a) = act else {
-        return Err(Error::WrongActivation {
-            format: FORMAT,
-            expected: crate::registry::ActFormat::Q8_0,
-            got: act.format(),
-        });
-    };
+    let a = act.q8_0(FORMAT)?;
     let mut sum = 0f32;
     for (i, y) in a.iter().enumerate() {
         let x: BlockMxfp4 = read_block(w, i);

@@ -122,13 +122,7 @@ pub(crate) fn encode_row(src: &[f32], opts: &EncodeOptions<'_>, dst: &mut [u8]) 
 /// (scale product, product with `sumi`, accumulation), so `|y - y_ref| <= 3 * n_sub * 2^-24 *
 /// Σ|terms|` (c = 3 per 16 elements). A scale byte 0x7F / 0xFF is an [`Error::IllegalByte`].
 pub(crate) fn dot_row(w: &[u8], act: ActRow<'_>) -> Result<f32> {
-    let ActRow::Q8_0(a) = act else {
-        return Err(Error::WrongActivation {
-            format: FORMAT,
-            expected: crate::registry::ActFormat::Q8_0,
-            got: act.format(),
-        });
-    };
+    let a = act.q8_0(FORMAT)?;
     let mut sum = 0f32;
     for (i, ys) in a.chunks_exact(2).enumerate() {
         let x: BlockNvfp4 = read_block(w, i);

@@ -16,7 +16,7 @@ use half::f16;
 use crate::assert_block_size;
 use crate::block::{check_block_out, decode_blocks, read_block, Block};
 use crate::codec::{ActRow, EncodeOptions};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::registry::FormatId;
 
 use super::q8::{argmax_abs, c_f32_to_i32, check_block_in, encode_blocks, finite_f16, store_f16};
@@ -133,13 +133,7 @@ pub(crate) fn encode_row(src: &[f32], _opts: &EncodeOptions<'_>, dst: &mut [u8])
 /// Weight blocks with a non-finite `d` or `m` give [`Error::NonFiniteScale`] with the offset in
 /// `w`; activation scales are used as stored.
 pub(crate) fn dot_row(w: &[u8], act: ActRow<'_>) -> Result<f32> {
-    let ActRow::Q8_1(a) = act else {
-        return Err(Error::WrongActivation {
-            format: FORMAT,
-            expected: FORMAT.info().activation,
-            got: act.format(),
-        });
-    };
+    let a = act.q8_1(FORMAT)?;
     let mut sumf = 0f32;
     for (i, ab) in a.iter().enumerate() {
         let wb: BlockQ4_1 = read_block(w, i);
@@ -153,6 +147,7 @@ pub(crate) fn dot_row(w: &[u8], act: ActRow<'_>) -> Result<f32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::Error;
 
     #[test]
     fn encode_min_max() {

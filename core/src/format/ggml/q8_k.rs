@@ -109,13 +109,7 @@ pub(crate) fn encode_row(src: &[f32], _opts: &EncodeOptions<'_>, dst: &mut [u8])
 ///
 /// Weight blocks with a non-finite `d` give [`Error::NonFiniteScale`] with the offset in `w`.
 pub(crate) fn dot_row(w: &[u8], act: ActRow<'_>) -> Result<f32> {
-    let ActRow::Q8K(a) = act else {
-        return Err(Error::WrongActivation {
-            format: FORMAT,
-            expected: FORMAT.info().activation,
-            got: act.format(),
-        });
-    };
+    let a = act.q8k(FORMAT)?;
     let mut sumf = 0f32;
     for (i, ab) in a.iter().enumerate() {
         let wb: BlockQ8K = read_block(w, i);

@@ -132,13 +132,7 @@ pub(crate) fn encode_row(
 /// reference: `c = 1` in `|y - y_ref| <= c * n * 2^-24 * Σ|terms|`. A NaN/inf weight scale is an
 /// error ([`Error::NonFiniteScale`]); activation scales are used as stored.
 pub(crate) fn dot_row(format: FormatId, w: &[u8], act: ActRow<'_>) -> Result<f32> {
-    let ActRow::Q8_0(a) = act else {
-        return Err(Error::WrongActivation {
-            format,
-            expected: crate::registry::ActFormat::Q8_0,
-            got: act.format(),
-        });
-    };
+    let a = act.q8_0(format)?;
     let (bytes, d_off) = match format {
         FormatId::Pq2_0 => (<BlockPq2_0 as Block>::BYTES, 0),
         FormatId::Ptq1_0 => (<BlockPtq1_0 as Block>::BYTES, 26),

@@ -39,7 +39,7 @@ use half::f16;
 use crate::block::decode_blocks;
 use crate::codec::{ActRow, EncodeOptions};
 use crate::error::{Error, Result};
-use crate::registry::{ActFormat, FormatId};
+use crate::registry::FormatId;
 
 /// Elements per K-quant super-block (ggml `QK_K`).
 pub const QK_K: usize = 256;
@@ -67,9 +67,7 @@ pub(crate) fn encode_row(
 }
 
 pub(crate) fn dot_row(format: FormatId, w: &[u8], act: ActRow<'_>) -> Result<f32> {
-    let ActRow::Q8K(a) = act else {
-        return Err(Error::WrongActivation { format, expected: ActFormat::Q8K, got: act.format() });
-    };
+    let a = act.q8k(format)?;
     match format {
         FormatId::Q2K => q2_k::dot_row(w, a),
         FormatId::Q3K => q3_k::dot_row(w, a),
