@@ -16,6 +16,7 @@
 //! rounded error is the same, is the lowest tied byte (often 0x00, which decodes to zeros).
 
 mod dot;
+mod fast_fp2;
 mod fp2;
 mod fp3;
 mod scale_search;
@@ -96,6 +97,8 @@ pub(crate) fn encode_row(
             let half = make_half(xs, qw, sigma2);
             let b = if exhaustive {
                 scale_search::search_exhaustive(cb, &half, &table)
+            } else if cb == Codebook::Fp2 {
+                fast_fp2::search_fp2(&half, &table)
             } else {
                 scale_search::search_fast(cb, &half, &table)
             };
