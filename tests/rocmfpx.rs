@@ -70,6 +70,117 @@ fn importance(n: usize) -> impl Strategy<Value = Vec<f32>> {
     prop::collection::vec(prop_oneof![Just(0.0f32), 1e-3f32..1e3, Just(1.0f32), 1e-30f32..1e-20], n)
 }
 
+/// Halves built to defeat a pruned search: exact two-scale ties (every value `k * s` for a legal
+/// `s` and `k` in the codebook, so `s`, `s / 4` or `4 s` may all reach zero error), values on
+/// the outer/inner thresholds `2.5 s` and FP3's `0.5 s`, `1.5 s`, `3 s`, duplicated magnitudes
+/// with both signs, `±0`, subnormal and huge values.
+fn adversarial_half() -> impl Strategy<Value = Vec<f32>> {
+    let on_grid =
+        (0u8..127, prop::collection::vec((0usize..8, any::<bool>()), 16)).prop_map(|(b, ks)| {
+            let s = scale(b);
+            ks.iter()
+                .map(|&(k, neg)| {
+                    let v = [1.0, 4.0, 2.5, 0.5, 1.5, 3.0, 2.0, 0.0][k] * s;
+                    (if neg { -v } else { v }) as f32
+                })
+                .collect::<Vec<f32>>()
+        });
+    let dup = (adversarial_value(), adversarial_value(), prop::collection::vec(0u8..4, 16))
+        .prop_map(|(a, b, pick)| {
+            pick.iter().map(|&p| [a, -a, b, -b][usize::from(p)]).collect::<Vec<f32>>()
+        });
+    let extremes = prop::collection::vec(
+        prop_oneof![
+            (-1e-38f32..1e-38),
+            Just(f32::from_bits(1)),
+            Just(-f32::from_bits(1)),
+            (-3.4e38f32..3.4e38),
+            (500.0f32..1000.0),
+            Just(896.0f32),
+            Just(560.0f32),
+        ],
+        16,
+    );
+    prop_oneof![on_grid, dup, extremes, prop::collection::vec(adversarial_value(), 16)]
+}
+
+fn adversarial_row() -> impl Strategy<Value = Vec<f32>> {
+    (adversarial_half(), adversarial_half()).prop_map(|(mut a, b)| {
+        a.extend(b);
+        a
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(2000))]
+
+    #[test]
+    fn fast_equals_exhaustive_adversarial(x in adversarial_row()) {
+        for f in FORMATS {
+            prop_assert_eq!(enc(f, &x, Rule::Reference, None), enc(f, &x, Rule::Exhaustive, None));
+        }
+    }
+
+    #[test]
+    fn fast_equals_exhaustive_adversarial_weighted(
+        (x, w) in adversarial_row().prop_flat_map(|x| (Just(x), importance(32)))
+    ) {
+        for f in FORMATS {
+            prop_assert_eq!(
+                enc(f, &x, Rule::Reference, Some(&w)),
+                enc(f, &x, Rule::Exhaustive, Some(&w))
+            );
+        }
+    }
+}
+
+/// Many thousands of random halves (Gaussian-like and heavy-tailed, with and without importance
+/// weights, some weights zero), deterministic.
+#[test]
+fn fast_equals_exhaustive_on_many_random_halves() {
+    let mut st = 0x1234_5678u64;
+    let k = 32 * 64;
+    for round in 0..24 {
+        let amp = [1e-3f32, 0.02, 1.0, 300.0, 1e-20, 5e3][round % 6];
+        let x: Vec<f32> = (0..k)
+            .map(|i| {
+                let g = (0..4).map(|_| lcg(&mut st)).sum::<f32>();
+                if round % 2 == 1 && i % 5 == 0 {
+                    // heavy tail: a few values 10-100x larger
+                    g * amp * (1.0 + 100.0 * lcg(&mut st).abs())
+                } else {
+                    g * amp
+                }
+            })
+            .collect();
+        let w: Vec<f32> =
+            (0..k).map(|i| if i % 7 == 0 { 0.0 } else { lcg(&mut st) + 0.6 }).collect();
+        for f in FORMATS {
+            assert_eq!(enc(f, &x, Rule::Reference, None), enc(f, &x, Rule::Exhaustive, None));
+            assert_eq!(
+                enc(f, &x, Rule::Reference, Some(&w)),
+                enc(f, &x, Rule::Exhaustive, Some(&w))
+            );
+        }
+    }
+}
+
+/// Exact ties between two scales are resolved to the lower byte by both searches.
+#[test]
+fn exact_two_scale_ties_go_to_the_lower_byte() {
+    for f in FORMATS {
+        // every value 2.0: exact at s = 0.5 (level 4) and s = 2 (level 1); FP3 also s = 1.
+        let x = vec![2.0f32; 32];
+        let b = enc(f, &x, Rule::Reference, None);
+        assert_eq!(b, enc(f, &x, Rule::Exhaustive, None));
+        assert_eq!(b[bb(f) - 2], 0x38, "{f:?}"); // 0.5
+                                                 // a half of zeros and one value: byte 0 only when everything is zero
+        let mut x = vec![0.0f32; 32];
+        x[20] = -0.0;
+        assert_eq!(enc(f, &x, Rule::Reference, None)[bb(f) - 2..], [0, 0]);
+    }
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(400))]
 

@@ -82,19 +82,13 @@ impl Block for BlockRocmFp2 {
 /// squares can coincide and the inner code is kept (the reconstruction error is the same).
 #[inline]
 pub(crate) fn fp2_code(x: f64, s: f64) -> u8 {
-    if s == 0.0 {
-        return 0;
-    }
     let m = x.abs();
     let id = m - s;
     let od = m - 4.0 * s;
-    let outer = od * od < id * id;
-    match (x.is_sign_negative(), outer) {
-        (true, true) => 0,
-        (true, false) => 1,
-        (false, false) => 2,
-        (false, true) => 3,
-    }
+    let outer = u8::from(od * od < id * id);
+    let neg = u8::from(x.is_sign_negative());
+    // (neg, outer) -> 0 (-4), 1 (-1), 2 (+1), 3 (+4), branch-free; scale 0 -> code 0
+    (2 * (1 - neg) + (outer ^ neg)) * u8::from(s != 0.0)
 }
 
 /// Packs the 16 codes of half `h` (values 0..=3) into `qs[4h..4h+4]`.

@@ -2,8 +2,12 @@
 //! (`Q3_0_ROCMFPX`, 14 bytes per 32 weights, 3.5 bpw).
 //!
 //! * `fp2.rs`, `fp3.rs`: block types, decode, code choice, packing.
-//! * `scale_search.rs`: the per-half scale search, exhaustive (`Rule::Exhaustive`) and pruned
-//!   (`Rule::Reference`, provably the same bytes), with optional importance weights.
+//! * `scale_search.rs`: the per-half objective, the exhaustive search (`Rule::Exhaustive`) and
+//!   ROCmFP3's pruned search (`Rule::Reference`, provably the same bytes), with optional
+//!   importance weights.
+//! * `fast_fp2.rs`: ROCmFP2's fast search (`Rule::Reference`, provably the same bytes): a
+//!   window of estimates built from the exhaustive search's own terms, closed by monotone tail
+//!   bounds.
 //! * `dot.rs`: reference dot products against Q8_0 activations.
 //!
 //! Nothing here allocates. Sources: github ciru-ai/ROCmFPX (`ggml/rocmfpx/rocmfpx.{h,c}`,
@@ -16,6 +20,7 @@
 //! rounded error is the same, is the lowest tied byte (often 0x00, which decodes to zeros).
 
 mod dot;
+mod fast_fp2;
 mod fp2;
 mod fp3;
 mod scale_search;
@@ -96,6 +101,8 @@ pub(crate) fn encode_row(
             let half = make_half(xs, qw, sigma2);
             let b = if exhaustive {
                 scale_search::search_exhaustive(cb, &half, &table)
+            } else if cb == Codebook::Fp2 {
+                fast_fp2::search_fp2(&half, &table)
             } else {
                 scale_search::search_fast(cb, &half, &table)
             };

@@ -1,7 +1,8 @@
 //! The per-half scale search of ROCmFP2 and ROCmFP3: the exhaustive reference
 //! ([`search_exhaustive`], `Rule::Exhaustive`) and lowbit's pruned search ([`search_fast`],
-//! `Rule::Reference`) that provably returns the same byte. Only the choice of the scale byte
-//! lives here; codes and packing are in `fp2.rs` / `fp3.rs`.
+//! `Rule::Reference` for ROCmFP3; ROCmFP2 uses the faster `fast_fp2.rs`) that provably returns
+//! the same byte. Only the choice of the scale byte lives here; codes and packing are in
+//! `fp2.rs` / `fp3.rs`.
 //!
 //! # The rule (the objective both searches minimise)
 //!
