@@ -35,7 +35,7 @@ pub struct BlockQ4_0 {
 assert_block_size!(BlockQ4_0, FORMAT);
 
 impl BlockQ4_0 {
-    /// The scale `d`, or [`Error::NonFiniteScale`] (offset 0) when it is NaN or ±inf.
+    /// The scale `d`, or [`Error::NonFiniteScale`](crate::Error::NonFiniteScale) (offset 0) when it is NaN or ±inf.
     pub fn scale(&self) -> Result<f32> {
         finite_f16(self.d, FORMAT, "d", 0)
     }
@@ -60,7 +60,7 @@ impl BlockQ4_0 {
     /// FMA flip about 3 nibbles in 6.4 M; gguf-py and lowbit do not). The float-to-int8
     /// conversion follows C on x86-64 (`cvttss2si`: NaN or out of range gives 0), which
     /// only matters when `1/d` overflows (then `d` stores as zero). A `d` beyond f16's range
-    /// gives [`Error::OutOfRange`]; `x.len() != 32` gives [`Error::Length`].
+    /// gives [`Error::OutOfRange`](crate::Error::OutOfRange); `x.len() != 32` gives [`Error::Length`](crate::Error::Length).
     pub fn encode(x: &[f32]) -> Result<Self> {
         check_block_in::<Self>(x)?;
         let (mut amax, mut max, mut imax) = (0f32, 0f32, 0usize);
@@ -113,7 +113,7 @@ pub(crate) fn encode_row(src: &[f32], _opts: &EncodeOptions<'_>, dst: &mut [u8])
 /// `sumf = 0`: the order of ggml's `ggml_vec_dot_q4_0_q8_0_generic`. Bound against an f64
 /// `Σ decode(w)·decode(a)`: `c = 2` (`|y − y_ref| <= 2·k·2^-24·Σ|terms|`).
 ///
-/// Weight blocks with a non-finite `d` give [`Error::NonFiniteScale`] with the offset in `w`;
+/// Weight blocks with a non-finite `d` give [`Error::NonFiniteScale`](crate::Error::NonFiniteScale) with the offset in `w`;
 /// activation scales are used as stored.
 pub(crate) fn dot_row(w: &[u8], act: ActRow<'_>) -> Result<f32> {
     let a = act.q8_0(FORMAT)?;

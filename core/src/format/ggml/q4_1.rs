@@ -37,7 +37,7 @@ pub struct BlockQ4_1 {
 assert_block_size!(BlockQ4_1, FORMAT);
 
 impl BlockQ4_1 {
-    /// `(d, m)`, or [`Error::NonFiniteScale`] at the first that is NaN or ±inf (`d` at offset 0,
+    /// `(d, m)`, or [`Error::NonFiniteScale`](crate::Error::NonFiniteScale) at the first that is NaN or ±inf (`d` at offset 0,
     /// `m` at offset 2).
     pub fn scales(&self) -> Result<(f32, f32)> {
         Ok((finite_f16(self.d, FORMAT, "d", 0)?, finite_f16(self.m, FORMAT, "m", 2)?))
@@ -60,8 +60,8 @@ impl BlockQ4_1 {
     /// f16 rounded to nearest even; `id = 1/d` (0 if `d == 0`); `q = min(15, trunc((x - min)*id
     /// + 0.5))` (round half up), three separate f32 operations, no FMA. Float-to-int8 as C on
     /// x86-64 (matters only when `1/d` overflows). A `d` or `m` beyond f16's range gives
-    /// [`Error::OutOfRange`] naming the largest element; `x.len() != 32` gives
-    /// [`Error::Length`].
+    /// [`Error::OutOfRange`](crate::Error::OutOfRange) naming the largest element; `x.len() != 32` gives
+    /// [`Error::Length`](crate::Error::Length).
     pub fn encode(x: &[f32]) -> Result<Self> {
         check_block_in::<Self>(x)?;
         let (min, max) = min_max(x);
@@ -130,7 +130,7 @@ pub(crate) fn encode_row(src: &[f32], _opts: &EncodeOptions<'_>, dst: &mut [u8])
 /// block's `mw·sa`; against `Σ decode(w)·decode(a)` it differs further by up to
 /// `Σ |mw| · |sa − da·Σqa|`.
 ///
-/// Weight blocks with a non-finite `d` or `m` give [`Error::NonFiniteScale`] with the offset in
+/// Weight blocks with a non-finite `d` or `m` give [`Error::NonFiniteScale`](crate::Error::NonFiniteScale) with the offset in
 /// `w`; activation scales are used as stored.
 pub(crate) fn dot_row(w: &[u8], act: ActRow<'_>) -> Result<f32> {
     let a = act.q8_1(FORMAT)?;

@@ -63,7 +63,7 @@ pub(crate) fn pack5(codes: &[u8; 32]) -> ([u8; 4], [u8; 16]) {
 }
 
 impl BlockQ5_0 {
-    /// The scale `d`, or [`Error::NonFiniteScale`] (offset 0) when it is NaN or ±inf.
+    /// The scale `d`, or [`Error::NonFiniteScale`](crate::Error::NonFiniteScale) (offset 0) when it is NaN or ±inf.
     pub fn scale(&self) -> Result<f32> {
         finite_f16(self.d, FORMAT, "d", 0)
     }
@@ -80,7 +80,7 @@ impl BlockQ5_0 {
     /// f16 rounded to nearest even (all-zero block: `-0`); `id = 1/d` (0 if `d == 0`);
     /// `q = min(31, trunc(x*id + 16.5))` (round half up), no FMA. Float-to-int8 as C on
     /// x86-64 (matters only when `1/d` overflows). A `d` beyond f16's range gives
-    /// [`Error::OutOfRange`]; `x.len() != 32` gives [`Error::Length`].
+    /// [`Error::OutOfRange`](crate::Error::OutOfRange); `x.len() != 32` gives [`Error::Length`](crate::Error::Length).
     pub fn encode(x: &[f32]) -> Result<Self> {
         check_block_in::<Self>(x)?;
         let (mut amax, mut max, mut imax) = (0f32, 0f32, 0usize);
@@ -132,7 +132,7 @@ pub(crate) fn encode_row(src: &[f32], _opts: &EncodeOptions<'_>, dst: &mut [u8])
 /// `sumf = 0`: ggml's `ggml_vec_dot_q5_0_q8_0_generic`. Bound against an f64
 /// `Σ decode(w)·decode(a)`: `c = 2` (`|y − y_ref| <= 2·k·2^-24·Σ|terms|`).
 ///
-/// Weight blocks with a non-finite `d` give [`Error::NonFiniteScale`] with the offset in `w`;
+/// Weight blocks with a non-finite `d` give [`Error::NonFiniteScale`](crate::Error::NonFiniteScale) with the offset in `w`;
 /// activation scales are used as stored.
 pub(crate) fn dot_row(w: &[u8], act: ActRow<'_>) -> Result<f32> {
     let a = act.q8_0(FORMAT)?;

@@ -43,7 +43,7 @@ pub struct BlockQ5_1 {
 assert_block_size!(BlockQ5_1, FORMAT);
 
 impl BlockQ5_1 {
-    /// `(d, m)`, or [`Error::NonFiniteScale`] at the first that is NaN or ±inf (`d` at offset 0,
+    /// `(d, m)`, or [`Error::NonFiniteScale`](crate::Error::NonFiniteScale) at the first that is NaN or ±inf (`d` at offset 0,
     /// `m` at offset 2).
     pub fn scales(&self) -> Result<(f32, f32)> {
         Ok((finite_f16(self.d, FORMAT, "d", 0)?, finite_f16(self.m, FORMAT, "m", 2)?))
@@ -61,7 +61,7 @@ impl BlockQ5_1 {
     /// even; `id = 1/d` (0 if `d == 0`); `q = trunc((x - min)*id + 0.5)` (round half up), no
     /// FMA, narrowed to a byte as C on x86-64 (the out-of-range case only when `1/d`
     /// overflows), and packed keeping its low 5 bits. A `d` or `m` beyond f16's range gives
-    /// [`Error::OutOfRange`]; `x.len() != 32` gives [`Error::Length`].
+    /// [`Error::OutOfRange`](crate::Error::OutOfRange); `x.len() != 32` gives [`Error::Length`](crate::Error::Length).
     pub fn encode(x: &[f32]) -> Result<Self> {
         check_block_in::<Self>(x)?;
         let (min, max) = min_max(x);
@@ -109,7 +109,7 @@ pub(crate) fn encode_row(src: &[f32], _opts: &EncodeOptions<'_>, dst: &mut [u8])
 /// `Σ_blocks dw·da·sumi + mw·sa` (see the Q4_1 dot for the difference to
 /// `Σ decode(w)·decode(a)`).
 ///
-/// Weight blocks with a non-finite `d` or `m` give [`Error::NonFiniteScale`] with the offset in
+/// Weight blocks with a non-finite `d` or `m` give [`Error::NonFiniteScale`](crate::Error::NonFiniteScale) with the offset in
 /// `w`; activation scales are used as stored.
 pub(crate) fn dot_row(w: &[u8], act: ActRow<'_>) -> Result<f32> {
     let a = act.q8_1(FORMAT)?;
