@@ -3,7 +3,7 @@
 #![allow(dead_code)]
 
 use lowbit_core::codec::{self, EncodeOptions};
-use lowbit_core::FormatId;
+use lowbit_core::{Error, FormatId};
 
 /// SplitMix64.
 pub struct Rng(pub u64);
@@ -62,10 +62,20 @@ pub fn random_matrix(rng: &mut Rng, format: FormatId, rows: usize, k: usize) -> 
         let mut scratch = vec![0f32; g.block_elems];
         for blk in row.chunks_exact_mut(g.block_bytes) {
             let mut tries = 0;
+            blk.iter_mut().for_each(|b| *b = rng.next_u64() as u8);
             loop {
-                blk.iter_mut().for_each(|b| *b = rng.next_u64() as u8);
-                if codec::decode_row(format, blk, &mut scratch).is_ok() {
-                    break;
+                // Redraw only the bytes the core complains about, so formats with many
+                // constrained fields (Ternary68's 2-bit codes) still converge.
+                match codec::decode_row(format, blk, &mut scratch) {
+                    Ok(()) => break,
+                    Err(Error::IllegalByte { offset, .. }) if offset < blk.len() => {
+                        blk[offset] = rng.next_u64() as u8;
+                    }
+                    Err(Error::NonFiniteScale { offset, .. }) if offset < blk.len() => {
+                        let end = (offset + 8).min(blk.len());
+                        blk[offset..end].iter_mut().for_each(|b| *b = rng.next_u64() as u8);
+                    }
+                    Err(_) => blk.iter_mut().for_each(|b| *b = rng.next_u64() as u8),
                 }
                 tries += 1;
                 assert!(tries < 10_000, "{format}: no valid random block");
