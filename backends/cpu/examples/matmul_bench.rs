@@ -114,8 +114,11 @@ fn main() {
     println!("read bandwidth: 1 thread {bw1:.1} GB/s, {all_threads} threads {bwn:.1} GB/s");
     println!("load average at start: {load_start}");
 
-    let shapes: &[(usize, usize)] =
-        if quick { &[(4096, 14336)] } else { &[(4096, 14336), (14336, 4096), (4096, 4096), (576, 1536)] };
+    let shapes: &[(usize, usize)] = if quick {
+        &[(4096, 14336)]
+    } else {
+        &[(4096, 14336), (14336, 4096), (4096, 4096), (576, 1536)]
+    };
     let formats = [FormatId::Q8_0, FormatId::Q4_0, FormatId::RocmFp2];
     let ns = [1usize, 4, 16];
     let mut rng = Rng(42);
@@ -134,15 +137,18 @@ fn main() {
                 let m = cpu.upload(MatrixDesc { format, rows, cols: k }, &w).unwrap();
                 let bw = if threads == 1 { bw1 } else { bwn };
                 for &n in &ns {
-                    let x: Vec<f32> =
-                        (0..n * k).map(|_| (rng.next() >> 40) as f32 / (1u64 << 24) as f32 - 0.5).collect();
+                    let x: Vec<f32> = (0..n * k)
+                        .map(|_| (rng.next() >> 40) as f32 / (1u64 << 24) as f32 - 0.5)
+                        .collect();
                     let mut y = vec![0f32; n * rows];
                     for _ in 0..2 {
                         cpu.matmul(&m, &x, n, &mut y).unwrap();
                     }
                     let mut times = Vec::new();
                     let start = Instant::now();
-                    while times.len() < 5 || (start.elapsed() < Duration::from_millis(400) && times.len() < 200) {
+                    while times.len() < 5
+                        || (start.elapsed() < Duration::from_millis(400) && times.len() < 200)
+                    {
                         let t = Instant::now();
                         cpu.matmul(&m, &x, n, &mut y).unwrap();
                         times.push(t.elapsed());

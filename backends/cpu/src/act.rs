@@ -129,3 +129,42 @@ impl Acts {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use lowbit_core::backend::PreparedActivations;
+
+    use super::*;
+
+    /// The prepared bytes are exactly the reference backend's, for every activation format
+    /// (Q8_0 via ROCmFP2, Q8_1 via Q4_1, Q8_K via Q4_K, f32 via F16), column by column.
+    #[test]
+    fn bytes_match_prepared_activations() {
+        let k = 512;
+        let n = 3;
+        let x: Vec<f32> = (0..n * k).map(|i| ((i * 7919) % 1000) as f32 * 0.013 - 6.1).collect();
+        for format in [FormatId::RocmFp2, FormatId::Q4_1, FormatId::Q4K, FormatId::F16] {
+            let acts = Acts::prepare(format, &x, n, k).unwrap();
+            for j in 0..n {
+                let want = PreparedActivations::new(format, &x[j * k..(j + 1) * k]).unwrap();
+                let ok = match (acts.row(j), want.row()) {
+                    (ActRow::F32(a), ActRow::F32(b)) => a == b,
+                    (ActRow::Q8_0(a), ActRow::Q8_0(b)) => {
+                        bytemuck::cast_slice::<_, u8>(a) == bytemuck::cast_slice::<_, u8>(b)
+                    }
+                    (ActRow::Q8_1(a), ActRow::Q8_1(b)) => {
+                        bytemuck::cast_slice::<_, u8>(a) == bytemuck::cast_slice::<_, u8>(b)
+                    }
+                    (ActRow::Q8K(a), ActRow::Q8K(b)) => {
+                        bytemuck::cast_slice::<_, u8>(a) == bytemuck::cast_slice::<_, u8>(b)
+                    }
+                    _ => false,
+                };
+                assert!(ok, "{format} column {j}");
+            }
+            if let ActData::Q8_0 { blocks, d } = &acts.data {
+                assert!(blocks.iter().zip(d).all(|(b, d)| b.d.to_f32() == *d));
+            }
+        }
+    }
+}

@@ -156,13 +156,16 @@ impl Backend for CpuBackend {
             .into());
         }
         let bad = self.run(|| {
-            bytes.par_chunks_exact(rb).enumerate().map_init(
-                || vec![0f32; desc.cols],
-                |scratch, (r, row)| {
-                    codec::decode_row(desc.format, row, scratch).map_err(|e| e.at(r * rb)).err()
-                },
-            )
-            .find_map_first(|e| e)
+            bytes
+                .par_chunks_exact(rb)
+                .enumerate()
+                .map_init(
+                    || vec![0f32; desc.cols],
+                    |scratch, (r, row)| {
+                        codec::decode_row(desc.format, row, scratch).map_err(|e| e.at(r * rb)).err()
+                    },
+                )
+                .find_map_first(|e| e)
         });
         if let Some(e) = bad {
             return Err(e.into());

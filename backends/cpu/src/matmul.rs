@@ -36,7 +36,8 @@ pub(crate) fn matmul(
     let kernel = table.get(format).ok_or(CpuError::Unsupported { format })?;
     let rb = format.row_bytes(cols)?;
     if x.len() != n * cols {
-        let e = Error::Length { format, buffer: Buffer::Activations, got: x.len(), expected: n * cols };
+        let e =
+            Error::Length { format, buffer: Buffer::Activations, got: x.len(), expected: n * cols };
         return Err(e.into());
     }
     if y.len() != n * rows {

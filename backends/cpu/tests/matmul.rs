@@ -118,8 +118,8 @@ fn bad_uploads_are_rejected_like_the_reference() {
     let mut rng = Rng(9);
     let cases: [(FormatId, usize, u8); 3] = [
         // (format, byte offset within row 2 to corrupt, byte)
-        (FormatId::Q4_0, 18 + 1, 0x7C),       // block 1's f16 d high byte -> inf
-        (FormatId::Q8_0, 34 * 3 + 1, 0x7E),   // block 3's f16 d -> NaN
+        (FormatId::Q4_0, 18 + 1, 0x7C), // block 1's f16 d high byte -> inf
+        (FormatId::Q8_0, 34 * 3 + 1, 0x7E), // block 3's f16 d -> NaN
         (FormatId::RocmFp2, 10 * 2 + 9, 0x7F), // block 2's e[1] -> illegal
     ];
     for (format, off, byte) in cases {
@@ -141,10 +141,7 @@ fn bad_uploads_are_rejected_like_the_reference() {
         }
         // Wrong length.
         let cpu = CpuBackend::with_isa(Isa::Scalar).unwrap();
-        assert!(matches!(
-            cpu.upload(desc, &w[1..]),
-            Err(CpuError::Core(Error::Length { .. }))
-        ));
+        assert!(matches!(cpu.upload(desc, &w[1..]), Err(CpuError::Core(Error::Length { .. }))));
     }
 }
 
@@ -172,7 +169,9 @@ fn nan_activations_match_the_reference() {
     let k = 256;
     let rows = 10;
     for cpu in backends() {
-        for format in [FormatId::Q8_0, FormatId::Q4_0, FormatId::RocmFp2, FormatId::Q4K, FormatId::F16] {
+        for format in
+            [FormatId::Q8_0, FormatId::Q4_0, FormatId::RocmFp2, FormatId::Q4K, FormatId::F16]
+        {
             if !cpu.supports(format) {
                 continue;
             }

@@ -21,7 +21,8 @@
 //!   with `[0x03, 0x0C, 0x30, 0xC0]` so lane 4j+i keeps code i of byte j at bits 2i; then
 //!   `(m | m >> 4) & 0x0F` folds the codes of positions 2 and 3 down, giving an index in
 //!   {c, 4c} whose level a second `pshufb` looks up (`{-4,-1,1,4}` at 0..3 and at 0,4,8,12;
-//!   code 0 is index 0 in both cases). Scales come from a 256-entry UE4M3-b8 table.
+//!   code 0 is index 0 in both cases). Scales are decoded 8 rows at a time by [`ue4m3_b8_x8`]
+//!   (a test checks all 127 legal bytes against the core).
 
 use std::arch::x86_64::*;
 use std::ops::Range;
@@ -30,7 +31,7 @@ use std::ptr;
 use lowbit_core::format::ggml::BlockQ8_0;
 use lowbit_core::{Error, FormatId};
 
-use super::{block_bytes, check_q8_0, ue4m3_b8_256, W_FP2, W_Q4_0, W_Q8_0};
+use super::{block_bytes, check_q8_0, W_FP2, W_Q4_0, W_Q8_0};
 use crate::act::Acts;
 use crate::kernels::Kernel;
 
@@ -44,15 +45,36 @@ pub(crate) fn kernel(format: FormatId) -> Option<Kernel> {
     }
 }
 
-fn q8_0(f: FormatId, w: &[u8], rb: usize, a: &Acts, c: Range<usize>, o: &mut [f32]) -> Result<(), Error> {
+fn q8_0(
+    f: FormatId,
+    w: &[u8],
+    rb: usize,
+    a: &Acts,
+    c: Range<usize>,
+    o: &mut [f32],
+) -> Result<(), Error> {
     run::<W_Q8_0>(f, w, rb, a, c, o)
 }
 
-fn q4_0(f: FormatId, w: &[u8], rb: usize, a: &Acts, c: Range<usize>, o: &mut [f32]) -> Result<(), Error> {
+fn q4_0(
+    f: FormatId,
+    w: &[u8],
+    rb: usize,
+    a: &Acts,
+    c: Range<usize>,
+    o: &mut [f32],
+) -> Result<(), Error> {
     run::<W_Q4_0>(f, w, rb, a, c, o)
 }
 
-fn fp2(f: FormatId, w: &[u8], rb: usize, a: &Acts, c: Range<usize>, o: &mut [f32]) -> Result<(), Error> {
+fn fp2(
+    f: FormatId,
+    w: &[u8],
+    rb: usize,
+    a: &Acts,
+    c: Range<usize>,
+    o: &mut [f32],
+) -> Result<(), Error> {
     run::<W_FP2>(f, w, rb, a, c, o)
 }
 
@@ -65,11 +87,10 @@ fn run<const F: u8>(
     out: &mut [f32],
 ) -> Result<(), Error> {
     let ck = check_q8_0(format, w, rb, acts, &cols, out, block_bytes(F))?;
-    let stab = ue4m3_b8_256();
     // SAFETY: this wrapper is reachable only through `kernel`, which `KernelTable::new` calls
     // only for `Isa::Avx2` after `Isa::Avx2.available()` detected AVX2, FMA and F16C; the
     // lengths the body relies on were checked by `check_q8_0`.
-    unsafe { entry::<F>(w, rb, ck.nb, ck.a, ck.ad, cols, out, stab) };
+    unsafe { entry::<F>(w, rb, ck.nb, ck.a, ck.ad, cols, out) };
     Ok(())
 }
 
@@ -83,14 +104,13 @@ unsafe fn entry<const F: u8>(
     ad: &[f32],
     cols: Range<usize>,
     out: &mut [f32],
-    stab: &[f32; 256],
 ) {
     // SAFETY: the caller guarantees the features and the `check_q8_0` invariants.
     unsafe {
         match cols.len() {
-            1 => body::<F, 1>(w, rb, nb, a, ad, cols, out, stab),
-            2..=4 => body::<F, 4>(w, rb, nb, a, ad, cols, out, stab),
-            _ => body::<F, 16>(w, rb, nb, a, ad, cols, out, stab),
+            1 => body::<F, 1>(w, rb, nb, a, ad, cols, out),
+            2..=4 => body::<F, 4>(w, rb, nb, a, ad, cols, out),
+            _ => body::<F, 16>(w, rb, nb, a, ad, cols, out),
         }
     }
 }
@@ -129,16 +149,30 @@ unsafe fn load_fp2(p: *const u8) -> __m256i {
         );
         let rep = _mm256_shuffle_epi8(v, spread);
         let m = _mm256_and_si256(rep, _mm256_set1_epi32(0xC030_0C03_u32 as i32));
-        let idx = _mm256_and_si256(
-            _mm256_or_si256(m, _mm256_srli_epi16::<4>(m)),
-            _mm256_set1_epi8(0x0F),
-        );
+        let idx =
+            _mm256_and_si256(_mm256_or_si256(m, _mm256_srli_epi16::<4>(m)), _mm256_set1_epi8(0x0F));
         #[rustfmt::skip]
         let lut = _mm256_setr_epi8(
             -4, -1, 1, 4, -1, 0, 0, 0, 1, 0, 0, 0, 4, 0, 0, 0,
             -4, -1, 1, 4, -1, 0, 0, 0, 1, 0, 0, 0, 4, 0, 0, 0,
         );
         _mm256_shuffle_epi8(lut, idx)
+    }
+}
+
+/// UE4M3-b8 bytes (legal: 0..=0x7E, one per i32 lane) to f32, exactly: the byte shifted left
+/// by 20 puts E in the f32 exponent field and M in the top mantissa bits, so its f32 reading is
+/// `(1 + M/8) * 2^(E-127)` (E > 0) or the subnormal `(M/8) * 2^-126` (E = 0); times `2^119`
+/// (exact: a power of two, no overflow, no underflow) that is `(8 + M) * 2^(E-11)` or
+/// `M * 2^-10`, the UE4M3-b8 value. (Denormals are not flushed: Rust leaves MXCSR DAZ off.)
+#[inline(always)]
+unsafe fn ue4m3_b8_x8(e: __m256i) -> __m256 {
+    // SAFETY: register-only AVX2 operations; the caller has AVX2.
+    unsafe {
+        _mm256_mul_ps(
+            _mm256_castsi256_ps(_mm256_slli_epi32::<20>(e)),
+            _mm256_set1_ps(f32::from_bits((127 + 119) << 23)),
+        )
     }
 }
 
@@ -167,8 +201,7 @@ unsafe fn hsum8(p: &[__m256i; 8]) -> (__m256i, __m256i) {
 /// # Safety
 /// AVX2, FMA and F16C are available, and the `check_q8_0` invariants hold: `w` is whole rows of
 /// `rb = nb * block_bytes(F)` bytes, `a`/`ad` hold `nb` entries per column for every column in
-/// `cols`, `out.len() == rows * cols.len()`, `1 <= cols.len() <= MAXC`; for ROCmFP2 every
-/// scale byte indexes `stab` (always true: it has 256 entries).
+/// `cols`, `out.len() == rows * cols.len()`, `1 <= cols.len() <= MAXC`.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
 pub(crate) unsafe fn body<const F: u8, const MAXC: usize>(
@@ -179,7 +212,6 @@ pub(crate) unsafe fn body<const F: u8, const MAXC: usize>(
     ad: &[f32],
     cols: Range<usize>,
     out: &mut [f32],
-    stab: &[f32; 256],
 ) {
     let bs = block_bytes(F);
     let nrows = w.len() / rb;
@@ -203,16 +235,15 @@ pub(crate) unsafe fn body<const F: u8, const MAXC: usize>(
                 let s0;
                 let s1;
                 if F == W_FP2 {
-                    let mut e0 = [0f32; 8];
-                    let mut e1 = [0f32; 8];
+                    let mut ebits = [0u16; 8];
                     for i in 0..8 {
                         let p = rp[i].add(b * bs);
                         wv[i] = load_fp2(p);
-                        e0[i] = stab[usize::from(*p.add(8))];
-                        e1[i] = stab[usize::from(*p.add(9))];
+                        ebits[i] = ptr::read_unaligned(p.add(8).cast::<u16>());
                     }
-                    s0 = _mm256_loadu_ps(e0.as_ptr());
-                    s1 = _mm256_loadu_ps(e1.as_ptr());
+                    let e = _mm256_cvtepu16_epi32(_mm_loadu_si128(ebits.as_ptr().cast()));
+                    s0 = ue4m3_b8_x8(_mm256_and_si256(e, _mm256_set1_epi32(0xFF)));
+                    s1 = ue4m3_b8_x8(_mm256_srli_epi32::<8>(e));
                 } else {
                     let mut dbits = [0u16; 8];
                     for i in 0..8 {
@@ -268,6 +299,32 @@ pub(crate) unsafe fn body<const F: u8, const MAXC: usize>(
                 }
             }
             r0 += 8;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ue4m3_b8_vector_decode_matches_core() {
+        if !crate::isa::Isa::Avx2.available() {
+            return;
+        }
+        for b in (0u8..=0x7E).step_by(8) {
+            let bytes: [i32; 8] =
+                core::array::from_fn(|i| i32::from(b.saturating_add(i as u8).min(0x7E)));
+            let mut got = [0f32; 8];
+            // SAFETY: AVX2 was detected above; the store writes 8 floats into `got`.
+            unsafe {
+                let v = ue4m3_b8_x8(_mm256_loadu_si256(bytes.as_ptr().cast()));
+                _mm256_storeu_ps(got.as_mut_ptr(), v);
+            }
+            for (x, g) in bytes.iter().zip(got) {
+                let want = lowbit_core::scalar::try_ue4m3_b8_to_f32(*x as u8).unwrap();
+                assert_eq!(g.to_bits(), want.to_bits(), "byte {x:#04x}");
+            }
         }
     }
 }

@@ -10,7 +10,7 @@ use lowbit_core::format::ggml::BlockQ8_0;
 use lowbit_core::{Error, FormatId};
 
 use super::avx2::body;
-use super::{block_bytes, check_q8_0, ue4m3_b8_256, W_FP2, W_Q4_0, W_Q8_0};
+use super::{block_bytes, check_q8_0, W_FP2, W_Q4_0, W_Q8_0};
 use crate::act::Acts;
 use crate::kernels::Kernel;
 
@@ -24,15 +24,36 @@ pub(crate) fn kernel(format: FormatId) -> Option<Kernel> {
     }
 }
 
-fn q8_0(f: FormatId, w: &[u8], rb: usize, a: &Acts, c: Range<usize>, o: &mut [f32]) -> Result<(), Error> {
+fn q8_0(
+    f: FormatId,
+    w: &[u8],
+    rb: usize,
+    a: &Acts,
+    c: Range<usize>,
+    o: &mut [f32],
+) -> Result<(), Error> {
     run::<W_Q8_0>(f, w, rb, a, c, o)
 }
 
-fn q4_0(f: FormatId, w: &[u8], rb: usize, a: &Acts, c: Range<usize>, o: &mut [f32]) -> Result<(), Error> {
+fn q4_0(
+    f: FormatId,
+    w: &[u8],
+    rb: usize,
+    a: &Acts,
+    c: Range<usize>,
+    o: &mut [f32],
+) -> Result<(), Error> {
     run::<W_Q4_0>(f, w, rb, a, c, o)
 }
 
-fn fp2(f: FormatId, w: &[u8], rb: usize, a: &Acts, c: Range<usize>, o: &mut [f32]) -> Result<(), Error> {
+fn fp2(
+    f: FormatId,
+    w: &[u8],
+    rb: usize,
+    a: &Acts,
+    c: Range<usize>,
+    o: &mut [f32],
+) -> Result<(), Error> {
     run::<W_FP2>(f, w, rb, a, c, o)
 }
 
@@ -45,11 +66,10 @@ fn run<const F: u8>(
     out: &mut [f32],
 ) -> Result<(), Error> {
     let ck = check_q8_0(format, w, rb, acts, &cols, out, block_bytes(F))?;
-    let stab = ue4m3_b8_256();
     // SAFETY: this wrapper is reachable only through `kernel`, which `KernelTable::new` calls
     // only for `Isa::Avx512` after `Isa::Avx512.available()` detected AVX-512 F/BW/VL, AVX2,
     // FMA and F16C; the lengths the body relies on were checked by `check_q8_0`.
-    unsafe { entry::<F>(w, rb, ck.nb, ck.a, ck.ad, cols, out, stab) };
+    unsafe { entry::<F>(w, rb, ck.nb, ck.a, ck.ad, cols, out) };
     Ok(())
 }
 
@@ -63,14 +83,13 @@ unsafe fn entry<const F: u8>(
     ad: &[f32],
     cols: Range<usize>,
     out: &mut [f32],
-    stab: &[f32; 256],
 ) {
     // SAFETY: the caller guarantees the features and the `check_q8_0` invariants.
     unsafe {
         match cols.len() {
-            1 => body::<F, 1>(w, rb, nb, a, ad, cols, out, stab),
-            2..=4 => body::<F, 4>(w, rb, nb, a, ad, cols, out, stab),
-            _ => body::<F, 16>(w, rb, nb, a, ad, cols, out, stab),
+            1 => body::<F, 1>(w, rb, nb, a, ad, cols, out),
+            2..=4 => body::<F, 4>(w, rb, nb, a, ad, cols, out),
+            _ => body::<F, 16>(w, rb, nb, a, ad, cols, out),
         }
     }
 }

@@ -16,7 +16,6 @@ pub(crate) mod avx2;
 pub(crate) mod avx512;
 
 use std::ops::Range;
-use std::sync::OnceLock;
 
 use lowbit_core::error::Buffer;
 use lowbit_core::format::ggml::BlockQ8_0;
@@ -49,18 +48,6 @@ pub(crate) fn kernel(isa: Isa, format: FormatId) -> Option<Kernel> {
         Isa::Avx2 => avx2::kernel(format),
         Isa::Avx512 => avx512::kernel(format),
     }
-}
-
-/// Every UE4M3-b8 byte's value; the illegal bytes 0x7F..=0xFF map to NaN (uploads reject them,
-/// so kernels never read those entries).
-pub(crate) fn ue4m3_b8_256() -> &'static [f32; 256] {
-    static T: OnceLock<[f32; 256]> = OnceLock::new();
-    T.get_or_init(|| {
-        let mut t = [f32::NAN; 256];
-        let legal = lowbit_core::scalar::ue4m3_b8_table();
-        t[..legal.len()].copy_from_slice(&legal);
-        t
-    })
 }
 
 /// What the unsafe bodies may rely on, checked by [`check_q8_0`].
