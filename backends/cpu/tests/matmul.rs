@@ -220,3 +220,32 @@ fn isa_names_parse() {
     assert!(Isa::available_all().contains(&Isa::Scalar));
     assert!(lowbit_cpu::isa::selected().is_ok());
 }
+
+/// Large block sums with full-mantissa scales: here `(sumi * dw) * da` (Q4_0's ggml order) and
+/// `sumi * (dw * da)` round differently, so a kernel with the wrong association fails.
+#[test]
+fn q4_0_association_is_the_references() {
+    let mut rng = Rng(21);
+    let (rows, k) = (24, 512);
+    let mut w = vec![0u8; rows * 18 * (k / 32)];
+    for blk in w.chunks_exact_mut(18) {
+        let d = half::f16::from_bits(0x3C00 | (rng.next_u64() as u16 & 0x03FF));
+        blk[..2].copy_from_slice(&d.to_bits().to_le_bytes());
+        // Every weight 7: sumi = 7 * sum(q), ~15 significant bits; times an 11-bit dw that
+        // exceeds f32's 24.
+        blk[2..].iter_mut().for_each(|b| *b = 0xFF);
+    }
+    let x: Vec<f32> = (0..k).map(|_| 0.8 + (rng.uniform() as f32) * 0.2).collect();
+    let desc = MatrixDesc { format: FormatId::Q4_0, rows, cols: k };
+    let rm = ReferenceBackend.upload(desc, &w).unwrap();
+    let mut yr = vec![0f32; rows];
+    ReferenceBackend.matmul(&rm, &x, 1, &mut yr).unwrap();
+    for cpu in backends() {
+        let m = cpu.upload(desc, &w).unwrap();
+        let mut y = vec![0f32; rows];
+        cpu.matmul(&m, &x, 1, &mut y).unwrap();
+        for (a, b) in y.iter().zip(&yr) {
+            assert!(same(*a, *b), "{}: {a} vs {b}", cpu.name());
+        }
+    }
+}
