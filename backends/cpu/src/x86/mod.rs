@@ -82,7 +82,7 @@ pub(crate) fn check_q8_0<'a>(
     };
     let nb = rb / bs.max(1);
     let nc = cols.len();
-    let rows = if rb == 0 { 0 } else { w.len() / rb };
+    let rows = w.len().checked_div(rb).unwrap_or(0);
     let ok = rb != 0
         && rb == nb * bs
         && nb * 32 == acts.k
