@@ -160,19 +160,25 @@ unsafe fn load_fp2(p: *const u8) -> __m256i {
     }
 }
 
-/// UE4M3-b8 bytes (legal: 0..=0x7E, one per i32 lane) to f32, exactly: the byte shifted left
-/// by 20 puts E in the f32 exponent field and M in the top mantissa bits, so its f32 reading is
-/// `(1 + M/8) * 2^(E-127)` (E > 0) or the subnormal `(M/8) * 2^-126` (E = 0); times `2^119`
-/// (exact: a power of two, no overflow, no underflow) that is `(8 + M) * 2^(E-11)` or
-/// `M * 2^-10`, the UE4M3-b8 value. (Denormals are not flushed: Rust leaves MXCSR DAZ off.)
+/// UE4M3-b8 bytes (legal: 0..=0x7E, one per i32 lane) to f32, exactly:
+/// `m * 2^(max(E, 1) - 11)` with `m = M + 8` for E > 0 and `m = M` for E = 0 (so E = 0 gives
+/// `M * 2^-10`). `m <= 15` converts exactly and the power of two is a normal f32, so no
+/// denormal operand ever reaches the multiplier (a denormal would cost a microcode assist).
 #[inline(always)]
-unsafe fn ue4m3_b8_x8(e: __m256i) -> __m256 {
+unsafe fn ue4m3_b8_x8(b: __m256i) -> __m256 {
     // SAFETY: register-only AVX2 operations; the caller has AVX2.
     unsafe {
-        _mm256_mul_ps(
-            _mm256_castsi256_ps(_mm256_slli_epi32::<20>(e)),
-            _mm256_set1_ps(f32::from_bits((127 + 119) << 23)),
-        )
+        let one = _mm256_set1_epi32(1);
+        let e = _mm256_srli_epi32::<3>(b);
+        let m = _mm256_or_si256(
+            _mm256_and_si256(b, _mm256_set1_epi32(7)),
+            _mm256_slli_epi32::<3>(_mm256_min_epu32(e, one)),
+        );
+        let pow = _mm256_slli_epi32::<23>(_mm256_add_epi32(
+            _mm256_max_epu32(e, one),
+            _mm256_set1_epi32(127 - 11),
+        ));
+        _mm256_mul_ps(_mm256_cvtepi32_ps(m), _mm256_castsi256_ps(pow))
     }
 }
 
