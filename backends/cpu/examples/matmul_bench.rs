@@ -1,0 +1,192 @@
+//! CPU matmul benchmark (no criterion): measures this machine's read bandwidth, then times
+//! `CpuBackend::matmul` for Q8_0, Q4_0 and ROCmFP2 weights and reports weight GB/s and its
+//! ratio to the bandwidth measured in the same run, with 1 thread and all threads.
+//!
+//! ```text
+//! cargo run --release -p lowbit-cpu --example matmul_bench -- [--quick] [--json PATH]
+//! LOWBIT_CPU=avx2 cargo run --release -p lowbit-cpu --example matmul_bench
+//! ```
+//!
+//! Shapes are `rows x K` (output rows x reduction length): 4096x4096, 14336x4096, 4096x14336,
+//! 576x1536 (`--quick`: 4096x14336 only); n = 1, 4, 16 columns. Weights are random valid
+//! blocks generated directly (no encoder run). Time per call is the median of the timed calls
+//! after two warm-up calls. Bandwidth: the sum of a 512 MiB buffer of u64 (>> L3), the best of
+//! a few passes; "all threads" splits it across rayon's pool. Note: 4096x4096 Q8_0 (18 MB)
+//! and the smaller shapes fit in this machine's L3, so their ratios can exceed 1.
+//!
+//! JSON goes to `PATH` (default `matmul_bench.json`).
+
+use std::fmt::Write as _;
+use std::time::{Duration, Instant};
+
+use lowbit_core::backend::{Backend, MatrixDesc};
+use lowbit_core::FormatId;
+use lowbit_cpu::CpuBackend;
+use rayon::prelude::*;
+
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+}
+
+/// Random valid blocks: random quants/codes, legal scales.
+fn weights(format: FormatId, rows: usize, k: usize, rng: &mut Rng) -> Vec<u8> {
+    let g = format.geometry();
+    let mut w = vec![0u8; format.row_bytes(k).unwrap() * rows];
+    for chunk in w.chunks_exact_mut(8) {
+        chunk.copy_from_slice(&rng.next().to_le_bytes());
+    }
+    let d = half::f16::from_f32(0.0123).to_bits().to_le_bytes();
+    for blk in w.chunks_exact_mut(g.block_bytes) {
+        match format {
+            FormatId::Q8_0 | FormatId::Q4_0 => blk[..2].copy_from_slice(&d),
+            FormatId::RocmFp2 => {
+                blk[8] %= 0x7F;
+                blk[9] %= 0x7F;
+            }
+            _ => unreachable!(),
+        }
+    }
+    w
+}
+
+fn sum_u64(buf: &[u64]) -> u64 {
+    let mut acc = [0u64; 8];
+    for c in buf.chunks_exact(8) {
+        for (a, v) in acc.iter_mut().zip(c) {
+            *a = a.wrapping_add(*v);
+        }
+    }
+    acc.iter().fold(0, |a, v| a.wrapping_add(*v))
+}
+
+/// Read bandwidth in GB/s (1e9 bytes/s): best of `passes` sums over `buf`.
+fn bandwidth(buf: &[u64], threads: usize, passes: usize) -> f64 {
+    let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
+    let bytes = std::mem::size_of_val(buf) as f64;
+    let mut best = f64::MAX;
+    let mut sink = 0u64;
+    for _ in 0..passes {
+        let t = Instant::now();
+        let s = pool.install(|| {
+            buf.par_chunks(buf.len().div_ceil(threads * 16))
+                .map(sum_u64)
+                .reduce(|| 0, |a, b| a.wrapping_add(b))
+        });
+        best = best.min(t.elapsed().as_secs_f64());
+        sink = sink.wrapping_add(s);
+    }
+    std::hint::black_box(sink);
+    bytes / best / 1e9
+}
+
+fn median(mut v: Vec<Duration>) -> Duration {
+    v.sort();
+    v[v.len() / 2]
+}
+
+fn loadavg() -> String {
+    std::fs::read_to_string("/proc/loadavg").unwrap_or_default().trim().to_string()
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let quick = args.iter().any(|a| a == "--quick");
+    let json_path = args
+        .iter()
+        .position(|a| a == "--json")
+        .and_then(|i| args.get(i + 1).cloned())
+        .unwrap_or_else(|| "matmul_bench.json".into());
+    let all_threads = rayon::current_num_threads();
+    let load_start = loadavg();
+
+    let buf: Vec<u64> = (0..(512usize << 20) / 8).map(|i| i as u64).collect();
+    let bw1 = bandwidth(&buf, 1, 4);
+    let bwn = bandwidth(&buf, all_threads, 4);
+    drop(buf);
+    println!("read bandwidth: 1 thread {bw1:.1} GB/s, {all_threads} threads {bwn:.1} GB/s");
+    println!("load average at start: {load_start}");
+
+    let shapes: &[(usize, usize)] = if quick {
+        &[(4096, 14336)]
+    } else {
+        &[(4096, 14336), (14336, 4096), (4096, 4096), (576, 1536)]
+    };
+    let formats = [FormatId::Q8_0, FormatId::Q4_0, FormatId::RocmFp2];
+    let ns = [1usize, 4, 16];
+    let mut rng = Rng(42);
+    let mut rows_json = Vec::new();
+    let mut isa_name = String::new();
+    println!(
+        "{:<8} {:>11} {:>3} {:>3} {:>11} {:>8} {:>8} {:>6} {:>10}",
+        "format", "rows x K", "n", "thr", "us/call", "GB/s", "GFLOP/s", "ratio", "us/column"
+    );
+    for &(rows, k) in shapes {
+        for format in formats {
+            let w = weights(format, rows, k, &mut rng);
+            for &threads in &[1usize, all_threads] {
+                let cpu = CpuBackend::new().unwrap().with_threads(threads).unwrap();
+                isa_name = cpu.name().to_string();
+                let m = cpu.upload(MatrixDesc { format, rows, cols: k }, &w).unwrap();
+                let bw = if threads == 1 { bw1 } else { bwn };
+                for &n in &ns {
+                    let x: Vec<f32> = (0..n * k)
+                        .map(|_| (rng.next() >> 40) as f32 / (1u64 << 24) as f32 - 0.5)
+                        .collect();
+                    let mut y = vec![0f32; n * rows];
+                    for _ in 0..2 {
+                        cpu.matmul(&m, &x, n, &mut y).unwrap();
+                    }
+                    let mut times = Vec::new();
+                    let start = Instant::now();
+                    while times.len() < 5
+                        || (start.elapsed() < Duration::from_millis(400) && times.len() < 200)
+                    {
+                        let t = Instant::now();
+                        cpu.matmul(&m, &x, n, &mut y).unwrap();
+                        times.push(t.elapsed());
+                    }
+                    std::hint::black_box(&y);
+                    let t = median(times).as_secs_f64();
+                    let gbs = w.len() as f64 / t / 1e9;
+                    let gflops = 2.0 * (rows * k * n) as f64 / t / 1e9;
+                    let ratio = gbs / bw;
+                    println!(
+                        "{:<8} {:>11} {:>3} {:>3} {:>11.1} {:>8.1} {:>8.1} {:>6.2} {:>10.1}",
+                        format.name(),
+                        format!("{rows}x{k}"),
+                        n,
+                        threads,
+                        t * 1e6,
+                        gbs,
+                        gflops,
+                        ratio,
+                        t * 1e6 / n as f64
+                    );
+                    rows_json.push(format!(
+                        "{{\"format\":\"{}\",\"rows\":{rows},\"k\":{k},\"n\":{n},\"threads\":{threads},\"us_per_call\":{:.2},\"weight_gb_s\":{gbs:.3},\"gflop_s\":{gflops:.3},\"ratio_to_bandwidth\":{ratio:.4}}}",
+                        format.name(),
+                        t * 1e6
+                    ));
+                }
+            }
+        }
+    }
+    let load_end = loadavg();
+    println!("load average at end: {load_end}");
+    let mut json = String::new();
+    let _ = write!(
+        json,
+        "{{\"backend\":\"{isa_name}\",\"threads_all\":{all_threads},\"bandwidth_gb_s\":{{\"1\":{bw1:.3},\"all\":{bwn:.3}}},\"loadavg_start\":\"{load_start}\",\"loadavg_end\":\"{load_end}\",\"results\":[\n{}\n]}}\n",
+        rows_json.join(",\n")
+    );
+    std::fs::write(&json_path, json).unwrap();
+    println!("wrote {json_path}");
+}

@@ -1,0 +1,95 @@
+//! Instruction-set selection: detected once per process and stored, as RustFFT does.
+//!
+//! [`selected`] reads `LOWBIT_CPU` (`scalar`, `avx2` or `avx512`) the first time it is called;
+//! if set, that ISA is used (an error if the CPU lacks it), otherwise the best available one.
+//! The answer (or the error) is kept in a [`OnceLock`] and never recomputed.
+//!
+//! What each ISA needs:
+//! * [`Isa::Avx2`]: AVX2, FMA and F16C (f16 scales are widened with `vcvtph2ps`).
+//! * [`Isa::Avx512`]: the AVX2 set plus AVX-512 F, BW and VL.
+
+use std::sync::OnceLock;
+
+use crate::error::CpuError;
+
+/// An instruction set the CPU backend has kernels for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Isa {
+    /// Portable Rust: the core's reference dot products.
+    Scalar,
+    /// x86-64 AVX2 + FMA + F16C.
+    Avx2,
+    /// x86-64 AVX-512 F/BW/VL (plus the AVX2 set).
+    Avx512,
+}
+
+impl Isa {
+    /// Every ISA, from the most portable.
+    pub const ALL: [Isa; 3] = [Isa::Scalar, Isa::Avx2, Isa::Avx512];
+
+    /// The name `LOWBIT_CPU` uses.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Isa::Scalar => "scalar",
+            Isa::Avx2 => "avx2",
+            Isa::Avx512 => "avx512",
+        }
+    }
+
+    /// Parses a `LOWBIT_CPU` value (case-insensitive).
+    pub fn parse(s: &str) -> Option<Isa> {
+        Isa::ALL.into_iter().find(|i| i.name().eq_ignore_ascii_case(s.trim()))
+    }
+
+    /// Whether this CPU can run the ISA's kernels.
+    pub fn available(self) -> bool {
+        match self {
+            Isa::Scalar => true,
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx2 => {
+                std::is_x86_feature_detected!("avx2")
+                    && std::is_x86_feature_detected!("fma")
+                    && std::is_x86_feature_detected!("f16c")
+            }
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx512 => {
+                Isa::Avx2.available()
+                    && std::is_x86_feature_detected!("avx512f")
+                    && std::is_x86_feature_detected!("avx512bw")
+                    && std::is_x86_feature_detected!("avx512vl")
+            }
+            #[cfg(not(target_arch = "x86_64"))]
+            Isa::Avx2 | Isa::Avx512 => false,
+        }
+    }
+
+    /// The ISAs this CPU can run, from the most portable.
+    pub fn available_all() -> Vec<Isa> {
+        Isa::ALL.into_iter().filter(|i| i.available()).collect()
+    }
+
+    /// The best ISA this CPU can run.
+    pub fn best() -> Isa {
+        Isa::ALL.into_iter().rev().find(|i| i.available()).unwrap_or(Isa::Scalar)
+    }
+}
+
+static SELECTED: OnceLock<Result<Isa, CpuError>> = OnceLock::new();
+
+/// The process-wide ISA: `LOWBIT_CPU` if set (an error if unknown or unavailable), otherwise
+/// [`Isa::best`]. Computed on the first call and stored.
+pub fn selected() -> Result<Isa, CpuError> {
+    SELECTED
+        .get_or_init(|| match std::env::var("LOWBIT_CPU") {
+            Ok(v) if !v.trim().is_empty() => {
+                let isa = Isa::parse(&v).ok_or(CpuError::BadIsaName(v))?;
+                if isa.available() {
+                    Ok(isa)
+                } else {
+                    Err(CpuError::IsaUnavailable { isa })
+                }
+            }
+            _ => Ok(Isa::best()),
+        })
+        .clone()
+}

@@ -1,0 +1,183 @@
+//! # lowbit-cpu
+//!
+//! The CPU backend of lowbit: [`CpuBackend`] implements [`lowbit_core::backend::Backend`] for
+//! every weight format the core can decode.
+//!
+//! * The instruction set ([`Isa`]) is detected once per process and the choice stored
+//!   ([`isa::selected`]); `LOWBIT_CPU=scalar|avx2|avx512` forces one (an error if the CPU
+//!   lacks it); [`CpuBackend::with_isa`] picks one explicitly (tests).
+//! * Kernels are chosen once, when the backend is built, from a per-format table of function
+//!   pointers ([`kernels`]): a SIMD kernel where one exists for the ISA, otherwise the scalar
+//!   fallback, which is the core's reference dot product (correct by construction).
+//! * `matmul` quantizes the activations once per call (the core's own encoders, so the bytes
+//!   are the reference's), splits rows into chunks across rayon, and hands each chunk up to 16
+//!   columns at a time; SIMD kernels decode each weight block once and reuse it for every
+//!   column of the tile.
+//!
+//! Layout: `isa.rs` (detection), `act.rs` (activation preparation), `kernels.rs` (tables),
+//! `matmul.rs` (threads and tiles), `scalar/` (fallback), `x86/` (AVX2 and AVX-512 kernels).
+//! `unsafe` lives only in the SIMD modules (`x86/`), each block with a `// SAFETY:` line.
+//!
+//! NaN and infinite activations: formats whose activations are quantized (Q8_0, Q8_1, Q8_K)
+//! reject them with [`lowbit_core::Error::BadInput`] (index into `x`), as the reference backend
+//! does (it reports the index within the column); formats with f32 activations propagate them
+//! into the outputs, as the reference does.
+
+#![deny(unsafe_op_in_unsafe_fn)]
+#![warn(missing_docs)]
+
+mod act;
+mod error;
+pub mod isa;
+pub mod kernels;
+mod matmul;
+mod scalar;
+#[cfg(target_arch = "x86_64")]
+mod x86;
+
+use lowbit_core::backend::{Backend, MatrixDesc};
+use lowbit_core::codec;
+use lowbit_core::error::Buffer;
+use lowbit_core::FormatId;
+use rayon::prelude::*;
+
+pub use error::CpuError;
+pub use isa::Isa;
+pub use kernels::KernelTable;
+
+/// The CPU backend: an instruction set, its kernel table, and an optional private thread pool.
+#[derive(Debug)]
+pub struct CpuBackend {
+    isa: Isa,
+    name: String,
+    table: KernelTable,
+    pool: Option<rayon::ThreadPool>,
+}
+
+/// A matrix uploaded to the CPU backend: the canonical bytes, every block validated.
+#[derive(Clone, Debug)]
+pub struct CpuMatrix {
+    desc: MatrixDesc,
+    bytes: Vec<u8>,
+}
+
+impl CpuMatrix {
+    /// The stored (canonical) bytes.
+    pub fn bytes(&self) -> &[u8] {
+        &self.bytes
+    }
+}
+
+impl CpuBackend {
+    /// The backend with the process-wide instruction set ([`isa::selected`]: detected once,
+    /// or forced by `LOWBIT_CPU`), on rayon's global pool.
+    pub fn new() -> Result<Self, CpuError> {
+        Self::with_isa(isa::selected()?)
+    }
+
+    /// The backend with instruction set `isa`, or [`CpuError::IsaUnavailable`] if this CPU
+    /// lacks it.
+    pub fn with_isa(isa: Isa) -> Result<Self, CpuError> {
+        if !isa.available() {
+            return Err(CpuError::IsaUnavailable { isa });
+        }
+        Ok(CpuBackend {
+            isa,
+            name: format!("cpu-{}", isa.name()),
+            table: KernelTable::new(isa)?,
+            pool: None,
+        })
+    }
+
+    /// Runs matmuls on a private pool of `threads` threads instead of rayon's global pool.
+    pub fn with_threads(mut self, threads: usize) -> Result<Self, CpuError> {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads.max(1))
+            .build()
+            .map_err(|e| CpuError::ThreadPool(e.to_string()))?;
+        self.pool = Some(pool);
+        Ok(self)
+    }
+
+    /// The instruction set in use.
+    pub fn isa(&self) -> Isa {
+        self.isa
+    }
+
+    /// The kernel table in use.
+    pub fn table(&self) -> &KernelTable {
+        &self.table
+    }
+
+    /// Threads a matmul runs on.
+    pub fn threads(&self) -> usize {
+        match &self.pool {
+            Some(p) => p.current_num_threads(),
+            None => rayon::current_num_threads(),
+        }
+    }
+
+    fn run<R: Send>(&self, f: impl FnOnce() -> R + Send) -> R {
+        match &self.pool {
+            Some(p) => p.install(f),
+            None => f(),
+        }
+    }
+}
+
+impl Backend for CpuBackend {
+    type Matrix = CpuMatrix;
+    type Error = CpuError;
+
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn supports(&self, format: FormatId) -> bool {
+        self.table.get(format).is_some()
+    }
+
+    /// Checks the length, then decodes every row with the core (in parallel) and rejects the
+    /// first bad block (lowest row) with the core's error, its offset shifted to the position
+    /// in `bytes`. Stores the canonical bytes unchanged.
+    fn upload(&self, desc: MatrixDesc, bytes: &[u8]) -> Result<CpuMatrix, CpuError> {
+        if !self.supports(desc.format) {
+            return Err(CpuError::Unsupported { format: desc.format });
+        }
+        let rb = desc.format.row_bytes(desc.cols)?;
+        let need = desc.canonical_bytes()?;
+        if bytes.len() != need {
+            return Err(lowbit_core::Error::Length {
+                format: desc.format,
+                buffer: Buffer::Encoded,
+                got: bytes.len(),
+                expected: need,
+            }
+            .into());
+        }
+        let bad = self.run(|| {
+            bytes
+                .par_chunks_exact(rb)
+                .enumerate()
+                .map_init(
+                    || vec![0f32; desc.cols],
+                    |scratch, (r, row)| {
+                        codec::decode_row(desc.format, row, scratch).map_err(|e| e.at(r * rb)).err()
+                    },
+                )
+                .find_map_first(|e| e)
+        });
+        if let Some(e) = bad {
+            return Err(e.into());
+        }
+        Ok(CpuMatrix { desc, bytes: bytes.to_vec() })
+    }
+
+    fn desc(&self, matrix: &CpuMatrix) -> MatrixDesc {
+        matrix.desc
+    }
+
+    fn matmul(&self, m: &CpuMatrix, x: &[f32], n: usize, y: &mut [f32]) -> Result<(), CpuError> {
+        self.run(|| matmul::matmul(&self.table, m.desc, &m.bytes, x, n, y))
+    }
+}

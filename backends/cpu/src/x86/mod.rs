@@ -1,0 +1,104 @@
+//! x86-64 SIMD kernels: AVX2 ([`avx2`]) and AVX-512 ([`avx512`]) for Q8_0, Q4_0 and ROCmFP2
+//! weights against Q8_0 activations. Every other format falls back to the scalar kernel.
+//!
+//! Each kernel is a safe `fn` matching [`RowsKernel`] that checks every length the unsafe body
+//! relies on ([`check_q8_0`]) and then calls a `#[target_feature]` entry point. Those safe
+//! wrappers are private and reachable only through [`kernel`], which `KernelTable::new` calls
+//! only after [`Isa::available`] confirmed the features: that is what makes the calls sound.
+//!
+//! Results are bit-identical to the core's reference dot products: the integer block sums are
+//! exact, and the f32 expression per block and the block order per row are the reference's
+//! (lanes of a vector hold 8 *rows*, so every lane accumulates its own row in block order;
+//! no FMA). The bound constant is therefore the reference's: c = 2 (Q8_0, Q4_0), c = 1
+//! (ROCmFP2).
+
+pub(crate) mod avx2;
+pub(crate) mod avx512;
+
+use std::ops::Range;
+
+use lowbit_core::error::Buffer;
+use lowbit_core::format::ggml::BlockQ8_0;
+use lowbit_core::{Error, FormatId};
+
+use crate::act::{ActData, Acts};
+use crate::isa::Isa;
+use crate::kernels::{Kernel, MAX_TILE};
+
+/// Weight format codes for the const-generic kernel bodies.
+pub(crate) const W_Q8_0: u8 = 0;
+/// Q4_0.
+pub(crate) const W_Q4_0: u8 = 1;
+/// ROCmFP2.
+pub(crate) const W_FP2: u8 = 2;
+
+/// Block bytes of each weight code.
+pub(crate) const fn block_bytes(f: u8) -> usize {
+    match f {
+        W_Q8_0 => 34,
+        W_Q4_0 => 18,
+        _ => 10,
+    }
+}
+
+/// The SIMD kernel for `(isa, format)`, if one exists.
+pub(crate) fn kernel(isa: Isa, format: FormatId) -> Option<Kernel> {
+    match isa {
+        Isa::Scalar => None,
+        Isa::Avx2 => avx2::kernel(format),
+        Isa::Avx512 => avx512::kernel(format),
+    }
+}
+
+/// What the unsafe bodies may rely on, checked by [`check_q8_0`].
+pub(crate) struct Checked<'a> {
+    /// Every activation block (`acts.n` columns of `nb` blocks).
+    pub a: &'a [BlockQ8_0],
+    /// Their scales as f32 (same length).
+    pub ad: &'a [f32],
+    /// Blocks per row (= per column).
+    pub nb: usize,
+}
+
+/// Checks, for a kernel on `bs`-byte weight blocks of 32 elements against Q8_0 activations:
+/// `rb == nb * bs` with `nb * 32 == acts.k`; `w` holds whole rows; the tile is 1..=16 columns
+/// inside `acts`; `out` holds `rows * tile` values; the activation arrays hold `n * nb`
+/// entries. Any violation is an internal error reported as [`Error::Length`].
+pub(crate) fn check_q8_0<'a>(
+    format: FormatId,
+    w: &[u8],
+    rb: usize,
+    acts: &'a Acts,
+    cols: &Range<usize>,
+    out: &[f32],
+    bs: usize,
+) -> Result<Checked<'a>, Error> {
+    let ActData::Q8_0 { blocks, d } = &acts.data else {
+        return Err(Error::WrongActivation {
+            format,
+            expected: format.info().activation,
+            got: acts.row(0).format(),
+        });
+    };
+    let nb = rb / bs.max(1);
+    let nc = cols.len();
+    let rows = w.len().checked_div(rb).unwrap_or(0);
+    let ok = rb != 0
+        && rb == nb * bs
+        && nb * 32 == acts.k
+        && w.len() == rows * rb
+        && (1..=MAX_TILE).contains(&nc)
+        && cols.end <= acts.n
+        && blocks.len() == acts.n * nb
+        && d.len() == blocks.len()
+        && out.len() == rows * nc;
+    if !ok {
+        return Err(Error::Length {
+            format,
+            buffer: Buffer::Activations,
+            got: blocks.len(),
+            expected: acts.n * nb,
+        });
+    }
+    Ok(Checked { a: blocks, ad: d, nb })
+}
