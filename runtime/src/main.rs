@@ -7,8 +7,9 @@ use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use lowbit_core::{FormatId, Rule};
+use lowbit_cpu::Isa;
 use lowbit_runtime::rawcodec::{self, CliError, EncodeRequest};
-use lowbit_runtime::{demo, formats};
+use lowbit_runtime::{bench, demo, formats};
 
 /// lowbit: sub-4-bit LLM weight formats (ggml types, ROCmFP2/3, HFP4/MFP4, Prism ternary).
 ///
@@ -33,6 +34,57 @@ enum Cmd {
     Codec(CodecCmd),
     /// Encode a synthetic weight tensor with every format and rule; print error and speed.
     Demo(DemoArgs),
+    /// Time the CPU backend's matmul against this machine's read bandwidth (and encoders).
+    Bench(BenchArgs),
+}
+
+#[derive(Args, Debug)]
+struct BenchArgs {
+    /// Weight formats, comma-separated. Default: every format the CPU backend supports.
+    #[arg(long = "format", value_delimiter = ',', value_parser = parse_format)]
+    formats: Vec<FormatId>,
+    /// Shapes ROWSxK, comma-separated. Default: 4096x4096,14336x4096,4096x14336,576x1536
+    /// (--quick: 256x1024).
+    #[arg(long = "shape", value_delimiter = ',', value_parser = bench::parse_shape)]
+    shapes: Vec<(usize, usize)>,
+    /// Activation columns, comma-separated. Default: 1,4,16,512 (--quick: 1,4).
+    #[arg(long = "n", value_delimiter = ',', value_parser = clap::value_parser!(u32).range(1..))]
+    ns: Vec<u32>,
+    /// Thread counts, comma-separated integers or `all`. Default: 1,all.
+    #[arg(long = "threads", value_delimiter = ',', value_parser = bench::parse_threads)]
+    threads: Vec<usize>,
+    /// Instruction set of the kernels. Default: detected (or LOWBIT_CPU).
+    #[arg(long, value_enum)]
+    isa: Option<IsaArg>,
+    /// Also write the report as JSON to this file.
+    #[arg(long)]
+    json: Option<PathBuf>,
+    /// Small shapes, a small bandwidth buffer and short timings (for tests).
+    #[arg(long)]
+    quick: bool,
+    /// Also measure encode throughput of every rule, and fast vs exhaustive search.
+    #[arg(long)]
+    encode: bool,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug)]
+enum IsaArg {
+    /// Portable Rust (the core's reference dot products).
+    Scalar,
+    /// x86-64 AVX2 + FMA + F16C.
+    Avx2,
+    /// x86-64 AVX-512 F/BW/VL.
+    Avx512,
+}
+
+impl From<IsaArg> for Isa {
+    fn from(i: IsaArg) -> Isa {
+        match i {
+            IsaArg::Scalar => Isa::Scalar,
+            IsaArg::Avx2 => Isa::Avx2,
+            IsaArg::Avx512 => Isa::Avx512,
+        }
+    }
 }
 
 #[derive(Subcommand, Debug)]
@@ -203,6 +255,7 @@ fn run(cli: Cli) -> Result<ExitCode, CliError> {
             let (s, st) = rawcodec::roundtrip_file(&req, a.output.as_deref())?;
             emit(&format!("{s}\nNRMSE {:.6}, max abs error {:.6}\n", st.nrmse, st.max_abs))?;
         }
+        Cmd::Bench(a) => return run_bench(a),
         Cmd::Demo(a) => {
             if a.rows == 0 || a.cols == 0 || a.cols % 256 != 0 {
                 return Err(CliError::Usage(format!(
@@ -219,6 +272,57 @@ fn run(cli: Cli) -> Result<ExitCode, CliError> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+fn run_bench(a: BenchArgs) -> Result<ExitCode, CliError> {
+    let cfg = bench::BenchConfig {
+        formats: a.formats,
+        shapes: if !a.shapes.is_empty() {
+            a.shapes
+        } else if a.quick {
+            bench::QUICK_SHAPES.to_vec()
+        } else {
+            bench::DEFAULT_SHAPES.to_vec()
+        },
+        ns: if !a.ns.is_empty() {
+            a.ns.into_iter().map(|n| n as usize).collect()
+        } else if a.quick {
+            bench::QUICK_NS.to_vec()
+        } else {
+            bench::DEFAULT_NS.to_vec()
+        },
+        threads: if a.threads.is_empty() { vec![1, bench::all_threads()] } else { a.threads },
+        isa: a.isa.map(Isa::from),
+        quick: a.quick,
+        encode: a.encode,
+        command_line: std::env::args().collect::<Vec<_>>().join(" "),
+    };
+    let mut write_err = None;
+    let report = bench::run(&cfg, &mut |l| {
+        if write_err.is_none() {
+            write_err = emit(&format!("{l}\n")).err();
+        }
+    });
+    if let Some(e) = write_err {
+        return Err(e);
+    }
+    let report = match report {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return Ok(ExitCode::FAILURE);
+        }
+    };
+    if let Some(path) = a.json {
+        std::fs::write(&path, report.to_json()).map_err(|e| CliError::Io {
+            path: path.clone(),
+            op: "write",
+            source: e,
+        })?;
+        emit(&format!("wrote {}\n", path.display()))?;
+    }
+    let bad_search = report.search.iter().any(|s| !s.identical);
+    Ok(if bad_search { ExitCode::FAILURE } else { ExitCode::SUCCESS })
 }
 
 fn main() -> ExitCode {

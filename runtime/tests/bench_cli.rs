@@ -1,0 +1,83 @@
+//! `lowbit bench --quick`: runs the binary on one small shape and two formats, parses the JSON
+//! report and checks its fields and values.
+
+use std::process::Command;
+
+use serde_json::Value;
+
+fn num(v: &Value, key: &str) -> f64 {
+    v.get(key).and_then(Value::as_f64).unwrap_or_else(|| panic!("missing number '{key}' in {v}"))
+}
+
+#[test]
+fn quick_bench_writes_a_complete_json_report() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("bench.json");
+    let out = Command::new(env!("CARGO_BIN_EXE_lowbit"))
+        .args(["bench", "--quick", "--format", "Q8_0,ROCMFP2", "--shape", "64x512"])
+        .args(["--n", "1,3", "--threads", "1,2", "--encode", "--json"])
+        .arg(&json)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "stdout:\n{stdout}\nstderr:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("read bandwidth"), "{stdout}");
+
+    let text = std::fs::read_to_string(&json).unwrap();
+    let v: Value =
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("bad JSON ({e}):\n{text}"));
+
+    let machine = &v["machine"];
+    assert!(!machine["cpu_model"].as_str().unwrap().is_empty());
+    assert!(num(machine, "cores") >= 1.0);
+    assert!(["scalar", "avx2", "avx512"].contains(&machine["isa"].as_str().unwrap()));
+    assert!(v["date"].as_str().unwrap().ends_with('Z'));
+    assert!(v["command_line"].as_str().unwrap().contains("--quick"));
+    assert!(v["loadavg"]["start"].is_string());
+
+    let bw = v["bandwidth"]["read"].as_array().unwrap();
+    let bw_threads: Vec<f64> = bw.iter().map(|b| num(b, "threads")).collect();
+    assert_eq!(bw_threads, [1.0, 2.0]);
+    assert!(bw.iter().all(|b| num(b, "gb_s") > 0.0));
+
+    // 2 formats x 1 shape x 2 n x 2 thread counts.
+    let rows = v["matmul"].as_array().unwrap();
+    assert_eq!(rows.len(), 8, "{text}");
+    for r in rows {
+        assert!(["Q8_0", "ROCMFP2"].contains(&r["format"].as_str().unwrap()), "{r}");
+        assert_eq!(num(r, "rows"), 64.0);
+        assert_eq!(num(r, "k"), 512.0);
+        let (n, us) = (num(r, "n"), num(r, "us_per_call"));
+        assert!(n == 1.0 || n == 3.0);
+        assert!(us > 0.0);
+        assert!((num(r, "us_per_column") - us / n).abs() <= 1e-9 * us);
+        let gbs = num(r, "weight_gb_s");
+        assert!((gbs - num(r, "weight_bytes") / us / 1e3).abs() <= 1e-9 * gbs);
+        assert!((num(r, "gflop_s") - 2.0 * 64.0 * 512.0 * n / us / 1e3).abs() <= 1e-6);
+        let bw_here = bw.iter().find(|b| num(b, "threads") == num(r, "threads")).unwrap();
+        assert!((num(r, "ratio_to_bandwidth") - gbs / num(bw_here, "gb_s")).abs() <= 1e-9);
+    }
+
+    // Encoders: every offered rule measured; ROCmFP2's searches compared and identical.
+    let enc = v["encode"].as_array().unwrap();
+    assert!(enc.iter().all(|e| e["weights_per_s"].as_f64().is_some_and(|w| w > 0.0)), "{text}");
+    assert!(enc.iter().any(|e| e["format"] == "ROCMFP2" && e["rule"] == "exhaustive"));
+    let search = v["search"].as_array().unwrap();
+    assert_eq!(search.len(), 1, "{text}");
+    assert_eq!(search[0]["format"], "ROCMFP2");
+    assert_eq!(search[0]["identical"], true);
+    assert!(num(&search[0], "speedup") > 0.0);
+}
+
+#[test]
+fn bad_arguments_fail() {
+    let out = Command::new(env!("CARGO_BIN_EXE_lowbit"))
+        .args(["bench", "--quick", "--shape", "64by512"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+}
