@@ -14,6 +14,9 @@
 
 pub(crate) mod avx2;
 pub(crate) mod avx512;
+mod ext;
+mod fp3;
+mod ternary;
 
 use std::ops::Range;
 
@@ -45,8 +48,8 @@ pub(crate) const fn block_bytes(f: u8) -> usize {
 pub(crate) fn kernel(isa: Isa, format: FormatId) -> Option<Kernel> {
     match isa {
         Isa::Scalar => None,
-        Isa::Avx2 => avx2::kernel(format),
-        Isa::Avx512 => avx512::kernel(format),
+        Isa::Avx2 => avx2::kernel(format).or_else(|| ext::kernel_avx2(format)),
+        Isa::Avx512 => avx512::kernel(format).or_else(|| ext::kernel_avx512(format)),
     }
 }
 
