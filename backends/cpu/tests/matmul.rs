@@ -65,13 +65,16 @@ fn every_format_every_isa_matches_reference() {
 }
 
 /// Every format with a SIMD kernel on x86 (AVX2 and AVX-512).
-const SIMD_FORMATS: [FormatId; 6] = [
+const SIMD_FORMATS: [FormatId; 9] = [
     FormatId::Q8_0,
     FormatId::Q4_0,
     FormatId::RocmFp2,
     FormatId::Tq2_0,
     FormatId::Pq2_0,
     FormatId::RocmFp3,
+    FormatId::Hfp4G32,
+    FormatId::Mfp4G32,
+    FormatId::Mfp4G32P,
 ];
 
 #[test]
@@ -187,9 +190,17 @@ fn nan_activations_match_the_reference() {
     let k = 256;
     let rows = 10;
     for cpu in backends() {
-        for format in
-            [FormatId::Q8_0, FormatId::Q4_0, FormatId::RocmFp2, FormatId::Q4K, FormatId::F16]
-        {
+        for format in [
+            FormatId::Q8_0,
+            FormatId::Q4_0,
+            FormatId::RocmFp2,
+            FormatId::Q4K,
+            FormatId::F16,
+            FormatId::Hfp4G32,
+            FormatId::Mfp4G32,
+            FormatId::Tq2_0,
+            FormatId::RocmFp3,
+        ] {
             if !cpu.supports(format) {
                 continue;
             }

@@ -1,5 +1,6 @@
 //! Registry, length checks and `#[target_feature]` entry points of the x86 kernels for the
-//! formats beyond Q8_0/Q4_0/ROCmFP2: TQ2_0 (against Q8_K), PQ2_0 and ROCmFP3 (against Q8_0).
+//! formats beyond Q8_0/Q4_0/ROCmFP2: TQ2_0 (against Q8_K), PQ2_0 and ROCmFP3 (against Q8_0);
+//! the HFP4 family (f32 activations) is forwarded to [`super::hfp4`].
 //! The kernel bodies live in [`super::ternary`] and [`super::fp3`]; the AVX-512 entry points
 //! compile the same bodies with AVX-512 F/BW/VL enabled (EVEX encodings, 32 registers).
 //!
@@ -42,7 +43,7 @@ pub(crate) fn kernel_avx2(format: FormatId) -> Option<Kernel> {
         FormatId::Tq2_0 => Some(Kernel { name: "avx2-tq2_0", f: run_avx2::<W_TQ2> }),
         FormatId::Pq2_0 => Some(Kernel { name: "avx2-pq2_0", f: run_avx2::<W_PQ2> }),
         FormatId::RocmFp3 => Some(Kernel { name: "avx2-rocmfp3", f: run_avx2::<W_FP3> }),
-        _ => None,
+        _ => super::hfp4::kernel_avx2(format),
     }
 }
 
@@ -52,7 +53,7 @@ pub(crate) fn kernel_avx512(format: FormatId) -> Option<Kernel> {
         FormatId::Tq2_0 => Some(Kernel { name: "avx512-tq2_0", f: run_avx512::<W_TQ2> }),
         FormatId::Pq2_0 => Some(Kernel { name: "avx512-pq2_0", f: run_avx512::<W_PQ2> }),
         FormatId::RocmFp3 => Some(Kernel { name: "avx512-rocmfp3", f: run_avx512::<W_FP3> }),
-        _ => None,
+        _ => super::hfp4::kernel_avx512(format),
     }
 }
 

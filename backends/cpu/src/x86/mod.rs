@@ -16,6 +16,7 @@ pub(crate) mod avx2;
 pub(crate) mod avx512;
 mod ext;
 mod fp3;
+mod hfp4;
 mod ternary;
 
 use std::ops::Range;

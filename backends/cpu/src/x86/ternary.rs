@@ -61,6 +61,7 @@ unsafe fn tq2_codes(q: &[__m256i; 2], out: &mut [__m256i; 8]) {
 /// AVX2, FMA and F16C are available; the `ext::check` invariants hold for TQ2_0
 /// (`s.act` is Q8_K, `1 <= cols.len() <= MAXC`).
 #[inline(always)]
+#[allow(clippy::needless_range_loop)] // `g`/`k` index codes and activations alike
 pub(crate) unsafe fn tq2<const MAXC: usize>(
     w: &[u8],
     rb: usize,
@@ -152,6 +153,7 @@ unsafe fn pq2_codes(p: *const u8) -> __m256i {
 /// AVX2, FMA and F16C are available; the `ext::check` invariants hold for PQ2_0
 /// (`s.act` is Q8_0 with `4 * nb` blocks per column, `1 <= cols.len() <= MAXC`).
 #[inline(always)]
+#[allow(clippy::needless_range_loop)] // `g`/`k` index codes and activations alike
 pub(crate) unsafe fn pq2<const MAXC: usize>(
     w: &[u8],
     rb: usize,
