@@ -1,5 +1,6 @@
 //! x86-64 SIMD kernels: AVX2 ([`avx2`]) and AVX-512 ([`avx512`]) for Q8_0, Q4_0 and ROCmFP2
-//! weights against Q8_0 activations. Every other format falls back to the scalar kernel.
+//! weights against Q8_0 activations; TQ2_0, PQ2_0, ROCmFP3 (`ext`, `ternary`, `fp3`) and the
+//! HFP4 family (`hfp4`). Every other format falls back to the scalar kernel.
 //!
 //! Each kernel is a safe `fn` matching [`RowsKernel`] that checks every length the unsafe body
 //! relies on ([`check_q8_0`]) and then calls a `#[target_feature]` entry point. Those safe

@@ -7,7 +7,8 @@
 //! per column and activation block (shared by the 8 rows). Lanes of a vector are 8 *rows*
 //! ([`super::ext::hsum8`]), so each lane evaluates its row's reference f32 expression in block
 //! order: results are bit-identical to the core's reference dot products, whose bound constants
-//! therefore apply (TQ2_0: c = 2, PQ2_0: c = 2; see the core's `dot_row` docs).
+//! therefore apply (TQ2_0: c = 3 per 256 elements, i.e. `3 * n_blocks` in place of `c * n`;
+//! PQ2_0: c = 1; see the core's `dot_row` docs, `format::ggml::tq2_0` and `format::prism`).
 //!
 //! Code layouts (from the core's block types): TQ2_0 element `i` is bits `2 * ((i / 32) % 4)`
 //! of byte `32 * (i / 128) + i % 32`; PQ2_0 element `j` is bits `2 * (j % 4)` of byte `j / 4`.
