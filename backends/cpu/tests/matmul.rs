@@ -65,7 +65,7 @@ fn every_format_every_isa_matches_reference() {
 }
 
 /// Every format with a SIMD kernel on x86 (AVX2 and AVX-512).
-const SIMD_FORMATS: [FormatId; 9] = [
+const SIMD_FORMATS: [FormatId; 10] = [
     FormatId::Q8_0,
     FormatId::Q4_0,
     FormatId::RocmFp2,
@@ -75,6 +75,7 @@ const SIMD_FORMATS: [FormatId; 9] = [
     FormatId::Hfp4G32,
     FormatId::Mfp4G32,
     FormatId::Mfp4G32P,
+    FormatId::Q4K,
 ];
 
 #[test]

@@ -1,5 +1,6 @@
 //! Registry, length checks and `#[target_feature]` entry points of the x86 kernels for the
-//! formats beyond Q8_0/Q4_0/ROCmFP2: TQ2_0 (against Q8_K), PQ2_0 and ROCmFP3 (against Q8_0);
+//! formats beyond Q8_0/Q4_0/ROCmFP2: TQ2_0 and Q4_K (against Q8_K), PQ2_0 and ROCmFP3 (against
+//! Q8_0);
 //! the HFP4 family (f32 activations) is forwarded to [`super::hfp4`].
 //! The kernel bodies live in [`super::ternary`] and [`super::fp3`]; the AVX-512 entry points
 //! compile the same bodies with AVX-512 F/BW/VL enabled (EVEX encodings, 32 registers).
@@ -17,7 +18,7 @@ use lowbit_core::error::Buffer;
 use lowbit_core::format::ggml::{BlockQ8K, BlockQ8_0};
 use lowbit_core::{Error, FormatId};
 
-use super::{fp3, ternary};
+use super::{fp3, kquant, ternary};
 use crate::act::{ActData, Acts};
 use crate::kernels::{Kernel, MAX_TILE};
 
@@ -27,12 +28,15 @@ pub(crate) const W_TQ2: u8 = 10;
 pub(crate) const W_PQ2: u8 = 11;
 /// Weight code: ROCmFP3 (32-element blocks of 14 bytes, one Q8_0 block each).
 pub(crate) const W_FP3: u8 = 12;
+/// Weight code: Q4_K (256-element blocks of 144 bytes, Q8_K activations).
+pub(crate) const W_Q4K: u8 = 13;
 
 /// `(block bytes, elements per block)` of a weight code.
 pub(crate) const fn geometry(f: u8) -> (usize, usize) {
     match f {
         W_TQ2 => (66, 256),
         W_PQ2 => (34, 128),
+        W_Q4K => (144, 256),
         _ => (14, 32),
     }
 }
@@ -43,6 +47,7 @@ pub(crate) fn kernel_avx2(format: FormatId) -> Option<Kernel> {
         FormatId::Tq2_0 => Some(Kernel { name: "avx2-tq2_0", f: run_avx2::<W_TQ2> }),
         FormatId::Pq2_0 => Some(Kernel { name: "avx2-pq2_0", f: run_avx2::<W_PQ2> }),
         FormatId::RocmFp3 => Some(Kernel { name: "avx2-rocmfp3", f: run_avx2::<W_FP3> }),
+        FormatId::Q4K => Some(Kernel { name: "avx2-q4_k", f: run_avx2::<W_Q4K> }),
         _ => super::hfp4::kernel_avx2(format),
     }
 }
@@ -53,6 +58,7 @@ pub(crate) fn kernel_avx512(format: FormatId) -> Option<Kernel> {
         FormatId::Tq2_0 => Some(Kernel { name: "avx512-tq2_0", f: run_avx512::<W_TQ2> }),
         FormatId::Pq2_0 => Some(Kernel { name: "avx512-pq2_0", f: run_avx512::<W_PQ2> }),
         FormatId::RocmFp3 => Some(Kernel { name: "avx512-rocmfp3", f: run_avx512::<W_FP3> }),
+        FormatId::Q4K => Some(Kernel { name: "avx512-q4_k", f: run_avx512::<W_Q4K> }),
         _ => super::hfp4::kernel_avx512(format),
     }
 }
@@ -89,7 +95,7 @@ fn check<'a, const F: u8>(
 ) -> Result<Shape<'a>, Error> {
     let (bs, qk) = geometry(F);
     let (act, have, act_block) = match (&acts.data, F) {
-        (ActData::Q8K(b), W_TQ2) => (ActSlice::Q8K(b), b.len(), 256),
+        (ActData::Q8K(b), W_TQ2 | W_Q4K) => (ActSlice::Q8K(b), b.len(), 256),
         (ActData::Q8_0 { blocks, d }, W_PQ2 | W_FP3) if d.len() == blocks.len() => {
             (ActSlice::Q8_0(blocks, d), blocks.len(), 32)
         }
@@ -174,6 +180,9 @@ unsafe fn dispatch<const F: u8>(
             (W_TQ2, 1) => ternary::tq2::<1>(w, rb, s, cols, out),
             (W_TQ2, 2..=4) => ternary::tq2::<4>(w, rb, s, cols, out),
             (W_TQ2, _) => ternary::tq2::<16>(w, rb, s, cols, out),
+            (W_Q4K, 1) => kquant::q4k::<1>(w, rb, s, cols, out),
+            (W_Q4K, 2..=4) => kquant::q4k::<4>(w, rb, s, cols, out),
+            (W_Q4K, _) => kquant::q4k::<16>(w, rb, s, cols, out),
             (W_PQ2, 1) => ternary::pq2::<1>(w, rb, s, cols, out),
             (W_PQ2, 2..=4) => ternary::pq2::<4>(w, rb, s, cols, out),
             (W_PQ2, _) => ternary::pq2::<16>(w, rb, s, cols, out),

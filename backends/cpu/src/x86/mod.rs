@@ -18,6 +18,7 @@ pub(crate) mod avx512;
 mod ext;
 mod fp3;
 mod hfp4;
+mod kquant;
 mod ternary;
 
 use std::ops::Range;
