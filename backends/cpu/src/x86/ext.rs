@@ -1,5 +1,5 @@
 //! Registry, length checks and `#[target_feature]` entry points of the x86 kernels for the
-//! formats beyond Q8_0/Q4_0/ROCmFP2: TQ2_0 and Q4_K (against Q8_K), PQ2_0 and ROCmFP3 (against
+//! formats beyond Q8_0/Q4_0/ROCmFP2: TQ2_0, Q4_K and Q6_K (against Q8_K), PQ2_0 and ROCmFP3 (against
 //! Q8_0);
 //! the HFP4 family (f32 activations) is forwarded to [`super::hfp4`].
 //! The kernel bodies live in [`super::ternary`] and [`super::fp3`]; the AVX-512 entry points
@@ -30,6 +30,8 @@ pub(crate) const W_PQ2: u8 = 11;
 pub(crate) const W_FP3: u8 = 12;
 /// Weight code: Q4_K (256-element blocks of 144 bytes, Q8_K activations).
 pub(crate) const W_Q4K: u8 = 13;
+/// Weight code: Q6_K (256-element blocks of 210 bytes, Q8_K activations).
+pub(crate) const W_Q6K: u8 = 14;
 
 /// `(block bytes, elements per block)` of a weight code.
 pub(crate) const fn geometry(f: u8) -> (usize, usize) {
@@ -37,6 +39,7 @@ pub(crate) const fn geometry(f: u8) -> (usize, usize) {
         W_TQ2 => (66, 256),
         W_PQ2 => (34, 128),
         W_Q4K => (144, 256),
+        W_Q6K => (210, 256),
         _ => (14, 32),
     }
 }
@@ -48,6 +51,7 @@ pub(crate) fn kernel_avx2(format: FormatId) -> Option<Kernel> {
         FormatId::Pq2_0 => Some(Kernel { name: "avx2-pq2_0", f: run_avx2::<W_PQ2> }),
         FormatId::RocmFp3 => Some(Kernel { name: "avx2-rocmfp3", f: run_avx2::<W_FP3> }),
         FormatId::Q4K => Some(Kernel { name: "avx2-q4_k", f: run_avx2::<W_Q4K> }),
+        FormatId::Q6K => Some(Kernel { name: "avx2-q6_k", f: run_avx2::<W_Q6K> }),
         _ => super::hfp4::kernel_avx2(format),
     }
 }
@@ -59,6 +63,7 @@ pub(crate) fn kernel_avx512(format: FormatId) -> Option<Kernel> {
         FormatId::Pq2_0 => Some(Kernel { name: "avx512-pq2_0", f: run_avx512::<W_PQ2> }),
         FormatId::RocmFp3 => Some(Kernel { name: "avx512-rocmfp3", f: run_avx512::<W_FP3> }),
         FormatId::Q4K => Some(Kernel { name: "avx512-q4_k", f: run_avx512::<W_Q4K> }),
+        FormatId::Q6K => Some(Kernel { name: "avx512-q6_k", f: run_avx512::<W_Q6K> }),
         _ => super::hfp4::kernel_avx512(format),
     }
 }
@@ -95,7 +100,7 @@ fn check<'a, const F: u8>(
 ) -> Result<Shape<'a>, Error> {
     let (bs, qk) = geometry(F);
     let (act, have, act_block) = match (&acts.data, F) {
-        (ActData::Q8K(b), W_TQ2 | W_Q4K) => (ActSlice::Q8K(b), b.len(), 256),
+        (ActData::Q8K(b), W_TQ2 | W_Q4K | W_Q6K) => (ActSlice::Q8K(b), b.len(), 256),
         (ActData::Q8_0 { blocks, d }, W_PQ2 | W_FP3) if d.len() == blocks.len() => {
             (ActSlice::Q8_0(blocks, d), blocks.len(), 32)
         }
@@ -180,9 +185,12 @@ unsafe fn dispatch<const F: u8>(
             (W_TQ2, 1) => ternary::tq2::<1>(w, rb, s, cols, out),
             (W_TQ2, 2..=4) => ternary::tq2::<4>(w, rb, s, cols, out),
             (W_TQ2, _) => ternary::tq2::<16>(w, rb, s, cols, out),
-            (W_Q4K, 1) => kquant::q4k::<1>(w, rb, s, cols, out),
-            (W_Q4K, 2..=4) => kquant::q4k::<4>(w, rb, s, cols, out),
-            (W_Q4K, _) => kquant::q4k::<16>(w, rb, s, cols, out),
+            (W_Q4K, 1) => kquant::kq::<false, 1>(w, rb, s, cols, out),
+            (W_Q4K, 2..=4) => kquant::kq::<false, 4>(w, rb, s, cols, out),
+            (W_Q4K, _) => kquant::kq::<false, 16>(w, rb, s, cols, out),
+            (W_Q6K, 1) => kquant::kq::<true, 1>(w, rb, s, cols, out),
+            (W_Q6K, 2..=4) => kquant::kq::<true, 4>(w, rb, s, cols, out),
+            (W_Q6K, _) => kquant::kq::<true, 16>(w, rb, s, cols, out),
             (W_PQ2, 1) => ternary::pq2::<1>(w, rb, s, cols, out),
             (W_PQ2, 2..=4) => ternary::pq2::<4>(w, rb, s, cols, out),
             (W_PQ2, _) => ternary::pq2::<16>(w, rb, s, cols, out),

@@ -1,10 +1,14 @@
-//! AVX2 kernel body for Q4_K weights against Q8_K activations, bit-identical to the core's
-//! reference (`format::ggml::kquant`), which follows ggml's generic 8-lane order: per row,
+//! AVX2 kernel body for Q4_K and Q6_K weights against Q8_K activations, bit-identical to the
+//! core's reference (`format::ggml::kquant`), which follows ggml's generic 8-lane order: per row,
 //! eight f32 lane sums `sums[l] += (d_w * d_a) * (lane_l as f32)` with `lane_l` the exact i32
 //! sum of `scale * q * a` over the elements `e` with `e % 8 == l`, a separate
 //! `sumf -= (dmin_w * d_a) * (Σ_j bsums[j] * min[j / 2] as f32)`, and at the end
-//! `sumf + sums[0] + ... + sums[7]`. Bound: the reference's (c = 2 per the core's docs).
+//! `sumf + sums[0] + ... + sums[7]` (Q6_K: no min term, signed 8-bit scale per 16 elements).
+//! Bound: the reference's (c = 2 per the core's docs).
 //!
+//! Q6_K quants `q` (-32..=31) enter `maddubs` as `q + 32` (0..=63) and the pair sums are
+//! corrected by `32 * (a_e + a_e')` (one shift of `maddubs(1, a)`, once per column): every
+//! step stays inside i16 (|pair| <= 2 * 63 * 128, corrected |pair| <= 2 * 32 * 128).//!
 //! Shape: rows in groups of 8, one row per vector lane for the f32 state (9 accumulators per
 //! column). Integer part per row and column: within each 16-element group, weights and
 //! activations are permuted to the order `0, 8, 1, 9, ..., 7, 15` (weights once per row and
@@ -24,7 +28,9 @@ use lowbit_core::format::ggml::kquant::scales::scales_mins_k4;
 use super::ext::{f16x8, hsum8, row_ptrs, store_rows, ActSlice, Shape};
 
 /// Block bytes of Q4_K.
-const BS: usize = 144;
+const BS4: usize = 144;
+/// Block bytes of Q6_K.
+const BS6: usize = 210;
 
 /// Transposes 8 vectors of 8 i32 (`v[i]` lane `l` -> result `l` lane `i`).
 ///
@@ -77,14 +83,14 @@ unsafe fn perm() -> __m256i {
     }
 }
 
-/// Q4_K rows against Q8_K columns (see the module doc).
+/// Q4_K (`K6 = false`) or Q6_K (`K6 = true`) rows against Q8_K columns (see the module doc).
 ///
 /// # Safety
-/// AVX2, FMA and F16C are available; the `ext::check` invariants hold for Q4_K
+/// AVX2, FMA and F16C are available; the `ext::check` invariants hold for the format
 /// (`s.act` is Q8_K with `nb` blocks per column, `1 <= cols.len() <= MAXC`).
 #[inline(always)]
 #[allow(clippy::needless_range_loop)] // row and sub-block indices address several arrays
-pub(crate) unsafe fn q4k<const MAXC: usize>(
+pub(crate) unsafe fn kq<const K6: bool, const MAXC: usize>(
     w: &[u8],
     rb: usize,
     s: Shape<'_>,
@@ -96,11 +102,14 @@ pub(crate) unsafe fn q4k<const MAXC: usize>(
     let nrows = w.len() / rb;
     let nc = cols.len().min(MAXC);
     // SAFETY: weight reads stay inside the rows `row_ptrs` returns (block `b < nb`, bytes
-    // `b * 144 .. b * 144 + 144`); activation blocks are indexed safely and their `qs` (256
+    // `b * bs .. (b + 1) * bs`, bs = 144 or 210); activation blocks are indexed safely and their `qs` (256
     // bytes) and `bsums` (32 bytes) read whole; AVX2/FMA/F16C are available.
     unsafe {
         let p = perm();
         let m4 = _mm256_set1_epi8(0x0F);
+        let m2 = _mm256_set1_epi8(3);
+        let ones8 = _mm256_set1_epi8(1);
+        let bsz = if K6 { BS6 } else { BS4 };
         let mut r0 = 0;
         while r0 < nrows {
             let (rp, here) = row_ptrs(w, rb, nrows, r0);
@@ -113,7 +122,36 @@ pub(crate) unsafe fn q4k<const MAXC: usize>(
                 let mut sv = [[_mm256_setzero_si256(); 4]; 8];
                 let mut mv = [_mm256_setzero_si256(); 8];
                 for i in 0..8 {
-                    bp[i] = bp[i].add(b * BS);
+                    bp[i] = bp[i].add(b * bsz);
+                    if K6 {
+                        let q = bp[i];
+                        for sb in 0..8 {
+                            let (h, r) = (sb / 4, sb % 4);
+                            let lo = _mm256_loadu_si256(q.add(64 * h + 32 * (r % 2)).cast());
+                            let hi = _mm256_loadu_si256(q.add(128 + 32 * h).cast());
+                            let lo = if r < 2 { lo } else { _mm256_srli_epi16::<4>(lo) };
+                            let hi = match r {
+                                0 => hi,
+                                1 => _mm256_srli_epi16::<2>(hi),
+                                2 => _mm256_srli_epi16::<4>(hi),
+                                _ => _mm256_srli_epi16::<6>(hi),
+                            };
+                            let u = _mm256_or_si256(
+                                _mm256_and_si256(lo, m4),
+                                _mm256_slli_epi16::<4>(_mm256_and_si256(hi, m2)),
+                            );
+                            qv[i][sb] = _mm256_shuffle_epi8(u, p);
+                        }
+                        let sc: &[i8; 16] = &*q.add(192).cast::<[i8; 16]>();
+                        let pair = |x: i8, y: i8| i32::from(x as i16 as u16) | i32::from(y) << 16;
+                        for c in 0..4 {
+                            sv[i][c] = _mm256_set_m128i(
+                                _mm_set1_epi32(pair(sc[4 * c + 1], sc[4 * c + 3])),
+                                _mm_set1_epi32(pair(sc[4 * c], sc[4 * c + 2])),
+                            );
+                        }
+                        continue;
+                    }
                     let sc_bytes: &[u8; 12] = &*bp[i].add(4).cast::<[u8; 12]>();
                     let (sc, mn) = scales_mins_k4(sc_bytes);
                     for c in 0..4 {
@@ -128,14 +166,18 @@ pub(crate) unsafe fn q4k<const MAXC: usize>(
                     let m16: [i16; 16] = core::array::from_fn(|j| i16::from(mn[j / 2]));
                     mv[i] = _mm256_loadu_si256(m16.as_ptr().cast());
                 }
-                let dw = f16x8(&bp, 0);
+                let dw = f16x8(&bp, if K6 { 208 } else { 0 });
                 let dmw = f16x8(&bp, 2);
                 for (jj, accj) in acc.iter_mut().enumerate().take(nc) {
                     let blk = &a[(cols.start + jj) * nb + b];
                     let yp = blk.qs.as_ptr();
                     let mut av = [_mm256_setzero_si256(); 8];
+                    let mut a32 = [_mm256_setzero_si256(); 8];
                     for (g, v) in av.iter_mut().enumerate() {
                         *v = _mm256_shuffle_epi8(_mm256_loadu_si256(yp.add(32 * g).cast()), p);
+                        if K6 {
+                            a32[g] = _mm256_slli_epi16::<5>(_mm256_maddubs_epi16(ones8, *v));
+                        }
                     }
                     let bs = _mm256_loadu_si256(blk.bsums.as_ptr().cast());
                     let mut lanes = [_mm256_setzero_si256(); 8];
@@ -144,8 +186,12 @@ pub(crate) unsafe fn q4k<const MAXC: usize>(
                         let mut ua = _mm256_setzero_si256();
                         let mut va = _mm256_setzero_si256();
                         for c in 0..4 {
-                            let x0 = _mm256_maddubs_epi16(qv[i][2 * c], av[2 * c]);
-                            let x1 = _mm256_maddubs_epi16(qv[i][2 * c + 1], av[2 * c + 1]);
+                            let mut x0 = _mm256_maddubs_epi16(qv[i][2 * c], av[2 * c]);
+                            let mut x1 = _mm256_maddubs_epi16(qv[i][2 * c + 1], av[2 * c + 1]);
+                            if K6 {
+                                x0 = _mm256_sub_epi16(x0, a32[2 * c]);
+                                x1 = _mm256_sub_epi16(x1, a32[2 * c + 1]);
+                            }
                             let u = _mm256_unpacklo_epi16(x0, x1);
                             let v = _mm256_unpackhi_epi16(x0, x1);
                             ua = _mm256_add_epi32(ua, _mm256_madd_epi16(u, sv[i][c]));
@@ -163,6 +209,9 @@ pub(crate) unsafe fn q4k<const MAXC: usize>(
                     for l in 0..8 {
                         let v = _mm256_mul_ps(d, _mm256_cvtepi32_ps(t[l]));
                         accj[l] = _mm256_add_ps(accj[l], v);
+                    }
+                    if K6 {
+                        continue;
                     }
                     let (lo, hi) = hsum8(&mins);
                     let mt = _mm256_cvtepi32_ps(_mm256_add_epi32(lo, hi));
