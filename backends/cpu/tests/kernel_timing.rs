@@ -42,6 +42,8 @@ fn simd_vs_scalar_once() {
             FormatId::Hfp4G32,
             FormatId::Mfp4G32,
             FormatId::Mfp4G32P,
+            FormatId::Q4K,
+            FormatId::Q6K,
         ] {
             let mut rng = Rng(5 + format as u64);
             let w = random_matrix(&mut rng, format, rows, k);
