@@ -245,7 +245,7 @@ unsafe fn decode8(p: &[*const u8; 8], tv: &mut [__m256; 32]) {
 /// `rb = 16 + 17 nb` bytes, `x` holds `k = 32 nb` values per column for every column in
 /// `cols`, `out.len() == rows * cols.len()`, `1 <= cols.len() <= MAXC`).
 #[inline(always)]
-#[allow(clippy::too_many_arguments)]
+#[allow(clippy::too_many_arguments, clippy::needless_range_loop)]
 unsafe fn body<const MAXC: usize>(
     format: FormatId,
     w: &[u8],
@@ -260,6 +260,7 @@ unsafe fn body<const MAXC: usize>(
     let nc = cols.len().min(MAXC);
     // SAFETY: weight reads stay inside the rows `row_ptrs` returns (header bytes 0..16, block
     // `b < nb` at `16 + 17 b .. 16 + 17 (b + 1)`); activation reads are `x[(c * k + 32 b)..][..32]`
+    // (`..64` for a pair, only when `b + 1 < nb`)
     // for columns `c < acts.n` (checked); AVX2/FMA/F16C are available.
     unsafe {
         let mut r0 = 0;
@@ -270,20 +271,40 @@ unsafe fn body<const MAXC: usize>(
                 RowHeader::read(hdr).row_scale().to_f32()
             });
             let mut acc = [_mm256_setzero_ps(); MAXC];
-            let mut tv = [_mm256_setzero_ps(); 32];
-            for b in 0..nb {
-                let off = HEADER + b * BLOCK;
-                let fac = _mm256_loadu_ps(factors(format, &rp, off).as_ptr());
-                let qp: [*const u8; 8] = core::array::from_fn(|i| rp[i].add(off + 1));
-                decode8(&qp, &mut tv);
+            let mut tv = [[_mm256_setzero_ps(); 32]; 2];
+            let mut b = 0;
+            while b < nb {
+                // Two blocks at a time (their block sums are independent chains; the adds into
+                // `acc` stay in block order), one for an odd last block.
+                let two = b + 1 < nb;
+                let mut fac = [_mm256_setzero_ps(); 2];
+                for h in 0..1 + usize::from(two) {
+                    let off = HEADER + (b + h) * BLOCK;
+                    fac[h] = _mm256_loadu_ps(factors(format, &rp, off).as_ptr());
+                    let qp: [*const u8; 8] = core::array::from_fn(|i| rp[i].add(off + 1));
+                    decode8(&qp, &mut tv[h]);
+                }
                 for (jj, accj) in acc.iter_mut().enumerate().take(nc) {
                     let xp = x.as_ptr().add((cols.start + jj) * k + 32 * b);
-                    let mut s = _mm256_setzero_ps();
-                    for (t, v) in tv.iter().enumerate() {
-                        s = _mm256_add_ps(s, _mm256_mul_ps(*v, _mm256_set1_ps(*xp.add(t))));
+                    let mut s0 = _mm256_setzero_ps();
+                    if two {
+                        let mut s1 = _mm256_setzero_ps();
+                        for t in 0..32 {
+                            let x0 = _mm256_set1_ps(*xp.add(t));
+                            let x1 = _mm256_set1_ps(*xp.add(32 + t));
+                            s0 = _mm256_add_ps(s0, _mm256_mul_ps(tv[0][t], x0));
+                            s1 = _mm256_add_ps(s1, _mm256_mul_ps(tv[1][t], x1));
+                        }
+                        *accj = _mm256_add_ps(*accj, _mm256_mul_ps(s0, fac[0]));
+                        *accj = _mm256_add_ps(*accj, _mm256_mul_ps(s1, fac[1]));
+                    } else {
+                        for (t, v) in tv[0].iter().enumerate() {
+                            s0 = _mm256_add_ps(s0, _mm256_mul_ps(*v, _mm256_set1_ps(*xp.add(t))));
+                        }
+                        *accj = _mm256_add_ps(*accj, _mm256_mul_ps(s0, fac[0]));
                     }
-                    *accj = _mm256_add_ps(*accj, _mm256_mul_ps(s, fac));
                 }
+                b += 2;
             }
             let rsv = _mm256_loadu_ps(rs.as_ptr());
             for a in acc.iter_mut().take(nc) {
