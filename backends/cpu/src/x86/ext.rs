@@ -1,9 +1,9 @@
 //! Registry, length checks and `#[target_feature]` entry points of the x86 kernels for the
-//! formats beyond Q8_0/Q4_0/ROCmFP2: TQ2_0, Q4_K and Q6_K (against Q8_K), PQ2_0 and ROCmFP3 (against
-//! Q8_0);
-//! the HFP4 family (f32 activations) is forwarded to [`super::hfp4`].
-//! The kernel bodies live in [`super::ternary`] and [`super::fp3`]; the AVX-512 entry points
-//! compile the same bodies with AVX-512 F/BW/VL enabled (EVEX encodings, 32 registers).
+//! formats beyond Q8_0/Q4_0/ROCmFP2: TQ2_0, Q4_K and Q6_K (against Q8_K), PQ2_0 and ROCmFP3
+//! (against Q8_0); the HFP4 family (f32 activations) is forwarded to [`super::hfp4`]. The
+//! kernel bodies live in [`super::ternary`], [`super::fp3`] and [`super::kquant`]; the AVX-512
+//! entry points compile the same bodies with AVX-512 F/BW/VL enabled (EVEX encodings, 32
+//! registers).
 //!
 //! Every kernel is bit-identical to the core's reference dot product (exact i32 block sums, the
 //! reference's f32 expression per block, block order per row: the 8 lanes of a vector are 8
