@@ -64,13 +64,36 @@ fn every_format_every_isa_matches_reference() {
     assert!(tested >= 30, "only {tested} (format, isa) pairs tested");
 }
 
+/// Every format with a SIMD kernel on x86 (AVX2 and AVX-512).
+const SIMD_FORMATS: [FormatId; 11] = [
+    FormatId::Q8_0,
+    FormatId::Q4_0,
+    FormatId::RocmFp2,
+    FormatId::Tq2_0,
+    FormatId::Pq2_0,
+    FormatId::RocmFp3,
+    FormatId::Hfp4G32,
+    FormatId::Mfp4G32,
+    FormatId::Mfp4G32P,
+    FormatId::Q4K,
+    FormatId::Q6K,
+];
+
 #[test]
 fn simd_formats_larger_shapes() {
     for cpu in backends() {
-        for format in [FormatId::Q8_0, FormatId::Q4_0, FormatId::RocmFp2] {
-            check_case(&cpu, format, 203, 1024, &[1, 2, 4, 5, 16, 17, 40], 77 + format as u64);
-            check_case(&cpu, format, 8, 32, &[1, 16], 5);
-            check_case(&cpu, format, 9, 32, &[1, 7], 6);
+        for format in SIMD_FORMATS {
+            let kmin = format.geometry().row_multiple;
+            check_case(
+                &cpu,
+                format,
+                203,
+                kmin.max(1024),
+                &[1, 2, 4, 5, 16, 17, 40],
+                77 + format as u64,
+            );
+            check_case(&cpu, format, 8, kmin, &[1, 16], 5);
+            check_case(&cpu, format, 9, kmin, &[1, 7], 6);
         }
     }
 }
@@ -79,14 +102,14 @@ fn simd_formats_larger_shapes() {
 fn simd_kernels_are_selected() {
     for isa in Isa::available_all() {
         let cpu = CpuBackend::with_isa(isa).unwrap();
-        for format in [FormatId::Q8_0, FormatId::Q4_0, FormatId::RocmFp2] {
+        for format in SIMD_FORMATS {
             let name = cpu.table().kernel_name(format).unwrap();
             match isa {
                 Isa::Scalar => assert_eq!(name, "scalar-reference"),
                 _ => assert!(name.starts_with(isa.name()), "{isa:?} {format}: {name}"),
             }
         }
-        assert_eq!(cpu.table().kernel_name(FormatId::Q6K), Some("scalar-reference"));
+        assert_eq!(cpu.table().kernel_name(FormatId::Q5K), Some("scalar-reference"));
     }
 }
 
@@ -169,9 +192,17 @@ fn nan_activations_match_the_reference() {
     let k = 256;
     let rows = 10;
     for cpu in backends() {
-        for format in
-            [FormatId::Q8_0, FormatId::Q4_0, FormatId::RocmFp2, FormatId::Q4K, FormatId::F16]
-        {
+        for format in [
+            FormatId::Q8_0,
+            FormatId::Q4_0,
+            FormatId::RocmFp2,
+            FormatId::Q4K,
+            FormatId::F16,
+            FormatId::Hfp4G32,
+            FormatId::Mfp4G32,
+            FormatId::Tq2_0,
+            FormatId::RocmFp3,
+        ] {
             if !cpu.supports(format) {
                 continue;
             }

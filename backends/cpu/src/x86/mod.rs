@@ -1,5 +1,6 @@
 //! x86-64 SIMD kernels: AVX2 ([`avx2`]) and AVX-512 ([`avx512`]) for Q8_0, Q4_0 and ROCmFP2
-//! weights against Q8_0 activations. Every other format falls back to the scalar kernel.
+//! weights against Q8_0 activations; TQ2_0, PQ2_0, ROCmFP3 (`ext`, `ternary`, `fp3`) and the
+//! HFP4 family (`hfp4`). Every other format falls back to the scalar kernel.
 //!
 //! Each kernel is a safe `fn` matching [`RowsKernel`] that checks every length the unsafe body
 //! relies on ([`check_q8_0`]) and then calls a `#[target_feature]` entry point. Those safe
@@ -14,6 +15,11 @@
 
 pub(crate) mod avx2;
 pub(crate) mod avx512;
+mod ext;
+mod fp3;
+mod hfp4;
+mod kquant;
+mod ternary;
 
 use std::ops::Range;
 
@@ -45,8 +51,8 @@ pub(crate) const fn block_bytes(f: u8) -> usize {
 pub(crate) fn kernel(isa: Isa, format: FormatId) -> Option<Kernel> {
     match isa {
         Isa::Scalar => None,
-        Isa::Avx2 => avx2::kernel(format),
-        Isa::Avx512 => avx512::kernel(format),
+        Isa::Avx2 => avx2::kernel(format).or_else(|| ext::kernel_avx2(format)),
+        Isa::Avx512 => avx512::kernel(format).or_else(|| ext::kernel_avx512(format)),
     }
 }
 
