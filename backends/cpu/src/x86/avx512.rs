@@ -1,8 +1,7 @@
-//! AVX-512 (F/BW/VL) kernels. For now these compile the AVX2 kernel body (`super::avx2::body`)
-//! with the AVX-512 features enabled, so the 256-bit operations get EVEX encodings and 32
-//! vector registers (the 16-column tile's accumulators and the 8 rows' weights no longer
-//! spill). Same arithmetic, so bit-identical results. Dedicated 512-bit bodies (two blocks per
-//! register, masked sign instead of `vpsignb`, which AVX-512 lacks) are future work.
+//! AVX-512 (F/BW/VL) kernels. These compile the AVX2 kernel body (`super::avx2::body`) with
+//! the AVX-512 features enabled, so the 256-bit operations get EVEX encodings and 32 vector
+//! registers, which lets a 16-column tile keep its 16 accumulators and 4-row groups serve up to
+//! 4 columns without spilling. Same arithmetic and bound (c = 1) as the AVX2 body.
 
 use std::ops::Range;
 
@@ -87,9 +86,11 @@ unsafe fn entry<const F: u8>(
     // SAFETY: the caller guarantees the features and the `check_q8_0` invariants.
     unsafe {
         match cols.len() {
-            1 => body::<F, 1>(w, rb, nb, a, ad, cols, out),
-            2..=4 => body::<F, 4>(w, rb, nb, a, ad, cols, out),
-            _ => body::<F, 16>(w, rb, nb, a, ad, cols, out),
+            1 => body::<F, 1, 4>(w, rb, nb, a, ad, cols, out),
+            2 => body::<F, 2, 4>(w, rb, nb, a, ad, cols, out),
+            3..=4 => body::<F, 4, 4>(w, rb, nb, a, ad, cols, out),
+            5..=8 => body::<F, 8, 2>(w, rb, nb, a, ad, cols, out),
+            _ => body::<F, 16, 1>(w, rb, nb, a, ad, cols, out),
         }
     }
 }
