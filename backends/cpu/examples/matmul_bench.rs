@@ -10,8 +10,9 @@
 //!
 //! Shapes are `rows x K` (output rows x reduction length): 4096x4096, 14336x4096, 4096x14336,
 //! 576x1536 (`--quick`: 4096x14336 only); n = 1, 4, 16 columns. Weights are random valid
-//! blocks generated directly (no encoder run). Time per call is the median of the timed calls
-//! after two warm-up calls. Bandwidth: the sum of a 1 GiB buffer of u64 (>> L3) with
+//! blocks generated directly (no encoder run). Time per call is the median (and the best) of the timed calls
+//! after two warm-up calls; "cpu us" is the process CPU time per call divided by the threads
+//! (on a loaded machine it approximates the uncontended wall time better than the median). Bandwidth: the sum of a 1 GiB buffer of u64 (>> L3) with
 //! 256-bit loads (AVX2; else a 16-way unrolled sum), the best of 5 passes; "all threads" splits
 //! it into one contiguous range per thread of a rayon pool of that size. Note: 4096x4096 Q8_0 (18 MB)
 //! and the smaller shapes fit in this machine's L3, so their ratios can exceed 1.
@@ -131,6 +132,21 @@ fn median(mut v: Vec<Duration>) -> Duration {
     v[v.len() / 2]
 }
 
+/// CPU seconds (user + system, every thread) this process has used, from `/proc/self/stat`
+/// (clock ticks of 10 ms; NaN where unavailable).
+fn cpu_seconds() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    let after = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let f: Vec<&str> = after.split_whitespace().collect();
+    match (
+        f.get(11).and_then(|v| v.parse::<f64>().ok()),
+        f.get(12).and_then(|v| v.parse::<f64>().ok()),
+    ) {
+        (Some(u), Some(s)) => (u + s) / 100.0,
+        _ => f64::NAN,
+    }
+}
+
 fn loadavg() -> String {
     std::fs::read_to_string("/proc/loadavg").unwrap_or_default().trim().to_string()
 }
@@ -179,8 +195,18 @@ fn main() {
     let mut rows_json = Vec::new();
     let mut isa_name = String::new();
     println!(
-        "{:<8} {:>11} {:>3} {:>3} {:>11} {:>8} {:>8} {:>6} {:>10}",
-        "format", "rows x K", "n", "thr", "us/call", "GB/s", "GFLOP/s", "ratio", "us/column"
+        "{:<8} {:>11} {:>3} {:>3} {:>9} {:>9} {:>9} {:>7} {:>8} {:>6} {:>10}",
+        "format",
+        "rows x K",
+        "n",
+        "thr",
+        "us/call",
+        "best us",
+        "cpu us",
+        "GB/s",
+        "GFLOP/s",
+        "ratio",
+        "us/column"
     );
     for &(rows, k) in shapes {
         for &format in &formats {
@@ -200,34 +226,40 @@ fn main() {
                     }
                     let mut times = Vec::new();
                     let start = Instant::now();
+                    let cpu0 = cpu_seconds();
                     while times.len() < 5
-                        || (start.elapsed() < Duration::from_millis(400) && times.len() < 200)
+                        || (start.elapsed() < Duration::from_millis(600) && times.len() < 300)
                     {
                         let t = Instant::now();
                         cpu.matmul(&m, &x, n, &mut y).unwrap();
                         times.push(t.elapsed());
                     }
                     std::hint::black_box(&y);
+                    let cpu_us = (cpu_seconds() - cpu0) / times.len() as f64 / threads as f64 * 1e6;
+                    let best = times.iter().min().unwrap().as_secs_f64();
                     let t = median(times).as_secs_f64();
                     let gbs = w.len() as f64 / t / 1e9;
                     let gflops = 2.0 * (rows * k * n) as f64 / t / 1e9;
                     let ratio = gbs / bw;
                     println!(
-                        "{:<8} {:>11} {:>3} {:>3} {:>11.1} {:>8.1} {:>8.1} {:>6.2} {:>10.1}",
+                        "{:<8} {:>11} {:>3} {:>3} {:>9.0} {:>9.0} {:>9.0} {:>7.1} {:>8.1} {:>6.2} {:>10.1}",
                         format.name(),
                         format!("{rows}x{k}"),
                         n,
                         threads,
                         t * 1e6,
+                        best * 1e6,
+                        cpu_us,
                         gbs,
                         gflops,
                         ratio,
                         t * 1e6 / n as f64
                     );
                     rows_json.push(format!(
-                        "{{\"format\":\"{}\",\"rows\":{rows},\"k\":{k},\"n\":{n},\"threads\":{threads},\"us_per_call\":{:.2},\"weight_gb_s\":{gbs:.3},\"gflop_s\":{gflops:.3},\"ratio_to_bandwidth\":{ratio:.4}}}",
+                        "{{\"format\":\"{}\",\"rows\":{rows},\"k\":{k},\"n\":{n},\"threads\":{threads},\"us_per_call\":{:.2},\"best_us\":{:.2},\"cpu_us_per_thread\":{cpu_us:.1},\"weight_gb_s\":{gbs:.3},\"gflop_s\":{gflops:.3},\"ratio_to_bandwidth\":{ratio:.4}}}",
                         format.name(),
-                        t * 1e6
+                        t * 1e6,
+                        best * 1e6
                     ));
                 }
             }

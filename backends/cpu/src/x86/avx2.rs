@@ -32,9 +32,9 @@
 //!   with `[0x03, 0x0C, 0x30, 0xC0]` so lane 4j+i keeps code i of byte j at bits 2i; then
 //!   `(m | m >> 4) & 0x0F` folds the codes of positions 2 and 3 down, giving an index in
 //!   {c, 4c} whose level a second `pshufb` looks up (`{-4,-1,1,4}` at 0..3 and at 0,4,8,12;
-//!   code 0 is index 0 in both cases). The two half-block scales `e[0]`, `e[1]` go to lanes
-//!   0..4 and 4..8 (elements 0..16 and 16..32) and are decoded by [`ue4m3_b8_x8`] (a test
-//!   checks all 127 legal bytes against the core).
+//!   code 0 is index 0 in both cases). The two half-block scales `e[0]`, `e[1]` are looked up
+//!   in [`UE4M3_B8`] (a test checks all 127 legal bytes against the core) and broadcast to
+//!   lanes 0..4 and 4..8 (elements 0..16 and 16..32).
 
 use std::arch::x86_64::*;
 use std::ops::Range;
@@ -122,7 +122,8 @@ unsafe fn entry<const F: u8>(
         match cols.len() {
             1 => body::<F, 1, 4>(w, rb, nb, a, ad, cols, out),
             2 => body::<F, 2, 2>(w, rb, nb, a, ad, cols, out),
-            3..=4 => body::<F, 4, 2>(w, rb, nb, a, ad, cols, out),
+            3 => body::<F, 3, 2>(w, rb, nb, a, ad, cols, out),
+            4 => body::<F, 4, 2>(w, rb, nb, a, ad, cols, out),
             _ => body::<F, 8, 1>(w, rb, nb, a, ad, cols, out),
         }
     }
@@ -173,28 +174,6 @@ unsafe fn load_fp2(p: *const u8) -> __m256i {
     }
 }
 
-/// UE4M3-b8 bytes (legal: 0..=0x7E, one per i32 lane) to f32, exactly:
-/// `m * 2^(max(E, 1) - 11)` with `m = M + 8` for E > 0 and `m = M` for E = 0 (so E = 0 gives
-/// `M * 2^-10`). `m <= 15` converts exactly and the power of two is a normal f32, so no
-/// denormal operand ever reaches the multiplier (a denormal would cost a microcode assist).
-#[inline(always)]
-unsafe fn ue4m3_b8_x8(b: __m256i) -> __m256 {
-    // SAFETY: register-only AVX2 operations; the caller has AVX2.
-    unsafe {
-        let one = _mm256_set1_epi32(1);
-        let e = _mm256_srli_epi32::<3>(b);
-        let m = _mm256_or_si256(
-            _mm256_and_si256(b, _mm256_set1_epi32(7)),
-            _mm256_slli_epi32::<3>(_mm256_min_epu32(e, one)),
-        );
-        let pow = _mm256_slli_epi32::<23>(_mm256_add_epi32(
-            _mm256_max_epu32(e, one),
-            _mm256_set1_epi32(127 - 11),
-        ));
-        _mm256_mul_ps(_mm256_cvtepi32_ps(m), _mm256_castsi256_ps(pow))
-    }
-}
-
 /// The sum of the 8 lanes of `v`, in the fixed order `((l0+l4)+(l2+l6))+((l1+l5)+(l3+l7))`.
 #[inline(always)]
 unsafe fn hsum_ps(v: __m256) -> f32 {
@@ -207,6 +186,22 @@ unsafe fn hsum_ps(v: __m256) -> f32 {
     }
 }
 
+/// UE4M3-b8 byte (index `b & 0x7F`) to f32, exactly:
+/// `m * 2^(max(E, 1) - 11)` with `m = M + 8` for E > 0 and `m = M` for E = 0; entry 0x7F (an illegal byte, rejected at upload) is 0. A test
+/// checks every legal byte against the core.
+static UE4M3_B8: [f32; 128] = {
+    let mut t = [0f32; 128];
+    let mut b = 0;
+    while b < 0x7F {
+        let e = b >> 3;
+        let m = if e > 0 { (b & 7) + 8 } else { b & 7 };
+        let emax = if e > 1 { e } else { 1 };
+        t[b] = m as f32 * f32::from_bits(((emax + 127 - 11) as u32) << 23);
+        b += 1;
+    }
+    t
+};
+
 /// One weight block of one row, decoded: signed bytes, their absolute values, and the weight
 /// scale per i32 lane.
 #[inline(always)]
@@ -214,12 +209,11 @@ unsafe fn decode_block<const F: u8>(p: *const u8) -> (__m256i, __m256i, __m256) 
     // SAFETY: `p` points at a whole block of `block_bytes(F)` bytes; AVX2/F16C available.
     unsafe {
         let (wv, sw) = if F == W_FP2 {
-            let e = ptr::read_unaligned(p.add(8).cast::<u16>());
-            let ev = _mm256_srlv_epi32(
-                _mm256_set1_epi32(i32::from(e)),
-                _mm256_setr_epi32(0, 0, 0, 0, 8, 8, 8, 8),
-            );
-            (load_fp2(p), ue4m3_b8_x8(_mm256_and_si256(ev, _mm256_set1_epi32(0xFF))))
+            let e0 = usize::from(*p.add(8) & 0x7F);
+            let e1 = usize::from(*p.add(9) & 0x7F);
+            let s0 = _mm_broadcast_ss(&UE4M3_B8[e0]);
+            let s1 = _mm_broadcast_ss(&UE4M3_B8[e1]);
+            (load_fp2(p), _mm256_set_m128(s1, s0))
         } else {
             let d = ptr::read_unaligned(p.cast::<u16>());
             let dv = _mm_cvtph_ps(_mm_cvtsi32_si128(i32::from(d)));
@@ -269,7 +263,15 @@ pub(crate) unsafe fn body<const F: u8, const CT: usize, const R: usize>(
             let mut c0 = 0;
             while c0 < ncols {
                 let nc = (ncols - c0).min(CT);
-                let j0 = cols.start + c0;
+                // Columns past the tile's end repeat its last column (results discarded), so
+                // every loop below has the constant trip count CT and stays in registers.
+                let mut ap = [abase; CT];
+                let mut dp = [ad.as_ptr(); CT];
+                for jj in 0..CT {
+                    let j = cols.start + c0 + jj.min(nc - 1);
+                    ap[jj] = abase.add(j * nb * 34 + 2);
+                    dp[jj] = ad.as_ptr().add(j * nb);
+                }
                 let mut acc = [[_mm256_setzero_ps(); CT]; R];
                 for b in 0..nb {
                     let mut wv = [_mm256_setzero_si256(); R];
@@ -280,10 +282,9 @@ pub(crate) unsafe fn body<const F: u8, const CT: usize, const R: usize>(
                         _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(PREFETCH).cast());
                         (wv[i], wa[i], sw[i]) = decode_block::<F>(p);
                     }
-                    for jj in 0..nc.min(CT) {
-                        let ai = (j0 + jj) * nb + b;
-                        let av = _mm256_loadu_si256(abase.add(ai * 34 + 2).cast());
-                        let da = _mm256_broadcast_ss(&*ad.as_ptr().add(ai));
+                    for jj in 0..CT {
+                        let av = _mm256_loadu_si256(ap[jj].add(b * 34).cast());
+                        let da = _mm256_broadcast_ss(&*dp[jj].add(b));
                         for i in 0..R {
                             let prod = _mm256_maddubs_epi16(wa[i], _mm256_sign_epi8(av, wv[i]));
                             let s = _mm256_cvtepi32_ps(_mm256_madd_epi16(prod, ones));
@@ -311,23 +312,10 @@ mod tests {
     use super::*;
 
     #[test]
-    fn ue4m3_b8_vector_decode_matches_core() {
-        if !crate::isa::Isa::Avx2.available() {
-            return;
-        }
-        for b in (0u8..=0x7E).step_by(8) {
-            let bytes: [i32; 8] =
-                core::array::from_fn(|i| i32::from(b.saturating_add(i as u8).min(0x7E)));
-            let mut got = [0f32; 8];
-            // SAFETY: AVX2 was detected above; the store writes 8 floats into `got`.
-            unsafe {
-                let v = ue4m3_b8_x8(_mm256_loadu_si256(bytes.as_ptr().cast()));
-                _mm256_storeu_ps(got.as_mut_ptr(), v);
-            }
-            for (x, g) in bytes.iter().zip(got) {
-                let want = lowbit_core::scalar::try_ue4m3_b8_to_f32(*x as u8).unwrap();
-                assert_eq!(g.to_bits(), want.to_bits(), "byte {x:#04x}");
-            }
+    fn ue4m3_b8_table_matches_core() {
+        for b in 0u8..=0x7E {
+            let want = lowbit_core::scalar::try_ue4m3_b8_to_f32(b).unwrap();
+            assert_eq!(UE4M3_B8[usize::from(b)].to_bits(), want.to_bits(), "byte {b:#04x}");
         }
     }
 }

@@ -88,7 +88,8 @@ unsafe fn entry<const F: u8>(
         match cols.len() {
             1 => body::<F, 1, 4>(w, rb, nb, a, ad, cols, out),
             2 => body::<F, 2, 4>(w, rb, nb, a, ad, cols, out),
-            3..=4 => body::<F, 4, 4>(w, rb, nb, a, ad, cols, out),
+            3 => body::<F, 3, 4>(w, rb, nb, a, ad, cols, out),
+            4 => body::<F, 4, 4>(w, rb, nb, a, ad, cols, out),
             5..=8 => body::<F, 8, 2>(w, rb, nb, a, ad, cols, out),
             _ => body::<F, 16, 1>(w, rb, nb, a, ad, cols, out),
         }
