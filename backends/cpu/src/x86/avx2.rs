@@ -176,7 +176,7 @@ unsafe fn load_fp2(p: *const u8) -> __m256i {
 
 /// The sum of the 8 lanes of `v`, in the fixed order `((l0+l4)+(l2+l6))+((l1+l5)+(l3+l7))`.
 #[inline(always)]
-unsafe fn hsum_ps(v: __m256) -> f32 {
+pub(crate) unsafe fn hsum_ps(v: __m256) -> f32 {
     // SAFETY: register-only AVX operations; the caller has AVX2.
     unsafe {
         let s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps::<1>(v));
@@ -205,7 +205,7 @@ static UE4M3_B8: [f32; 128] = {
 /// One weight block of one row, decoded: signed bytes, their absolute values, and the weight
 /// scale per i32 lane.
 #[inline(always)]
-unsafe fn decode_block<const F: u8>(p: *const u8) -> (__m256i, __m256i, __m256) {
+pub(crate) unsafe fn decode_block<const F: u8>(p: *const u8) -> (__m256i, __m256i, __m256) {
     // SAFETY: `p` points at a whole block of `block_bytes(F)` bytes; AVX2/F16C available.
     unsafe {
         let (wv, sw) = if F == W_FP2 {
@@ -305,7 +305,7 @@ pub(crate) unsafe fn body<const F: u8, const CT: usize, const R: usize>(
 }
 
 /// Bytes ahead of the current block that each row stream prefetches.
-const PREFETCH: usize = 512;
+pub(crate) const PREFETCH: usize = 512;
 
 #[cfg(test)]
 mod tests {
