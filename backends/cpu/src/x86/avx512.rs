@@ -9,6 +9,12 @@
 //! which equals `sign(a, w)` wherever the weight is nonzero (where it is zero, `|w| = 0`
 //! makes the product 0 either way). Lane order per row and the final 8-lane tree are the AVX2
 //! body's, so results are identical to it.
+//!
+//! The AVX-512 intrinsics and target features are stable since Rust 1.89 (the workspace MSRV
+//! says 1.85; the `avx512*` target features this module already enabled need 1.89 too), hence
+//! the `incompatible_msrv` allowance below.
+
+#![allow(clippy::incompatible_msrv)]
 
 use std::arch::x86_64::*;
 use std::ops::Range;
