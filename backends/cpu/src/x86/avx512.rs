@@ -8,7 +8,8 @@
 //! a byte mask (`vpmovb2m` once per row pair and block, then a masked `vpsubb` per column),
 //! which equals `sign(a, w)` wherever the weight is nonzero (where it is zero, `|w| = 0`
 //! makes the product 0 either way). Lane order per row and the final 8-lane tree are the AVX2
-//! body's, so results are identical to it.
+//! body's, so results are identical to it. For one column the AVX2 body itself runs (compiled
+//! here with the AVX-512 features): there the pairing's inserts cost more than they save.
 //!
 //! The AVX-512 intrinsics and target features are stable since Rust 1.89 (the workspace MSRV
 //! says 1.85; the `avx512*` target features this module already enabled need 1.89 too), hence
@@ -22,7 +23,7 @@ use std::ops::Range;
 use lowbit_core::format::ggml::BlockQ8_0;
 use lowbit_core::{Error, FormatId};
 
-use super::avx2::{decode_block, hsum_ps, PREFETCH};
+use super::avx2::{body, decode_block, hsum_ps, PREFETCH};
 use super::{block_bytes, check_q8_0, W_FP2, W_Q4_0, W_Q8_0};
 use crate::act::Acts;
 use crate::kernels::Kernel;
@@ -100,7 +101,9 @@ unsafe fn entry<const F: u8>(
     // SAFETY: the caller guarantees the features and the `check_q8_0` invariants.
     unsafe {
         match cols.len() {
-            1 => body512::<F, 1, 4>(w, rb, nb, a, ad, cols, out),
+            // n = 1: the extra inserts of the paired layout cost more than they save (one
+            // column), so the 256-bit body runs, EVEX-encoded.
+            1 => body::<F, 1, 4>(w, rb, nb, a, ad, cols, out),
             2 => body512::<F, 2, 4>(w, rb, nb, a, ad, cols, out),
             3 => body512::<F, 3, 2>(w, rb, nb, a, ad, cols, out),
             4 => body512::<F, 4, 2>(w, rb, nb, a, ad, cols, out),
