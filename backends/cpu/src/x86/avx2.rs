@@ -27,7 +27,10 @@
 //!
 //! Weight decode:
 //! * Q8_0: the 32 quants as they are; `d` (f16) widened by `vcvtph2ps` and broadcast.
-//! * Q4_0: low nibbles of `qs[0..16]` are elements 0..16, high nibbles 16..32; minus 8.
+//! * Q4_0: low nibbles of `qs[0..16]` are elements 0..16, high nibbles 16..32; minus 8. The
+//!   256-bit body skips the sign trick here: `maddubs(q, a)` on the unsigned nibbles, minus
+//!   `8 * sum(a)` per 4-element lane (computed once per column and block), which is the same
+//!   exact i32 partial sum with 3 fewer vector operations per row.
 //! * ROCmFP2: the 8 code bytes broadcast, each byte copied to 4 lanes by `pshufb`, masked
 //!   with `[0x03, 0x0C, 0x30, 0xC0]` so lane 4j+i keeps code i of byte j at bits 2i; then
 //!   `(m | m >> 4) & 0x0F` folds the codes of positions 2 and 3 down, giving an index in
@@ -202,6 +205,22 @@ static UE4M3_B8: [f32; 128] = {
     t
 };
 
+/// One Q4_0 block as unsigned nibbles 0..=15 in element order (no -8) and its scale
+/// broadcast; `maddubs(q, a)` cannot saturate (2 * 15 * 127 < 32767).
+#[inline(always)]
+unsafe fn decode_q4_0_unsigned(p: *const u8) -> (__m256i, __m256) {
+    // SAFETY: `p` points at a whole 18-byte block; bytes 0..18 are read; AVX2/F16C available.
+    unsafe {
+        let x = _mm_loadu_si128(p.add(2).cast());
+        let m = _mm_set1_epi8(0x0F);
+        let lo = _mm_and_si128(x, m);
+        let hi = _mm_and_si128(_mm_srli_epi16::<4>(x), m);
+        let d = ptr::read_unaligned(p.cast::<u16>());
+        let dv = _mm_cvtph_ps(_mm_cvtsi32_si128(i32::from(d)));
+        (_mm256_set_m128i(hi, lo), _mm256_broadcastss_ps(dv))
+    }
+}
+
 /// One weight block of one row, decoded: signed bytes, their absolute values, and the weight
 /// scale per i32 lane.
 #[inline(always)]
@@ -280,14 +299,33 @@ pub(crate) unsafe fn body<const F: u8, const CT: usize, const R: usize>(
                     for i in 0..R {
                         let p = rp[i].add(b * bs);
                         _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(PREFETCH).cast());
-                        (wv[i], wa[i], sw[i]) = decode_block::<F>(p);
+                        if F == W_Q4_0 {
+                            // Unsigned nibbles 0..=15 (the -8 is applied to the sums below).
+                            (wv[i], sw[i]) = decode_q4_0_unsigned(p);
+                        } else {
+                            (wv[i], wa[i], sw[i]) = decode_block::<F>(p);
+                        }
                     }
                     for jj in 0..CT {
                         let av = _mm256_loadu_si256(ap[jj].add(b * 34).cast());
                         let da = _mm256_broadcast_ss(&*dp[jj].add(b));
+                        // Q4_0: 8 * (the activation's 4-element sums), once per column and block.
+                        let a8 = if F == W_Q4_0 {
+                            let pairs = _mm256_maddubs_epi16(_mm256_set1_epi8(1), av);
+                            _mm256_slli_epi32::<3>(_mm256_madd_epi16(pairs, ones))
+                        } else {
+                            _mm256_setzero_si256()
+                        };
                         for i in 0..R {
-                            let prod = _mm256_maddubs_epi16(wa[i], _mm256_sign_epi8(av, wv[i]));
-                            let s = _mm256_cvtepi32_ps(_mm256_madd_epi16(prod, ones));
+                            let si = if F == W_Q4_0 {
+                                // sum(q * a) - 8 * sum(a) = sum((q - 8) * a), exactly, per lane.
+                                let prod = _mm256_maddubs_epi16(wv[i], av);
+                                _mm256_sub_epi32(_mm256_madd_epi16(prod, ones), a8)
+                            } else {
+                                let prod = _mm256_maddubs_epi16(wa[i], _mm256_sign_epi8(av, wv[i]));
+                                _mm256_madd_epi16(prod, ones)
+                            };
+                            let s = _mm256_cvtepi32_ps(si);
                             acc[i][jj] = _mm256_fmadd_ps(s, _mm256_mul_ps(sw[i], da), acc[i][jj]);
                         }
                     }
