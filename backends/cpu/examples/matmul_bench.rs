@@ -4,14 +4,17 @@
 //!
 //! ```text
 //! cargo run --release -p lowbit-cpu --example matmul_bench -- [--quick] [--json PATH]
+//!     [--format q8_0|q4_0|rocmfp2] [--n 1|4|16] [--threads T] [--no-bw]
 //! LOWBIT_CPU=avx2 cargo run --release -p lowbit-cpu --example matmul_bench
 //! ```
 //!
 //! Shapes are `rows x K` (output rows x reduction length): 4096x4096, 14336x4096, 4096x14336,
 //! 576x1536 (`--quick`: 4096x14336 only); n = 1, 4, 16 columns. Weights are random valid
-//! blocks generated directly (no encoder run). Time per call is the median of the timed calls
-//! after two warm-up calls. Bandwidth: the sum of a 512 MiB buffer of u64 (>> L3), the best of
-//! a few passes; "all threads" splits it across rayon's pool. Note: 4096x4096 Q8_0 (18 MB)
+//! blocks generated directly (no encoder run). Time per call is the median (and the best) of the timed calls
+//! after two warm-up calls; "cpu us" is the process CPU time per call divided by the threads
+//! (on a loaded machine it approximates the uncontended wall time better than the median). Bandwidth: the sum of a 1 GiB buffer of u64 (>> L3) with
+//! 256-bit loads (AVX2; else a 16-way unrolled sum), the best of 5 passes; "all threads" splits
+//! it into one contiguous range per thread of a rayon pool of that size. Note: 4096x4096 Q8_0 (18 MB)
 //! and the smaller shapes fit in this machine's L3, so their ratios can exceed 1.
 //!
 //! JSON goes to `PATH` (default `matmul_bench.json`).
@@ -57,17 +60,54 @@ fn weights(format: FormatId, rows: usize, k: usize, rng: &mut Rng) -> Vec<u8> {
     w
 }
 
-fn sum_u64(buf: &[u64]) -> u64 {
-    let mut acc = [0u64; 8];
-    for c in buf.chunks_exact(8) {
+/// Sum of `buf` as u64 lanes with 256-bit loads (4 independent accumulators, AVX2 when the
+/// CPU has it, else a portable unrolled sum the compiler vectorizes with SSE2).
+fn sum_wide(buf: &[u64]) -> u64 {
+    #[cfg(target_arch = "x86_64")]
+    if std::is_x86_feature_detected!("avx2") {
+        // SAFETY: AVX2 was detected just above.
+        return unsafe { sum_avx2(buf) };
+    }
+    sum_portable(buf)
+}
+
+fn sum_portable(buf: &[u64]) -> u64 {
+    let mut acc = [0u64; 16];
+    let mut chunks = buf.chunks_exact(16);
+    for c in &mut chunks {
         for (a, v) in acc.iter_mut().zip(c) {
             *a = a.wrapping_add(*v);
         }
     }
-    acc.iter().fold(0, |a, v| a.wrapping_add(*v))
+    let tail = chunks.remainder().iter().fold(0u64, |a, v| a.wrapping_add(*v));
+    acc.iter().fold(tail, |a, v| a.wrapping_add(*v))
 }
 
-/// Read bandwidth in GB/s (1e9 bytes/s): best of `passes` sums over `buf`.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn sum_avx2(buf: &[u64]) -> u64 {
+    use std::arch::x86_64::*;
+    let mut chunks = buf.chunks_exact(16);
+    // SAFETY: every load reads 4 u64 inside one 16-element chunk; AVX2 is enabled.
+    unsafe {
+        let mut acc = [_mm256_setzero_si256(); 4];
+        for c in &mut chunks {
+            let p = c.as_ptr().cast::<__m256i>();
+            for (i, a) in acc.iter_mut().enumerate() {
+                *a = _mm256_add_epi64(*a, _mm256_loadu_si256(p.add(i)));
+            }
+        }
+        let s =
+            _mm256_add_epi64(_mm256_add_epi64(acc[0], acc[1]), _mm256_add_epi64(acc[2], acc[3]));
+        let mut t = [0u64; 4];
+        _mm256_storeu_si256(t.as_mut_ptr().cast(), s);
+        let tail = chunks.remainder().iter().fold(0u64, |a, v| a.wrapping_add(*v));
+        t.iter().fold(tail, |a, v| a.wrapping_add(*v))
+    }
+}
+
+/// Read bandwidth in GB/s (1e9 bytes/s): best of `passes` sums over `buf`, split into one
+/// contiguous range per thread.
 fn bandwidth(buf: &[u64], threads: usize, passes: usize) -> f64 {
     let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
     let bytes = std::mem::size_of_val(buf) as f64;
@@ -76,8 +116,8 @@ fn bandwidth(buf: &[u64], threads: usize, passes: usize) -> f64 {
     for _ in 0..passes {
         let t = Instant::now();
         let s = pool.install(|| {
-            buf.par_chunks(buf.len().div_ceil(threads * 16))
-                .map(sum_u64)
+            buf.par_chunks(buf.len().div_ceil(threads))
+                .map(sum_wide)
                 .reduce(|| 0, |a, b| a.wrapping_add(b))
         });
         best = best.min(t.elapsed().as_secs_f64());
@@ -92,6 +132,21 @@ fn median(mut v: Vec<Duration>) -> Duration {
     v[v.len() / 2]
 }
 
+/// CPU seconds (user + system, every thread) this process has used, from `/proc/self/stat`
+/// (clock ticks of 10 ms; NaN where unavailable).
+fn cpu_seconds() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    let after = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let f: Vec<&str> = after.split_whitespace().collect();
+    match (
+        f.get(11).and_then(|v| v.parse::<f64>().ok()),
+        f.get(12).and_then(|v| v.parse::<f64>().ok()),
+    ) {
+        (Some(u), Some(s)) => (u + s) / 100.0,
+        _ => f64::NAN,
+    }
+}
+
 fn loadavg() -> String {
     std::fs::read_to_string("/proc/loadavg").unwrap_or_default().trim().to_string()
 }
@@ -104,13 +159,20 @@ fn main() {
         .position(|a| a == "--json")
         .and_then(|i| args.get(i + 1).cloned())
         .unwrap_or_else(|| "matmul_bench.json".into());
+    let opt =
+        |name: &str| args.iter().position(|a| a == name).and_then(|i| args.get(i + 1).cloned());
+    let only_format = opt("--format").map(|f| f.to_ascii_lowercase());
+    let only_n: Option<usize> = opt("--n").and_then(|v| v.parse().ok());
+    let only_threads: Option<usize> = opt("--threads").and_then(|v| v.parse().ok());
     let all_threads = rayon::current_num_threads();
     let load_start = loadavg();
 
-    let buf: Vec<u64> = (0..(512usize << 20) / 8).map(|i| i as u64).collect();
-    let bw1 = bandwidth(&buf, 1, 4);
-    let bwn = bandwidth(&buf, all_threads, 4);
-    drop(buf);
+    let (bw1, bwn) = if args.iter().any(|a| a == "--no-bw") {
+        (f64::NAN, f64::NAN)
+    } else {
+        let buf: Vec<u64> = (0..(1usize << 30) / 8).map(|i| i as u64).collect();
+        (bandwidth(&buf, 1, 5), bandwidth(&buf, all_threads, 5))
+    };
     println!("read bandwidth: 1 thread {bw1:.1} GB/s, {all_threads} threads {bwn:.1} GB/s");
     println!("load average at start: {load_start}");
 
@@ -119,19 +181,37 @@ fn main() {
     } else {
         &[(4096, 14336), (14336, 4096), (4096, 4096), (576, 1536)]
     };
-    let formats = [FormatId::Q8_0, FormatId::Q4_0, FormatId::RocmFp2];
-    let ns = [1usize, 4, 16];
+    let formats: Vec<FormatId> = [FormatId::Q8_0, FormatId::Q4_0, FormatId::RocmFp2]
+        .into_iter()
+        .filter(|f| only_format.as_ref().is_none_or(|o| f.name().eq_ignore_ascii_case(o)))
+        .collect();
+    let ns: Vec<usize> =
+        [1usize, 4, 16].into_iter().filter(|&n| only_n.is_none_or(|o| o == n)).collect();
+    let thread_counts: Vec<usize> = [1usize, all_threads]
+        .into_iter()
+        .filter(|&t| only_threads.is_none_or(|o| o == t))
+        .collect();
     let mut rng = Rng(42);
     let mut rows_json = Vec::new();
     let mut isa_name = String::new();
     println!(
-        "{:<8} {:>11} {:>3} {:>3} {:>11} {:>8} {:>8} {:>6} {:>10}",
-        "format", "rows x K", "n", "thr", "us/call", "GB/s", "GFLOP/s", "ratio", "us/column"
+        "{:<8} {:>11} {:>3} {:>3} {:>9} {:>9} {:>9} {:>7} {:>8} {:>6} {:>10}",
+        "format",
+        "rows x K",
+        "n",
+        "thr",
+        "us/call",
+        "best us",
+        "cpu us",
+        "GB/s",
+        "GFLOP/s",
+        "ratio",
+        "us/column"
     );
     for &(rows, k) in shapes {
-        for format in formats {
+        for &format in &formats {
             let w = weights(format, rows, k, &mut rng);
-            for &threads in &[1usize, all_threads] {
+            for &threads in &thread_counts {
                 let cpu = CpuBackend::new().unwrap().with_threads(threads).unwrap();
                 isa_name = cpu.name().to_string();
                 let m = cpu.upload(MatrixDesc { format, rows, cols: k }, &w).unwrap();
@@ -146,34 +226,40 @@ fn main() {
                     }
                     let mut times = Vec::new();
                     let start = Instant::now();
+                    let cpu0 = cpu_seconds();
                     while times.len() < 5
-                        || (start.elapsed() < Duration::from_millis(400) && times.len() < 200)
+                        || (start.elapsed() < Duration::from_millis(600) && times.len() < 300)
                     {
                         let t = Instant::now();
                         cpu.matmul(&m, &x, n, &mut y).unwrap();
                         times.push(t.elapsed());
                     }
                     std::hint::black_box(&y);
+                    let cpu_us = (cpu_seconds() - cpu0) / times.len() as f64 / threads as f64 * 1e6;
+                    let best = times.iter().min().unwrap().as_secs_f64();
                     let t = median(times).as_secs_f64();
                     let gbs = w.len() as f64 / t / 1e9;
                     let gflops = 2.0 * (rows * k * n) as f64 / t / 1e9;
                     let ratio = gbs / bw;
                     println!(
-                        "{:<8} {:>11} {:>3} {:>3} {:>11.1} {:>8.1} {:>8.1} {:>6.2} {:>10.1}",
+                        "{:<8} {:>11} {:>3} {:>3} {:>9.0} {:>9.0} {:>9.0} {:>7.1} {:>8.1} {:>6.2} {:>10.1}",
                         format.name(),
                         format!("{rows}x{k}"),
                         n,
                         threads,
                         t * 1e6,
+                        best * 1e6,
+                        cpu_us,
                         gbs,
                         gflops,
                         ratio,
                         t * 1e6 / n as f64
                     );
                     rows_json.push(format!(
-                        "{{\"format\":\"{}\",\"rows\":{rows},\"k\":{k},\"n\":{n},\"threads\":{threads},\"us_per_call\":{:.2},\"weight_gb_s\":{gbs:.3},\"gflop_s\":{gflops:.3},\"ratio_to_bandwidth\":{ratio:.4}}}",
+                        "{{\"format\":\"{}\",\"rows\":{rows},\"k\":{k},\"n\":{n},\"threads\":{threads},\"us_per_call\":{:.2},\"best_us\":{:.2},\"cpu_us_per_thread\":{cpu_us:.1},\"weight_gb_s\":{gbs:.3},\"gflop_s\":{gflops:.3},\"ratio_to_bandwidth\":{ratio:.4}}}",
                         format.name(),
-                        t * 1e6
+                        t * 1e6,
+                        best * 1e6
                     ));
                 }
             }

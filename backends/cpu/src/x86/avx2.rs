@@ -1,28 +1,43 @@
 //! AVX2 kernels (AVX2 + FMA + F16C) for Q8_0, Q4_0 and ROCmFP2 weights against Q8_0
 //! activations, and the shared kernel body the AVX-512 entry points also compile.
 //!
-//! Shape of the body: rows in groups of 8 (the last group repeats its last row and discards
-//! the extra results); per block, each row's 32 weights are expanded once to signed bytes and
-//! reused for every column of the tile. Per row and column, `maddubs(|w|, sign(a, w))` then
-//! `madd(.., 1)` gives 8 exact i32 partial sums; a `hadd` tree turns the 8 rows' partials into
-//! one vector whose lane i is row i's block sum (or, for ROCmFP2, two vectors: the sums of each
-//! 16-weight half, which are exactly the two 128-bit lanes). The f32 block value is then
-//! computed lane-wise with the reference's expression and added to the column's accumulator,
-//! so every lane accumulates its row in block order: bit-identical to the core reference.
+//! Shape of the body (the ggml-style bandwidth layout): rows in groups of `R` (the last group
+//! repeats its last row and discards the extra results), columns in sub-tiles of `CT`. For each
+//! block, each row's 32 weights are expanded once to signed bytes (`wv`) and their absolute
+//! values (`wa`), and reused for every column of the sub-tile: `maddubs(wa, sign(a, wv))` then
+//! `madd(.., 1)` gives 8 exact i32 partial sums (lane l covers elements 4l..4l+4); these are
+//! converted to f32 (exact: |partial| <= 4 * 128 * 127 < 2^24) and FMA'd with the lane scale
+//! `s_w * d_a` into an f32 accumulator of 8 lanes per (row, column). After the last block the
+//! 8 lanes are summed (a fixed tree). No horizontal operation per block: the loop is one load,
+//! a few integer ops and one FMA per (block, row, column).
+//!
+//! Accumulation order and bound. Per (row, column), lane l accumulates, in block order,
+//! `fl(p_{b,l} * fl(s_w,b,l * d_a,b) + acc)` (one FMA), then the 8 lanes are added as
+//! `((l0+l4)+(l2+l6))+((l1+l5)+(l3+l7))`. This differs from the reference's order (exact block
+//! sums, one f32 product chain and sum per block), so results are not bit-identical to it, but
+//! with u = 2^-24 and `n_terms = K` every lane term carries one rounding of its scale product
+//! and at most `K/32 + 3` roundings of the sums, so
+//! `|y - y_exact| <= c * K * 2^-24 * sum|w_i a_i|` with **c = 1** (since `K/32 + 4 <= K` for
+//! `K >= 32`), against the exact sum of decoded weights times decoded activations. The tests
+//! check this bound for every SIMD kernel.
 //!
 //! `maddubs` cannot saturate: |w| <= 128 (Q8_0 weights may hold -128), and the activations come
 //! from the core's Q8_0 encoder, whose quants lie in -127..=127 (|q| = round(|x| * 127 /
 //! amax)), so a pair sums to at most 2 * 128 * 127 = 32512 < 32767.
 //!
 //! Weight decode:
-//! * Q8_0: the 32 quants as they are; `d` (f16) of 8 rows widened by `vcvtph2ps`.
-//! * Q4_0: low nibbles of `qs[0..16]` are elements 0..16, high nibbles 16..32; minus 8.
+//! * Q8_0: the 32 quants as they are; `d` (f16) widened by `vcvtph2ps` and broadcast.
+//! * Q4_0: low nibbles of `qs[0..16]` are elements 0..16, high nibbles 16..32; minus 8. The
+//!   256-bit body skips the sign trick here: `maddubs(q, a)` on the unsigned nibbles, minus
+//!   `8 * sum(a)` per 4-element lane (computed once per column and block), which is the same
+//!   exact i32 partial sum with 3 fewer vector operations per row.
 //! * ROCmFP2: the 8 code bytes broadcast, each byte copied to 4 lanes by `pshufb`, masked
 //!   with `[0x03, 0x0C, 0x30, 0xC0]` so lane 4j+i keeps code i of byte j at bits 2i; then
 //!   `(m | m >> 4) & 0x0F` folds the codes of positions 2 and 3 down, giving an index in
 //!   {c, 4c} whose level a second `pshufb` looks up (`{-4,-1,1,4}` at 0..3 and at 0,4,8,12;
-//!   code 0 is index 0 in both cases). Scales are decoded 8 rows at a time by [`ue4m3_b8_x8`]
-//!   (a test checks all 127 legal bytes against the core).
+//!   code 0 is index 0 in both cases). The two half-block scales `e[0]`, `e[1]` are looked up
+//!   in [`UE4M3_B8`] (a test checks all 127 legal bytes against the core) and broadcast to
+//!   lanes 0..4 and 4..8 (elements 0..16 and 16..32).
 
 use std::arch::x86_64::*;
 use std::ops::Range;
@@ -108,9 +123,11 @@ unsafe fn entry<const F: u8>(
     // SAFETY: the caller guarantees the features and the `check_q8_0` invariants.
     unsafe {
         match cols.len() {
-            1 => body::<F, 1>(w, rb, nb, a, ad, cols, out),
-            2..=4 => body::<F, 4>(w, rb, nb, a, ad, cols, out),
-            _ => body::<F, 16>(w, rb, nb, a, ad, cols, out),
+            1 => body::<F, 1, 4>(w, rb, nb, a, ad, cols, out),
+            2 => body::<F, 2, 2>(w, rb, nb, a, ad, cols, out),
+            3 => body::<F, 3, 2>(w, rb, nb, a, ad, cols, out),
+            4 => body::<F, 4, 2>(w, rb, nb, a, ad, cols, out),
+            _ => body::<F, 8, 1>(w, rb, nb, a, ad, cols, out),
         }
     }
 }
@@ -160,57 +177,82 @@ unsafe fn load_fp2(p: *const u8) -> __m256i {
     }
 }
 
-/// UE4M3-b8 bytes (legal: 0..=0x7E, one per i32 lane) to f32, exactly:
-/// `m * 2^(max(E, 1) - 11)` with `m = M + 8` for E > 0 and `m = M` for E = 0 (so E = 0 gives
-/// `M * 2^-10`). `m <= 15` converts exactly and the power of two is a normal f32, so no
-/// denormal operand ever reaches the multiplier (a denormal would cost a microcode assist).
+/// The sum of the 8 lanes of `v`, in the fixed order `((l0+l4)+(l2+l6))+((l1+l5)+(l3+l7))`.
 #[inline(always)]
-unsafe fn ue4m3_b8_x8(b: __m256i) -> __m256 {
-    // SAFETY: register-only AVX2 operations; the caller has AVX2.
+pub(crate) unsafe fn hsum_ps(v: __m256) -> f32 {
+    // SAFETY: register-only AVX operations; the caller has AVX2.
     unsafe {
-        let one = _mm256_set1_epi32(1);
-        let e = _mm256_srli_epi32::<3>(b);
-        let m = _mm256_or_si256(
-            _mm256_and_si256(b, _mm256_set1_epi32(7)),
-            _mm256_slli_epi32::<3>(_mm256_min_epu32(e, one)),
-        );
-        let pow = _mm256_slli_epi32::<23>(_mm256_add_epi32(
-            _mm256_max_epu32(e, one),
-            _mm256_set1_epi32(127 - 11),
-        ));
-        _mm256_mul_ps(_mm256_cvtepi32_ps(m), _mm256_castsi256_ps(pow))
+        let s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps::<1>(v));
+        let s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+        let s = _mm_add_ss(s, _mm_movehdup_ps(s));
+        _mm_cvtss_f32(s)
     }
 }
 
-/// Row sums of 8 rows' i32 partials: (lanes 0..4 of each row, lanes 4..8 of each row), lane i
-/// of each result belonging to row i. For 32-element blocks these are the two 16-element halves.
+/// UE4M3-b8 byte (index `b & 0x7F`) to f32, exactly:
+/// `m * 2^(max(E, 1) - 11)` with `m = M + 8` for E > 0 and `m = M` for E = 0; entry 0x7F (an illegal byte, rejected at upload) is 0. A test
+/// checks every legal byte against the core.
+static UE4M3_B8: [f32; 128] = {
+    let mut t = [0f32; 128];
+    let mut b = 0;
+    while b < 0x7F {
+        let e = b >> 3;
+        let m = if e > 0 { (b & 7) + 8 } else { b & 7 };
+        let emax = if e > 1 { e } else { 1 };
+        t[b] = m as f32 * f32::from_bits(((emax + 127 - 11) as u32) << 23);
+        b += 1;
+    }
+    t
+};
+
+/// One Q4_0 block as unsigned nibbles 0..=15 in element order (no -8) and its scale
+/// broadcast; `maddubs(q, a)` cannot saturate (2 * 15 * 127 < 32767).
 #[inline(always)]
-unsafe fn hsum8(p: &[__m256i; 8]) -> (__m256i, __m256i) {
-    // SAFETY: register-only AVX2 operations; the caller has AVX2.
+unsafe fn decode_q4_0_unsigned(p: *const u8) -> (__m256i, __m256) {
+    // SAFETY: `p` points at a whole 18-byte block; bytes 0..18 are read; AVX2/F16C available.
     unsafe {
-        let h01 = _mm256_hadd_epi32(p[0], p[1]);
-        let h23 = _mm256_hadd_epi32(p[2], p[3]);
-        let h45 = _mm256_hadd_epi32(p[4], p[5]);
-        let h67 = _mm256_hadd_epi32(p[6], p[7]);
-        let h0123 = _mm256_hadd_epi32(h01, h23);
-        let h4567 = _mm256_hadd_epi32(h45, h67);
-        (
-            _mm256_permute2x128_si256::<0x20>(h0123, h4567),
-            _mm256_permute2x128_si256::<0x31>(h0123, h4567),
-        )
+        let x = _mm_loadu_si128(p.add(2).cast());
+        let m = _mm_set1_epi8(0x0F);
+        let lo = _mm_and_si128(x, m);
+        let hi = _mm_and_si128(_mm_srli_epi16::<4>(x), m);
+        let d = ptr::read_unaligned(p.cast::<u16>());
+        let dv = _mm_cvtph_ps(_mm_cvtsi32_si128(i32::from(d)));
+        (_mm256_set_m128i(hi, lo), _mm256_broadcastss_ps(dv))
     }
 }
 
-/// The kernel body (see the module doc). `F` is the weight format, `MAXC` the most columns the
-/// accumulators hold (`cols.len() <= MAXC`).
+/// One weight block of one row, decoded: signed bytes, their absolute values, and the weight
+/// scale per i32 lane.
+#[inline(always)]
+pub(crate) unsafe fn decode_block<const F: u8>(p: *const u8) -> (__m256i, __m256i, __m256) {
+    // SAFETY: `p` points at a whole block of `block_bytes(F)` bytes; AVX2/F16C available.
+    unsafe {
+        let (wv, sw) = if F == W_FP2 {
+            let e0 = usize::from(*p.add(8) & 0x7F);
+            let e1 = usize::from(*p.add(9) & 0x7F);
+            let s0 = _mm_broadcast_ss(&UE4M3_B8[e0]);
+            let s1 = _mm_broadcast_ss(&UE4M3_B8[e1]);
+            (load_fp2(p), _mm256_set_m128(s1, s0))
+        } else {
+            let d = ptr::read_unaligned(p.cast::<u16>());
+            let dv = _mm_cvtph_ps(_mm_cvtsi32_si128(i32::from(d)));
+            let wv = if F == W_Q8_0 { load_q8_0(p) } else { load_q4_0(p) };
+            (wv, _mm256_broadcastss_ps(dv))
+        };
+        (wv, _mm256_abs_epi8(wv), sw)
+    }
+}
+
+/// The kernel body (see the module doc). `F` is the weight format, `CT` the columns per
+/// sub-tile (the accumulators held), `R` the rows per group.
 ///
 /// # Safety
 /// AVX2, FMA and F16C are available, and the `check_q8_0` invariants hold: `w` is whole rows of
 /// `rb = nb * block_bytes(F)` bytes, `a`/`ad` hold `nb` entries per column for every column in
-/// `cols`, `out.len() == rows * cols.len()`, `1 <= cols.len() <= MAXC`.
+/// `cols`, `out.len() == rows * cols.len()`, `1 <= cols.len()`.
 #[inline(always)]
-#[allow(clippy::too_many_arguments)]
-pub(crate) unsafe fn body<const F: u8, const MAXC: usize>(
+#[allow(clippy::too_many_arguments, clippy::needless_range_loop)]
+pub(crate) unsafe fn body<const F: u8, const CT: usize, const R: usize>(
     w: &[u8],
     rb: usize,
     nb: usize,
@@ -221,116 +263,97 @@ pub(crate) unsafe fn body<const F: u8, const MAXC: usize>(
 ) {
     let bs = block_bytes(F);
     let nrows = w.len() / rb;
-    let nc = cols.len().min(MAXC);
+    let ncols = cols.len();
     let base = w.as_ptr();
+    let abase = a.as_ptr().cast::<u8>();
     // SAFETY: all pointer offsets stay inside `w`, `a` and `ad` by the invariants above (row
     // index clamped to `nrows - 1`, block index `< nb`, activation index `j * nb + b` with
-    // `j < acts.n`); loads are unaligned; AVX2/FMA/F16C are available.
+    // `j < acts.n`); loads are unaligned; the prefetch hint never faults; AVX2/FMA/F16C are
+    // available.
     unsafe {
         let ones = _mm256_set1_epi16(1);
         let mut r0 = 0;
         while r0 < nrows {
-            let here = (nrows - r0).min(8);
-            let mut rp = [base; 8];
+            let here = (nrows - r0).min(R);
+            let mut rp = [base; R];
             for (i, p) in rp.iter_mut().enumerate() {
                 *p = base.add((r0 + i.min(here - 1)) * rb);
             }
-            let mut acc = [_mm256_setzero_ps(); MAXC];
-            for b in 0..nb {
-                let mut wv = [_mm256_setzero_si256(); 8];
-                let s0;
-                let s1;
-                if F == W_FP2 {
-                    let mut ebits = [0u16; 8];
-                    for i in 0..8 {
+            let mut c0 = 0;
+            while c0 < ncols {
+                let nc = (ncols - c0).min(CT);
+                // Columns past the tile's end repeat its last column (results discarded), so
+                // every loop below has the constant trip count CT and stays in registers.
+                let mut ap = [abase; CT];
+                let mut dp = [ad.as_ptr(); CT];
+                for jj in 0..CT {
+                    let j = cols.start + c0 + jj.min(nc - 1);
+                    ap[jj] = abase.add(j * nb * 34 + 2);
+                    dp[jj] = ad.as_ptr().add(j * nb);
+                }
+                let mut acc = [[_mm256_setzero_ps(); CT]; R];
+                for b in 0..nb {
+                    let mut wv = [_mm256_setzero_si256(); R];
+                    let mut wa = [_mm256_setzero_si256(); R];
+                    let mut sw = [_mm256_setzero_ps(); R];
+                    for i in 0..R {
                         let p = rp[i].add(b * bs);
-                        wv[i] = load_fp2(p);
-                        ebits[i] = ptr::read_unaligned(p.add(8).cast::<u16>());
+                        _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(PREFETCH).cast());
+                        if F == W_Q4_0 {
+                            // Unsigned nibbles 0..=15 (the -8 is applied to the sums below).
+                            (wv[i], sw[i]) = decode_q4_0_unsigned(p);
+                        } else {
+                            (wv[i], wa[i], sw[i]) = decode_block::<F>(p);
+                        }
                     }
-                    let e = _mm256_cvtepu16_epi32(_mm_loadu_si128(ebits.as_ptr().cast()));
-                    s0 = ue4m3_b8_x8(_mm256_and_si256(e, _mm256_set1_epi32(0xFF)));
-                    s1 = ue4m3_b8_x8(_mm256_srli_epi32::<8>(e));
-                } else {
-                    let mut dbits = [0u16; 8];
-                    for i in 0..8 {
-                        let p = rp[i].add(b * bs);
-                        dbits[i] = ptr::read_unaligned(p.cast::<u16>());
-                        wv[i] = if F == W_Q8_0 { load_q8_0(p) } else { load_q4_0(p) };
+                    for jj in 0..CT {
+                        let av = _mm256_loadu_si256(ap[jj].add(b * 34).cast());
+                        let da = _mm256_broadcast_ss(&*dp[jj].add(b));
+                        // Q4_0: 8 * (the activation's 4-element sums), once per column and block.
+                        let a8 = if F == W_Q4_0 {
+                            let pairs = _mm256_maddubs_epi16(_mm256_set1_epi8(1), av);
+                            _mm256_slli_epi32::<3>(_mm256_madd_epi16(pairs, ones))
+                        } else {
+                            _mm256_setzero_si256()
+                        };
+                        for i in 0..R {
+                            let si = if F == W_Q4_0 {
+                                // sum(q * a) - 8 * sum(a) = sum((q - 8) * a), exactly, per lane.
+                                let prod = _mm256_maddubs_epi16(wv[i], av);
+                                _mm256_sub_epi32(_mm256_madd_epi16(prod, ones), a8)
+                            } else {
+                                let prod = _mm256_maddubs_epi16(wa[i], _mm256_sign_epi8(av, wv[i]));
+                                _mm256_madd_epi16(prod, ones)
+                            };
+                            let s = _mm256_cvtepi32_ps(si);
+                            acc[i][jj] = _mm256_fmadd_ps(s, _mm256_mul_ps(sw[i], da), acc[i][jj]);
+                        }
                     }
-                    s0 = _mm256_cvtph_ps(_mm_loadu_si128(dbits.as_ptr().cast()));
-                    s1 = s0;
                 }
-                let mut wa = [_mm256_setzero_si256(); 8];
-                for i in 0..8 {
-                    wa[i] = _mm256_abs_epi8(wv[i]);
-                }
-                for (jj, accj) in acc.iter_mut().enumerate().take(nc) {
-                    let ai = (cols.start + jj) * nb + b;
-                    let av = _mm256_loadu_si256(a.as_ptr().add(ai).cast::<u8>().add(2).cast());
-                    let da = _mm256_set1_ps(*ad.as_ptr().add(ai));
-                    let mut p = [_mm256_setzero_si256(); 8];
-                    for i in 0..8 {
-                        let prod = _mm256_maddubs_epi16(wa[i], _mm256_sign_epi8(av, wv[i]));
-                        p[i] = _mm256_madd_epi16(prod, ones);
+                for (i, acci) in acc.iter().enumerate().take(here) {
+                    for (jj, accj) in acci.iter().enumerate().take(nc) {
+                        out[(r0 + i) * ncols + c0 + jj] = hsum_ps(*accj);
                     }
-                    let (lo, hi) = hsum8(&p);
-                    let v = match F {
-                        // sumi * (dw * da)
-                        W_Q8_0 => _mm256_mul_ps(
-                            _mm256_cvtepi32_ps(_mm256_add_epi32(lo, hi)),
-                            _mm256_mul_ps(s0, da),
-                        ),
-                        // (sumi * dw) * da
-                        W_Q4_0 => _mm256_mul_ps(
-                            _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_add_epi32(lo, hi)), s0),
-                            da,
-                        ),
-                        // da * (s0 * sum0 + s1 * sum1)
-                        _ => _mm256_mul_ps(
-                            da,
-                            _mm256_add_ps(
-                                _mm256_mul_ps(s0, _mm256_cvtepi32_ps(lo)),
-                                _mm256_mul_ps(s1, _mm256_cvtepi32_ps(hi)),
-                            ),
-                        ),
-                    };
-                    *accj = _mm256_add_ps(*accj, v);
                 }
+                c0 += CT;
             }
-            for (jj, accj) in acc.iter().enumerate().take(nc) {
-                let mut t = [0f32; 8];
-                _mm256_storeu_ps(t.as_mut_ptr(), *accj);
-                for (i, &v) in t.iter().enumerate().take(here) {
-                    out[(r0 + i) * nc + jj] = v;
-                }
-            }
-            r0 += 8;
+            r0 += R;
         }
     }
 }
+
+/// Bytes ahead of the current block that each row stream prefetches.
+pub(crate) const PREFETCH: usize = 512;
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn ue4m3_b8_vector_decode_matches_core() {
-        if !crate::isa::Isa::Avx2.available() {
-            return;
-        }
-        for b in (0u8..=0x7E).step_by(8) {
-            let bytes: [i32; 8] =
-                core::array::from_fn(|i| i32::from(b.saturating_add(i as u8).min(0x7E)));
-            let mut got = [0f32; 8];
-            // SAFETY: AVX2 was detected above; the store writes 8 floats into `got`.
-            unsafe {
-                let v = ue4m3_b8_x8(_mm256_loadu_si256(bytes.as_ptr().cast()));
-                _mm256_storeu_ps(got.as_mut_ptr(), v);
-            }
-            for (x, g) in bytes.iter().zip(got) {
-                let want = lowbit_core::scalar::try_ue4m3_b8_to_f32(*x as u8).unwrap();
-                assert_eq!(g.to_bits(), want.to_bits(), "byte {x:#04x}");
-            }
+    fn ue4m3_b8_table_matches_core() {
+        for b in 0u8..=0x7E {
+            let want = lowbit_core::scalar::try_ue4m3_b8_to_f32(b).unwrap();
+            assert_eq!(UE4M3_B8[usize::from(b)].to_bits(), want.to_bits(), "byte {b:#04x}");
         }
     }
 }

@@ -7,11 +7,10 @@
 //! wrappers are private and reachable only through [`kernel`], which `KernelTable::new` calls
 //! only after [`Isa::available`] confirmed the features: that is what makes the calls sound.
 //!
-//! Results are bit-identical to the core's reference dot products: the integer block sums are
-//! exact, and the f32 expression per block and the block order per row are the reference's
-//! (lanes of a vector hold 8 *rows*, so every lane accumulates its own row in block order;
-//! no FMA). The bound constant is therefore the reference's: c = 2 (Q8_0, Q4_0), c = 1
-//! (ROCmFP2).
+//! Results are not bit-identical to the core's reference dot products: the integer partial
+//! sums are exact, but they are scaled and accumulated in f32 vector lanes (FMA) across blocks
+//! and summed across lanes at the end (see [`avx2`] for the order). They stay within the
+//! DESIGN.md bound `|y - y_exact| <= c * K * 2^-24 * sum|terms|` with c = 1.
 
 pub(crate) mod avx2;
 pub(crate) mod avx512;
