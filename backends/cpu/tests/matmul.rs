@@ -12,6 +12,7 @@ mod common;
 use common::{random_acts, random_matrix, Rng};
 use lowbit_core::backend::{Backend, MatrixDesc, PreparedActivations, ReferenceBackend};
 use lowbit_core::codec::{self, ActRow};
+use lowbit_core::registry::Rotation;
 use lowbit_core::{Error, FormatId};
 use lowbit_cpu::{CpuBackend, CpuError, Isa};
 
@@ -43,7 +44,15 @@ fn decoded_acts(format: FormatId, x: &[f32]) -> Vec<f64> {
 fn exact_dots(format: FormatId, w: &[u8], rows: usize, k: usize, x: &[f32]) -> Vec<(f64, f64)> {
     let rb = format.row_bytes(k).unwrap();
     let mut wd = vec![0f32; rows * k];
-    codec::decode_rows(format, k, &w[..rows * rb], &mut wd).unwrap();
+    if format.info().rotation == Rotation::None {
+        codec::decode_rows(format, k, &w[..rows * rb], &mut wd).unwrap();
+    } else {
+        // Rotated formats: the kernels multiply the stored (rotated) weights with rotated
+        // activations, so the exact sum is taken in the rotated domain too.
+        for (src, dst) in w[..rows * rb].chunks_exact(rb).zip(wd.chunks_exact_mut(k)) {
+            lowbit_core::format::hipfire::decode_row_stored(format, src, dst).unwrap();
+        }
+    }
     let mut out = Vec::new();
     for xc in x.chunks_exact(k) {
         let a = decoded_acts(format, xc);
