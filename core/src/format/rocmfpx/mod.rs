@@ -21,6 +21,7 @@
 
 mod dot;
 mod fast_fp2;
+mod fast_fp3;
 mod fp2;
 mod fp3;
 mod scale_search;
@@ -104,7 +105,7 @@ pub(crate) fn encode_row(
             } else if cb == Codebook::Fp2 {
                 fast_fp2::search_fp2(&half, &table)
             } else {
-                scale_search::search_fast(cb, &half, &table)
+                fast_fp3::search_fp3(&half, &table)
             };
             e[hh] = b;
             codes[hh] = scale_search::half_codes(cb, &half, table[b as usize]);
