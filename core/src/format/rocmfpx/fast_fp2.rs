@@ -1,7 +1,8 @@
 //! ROCmFP2's fast scale search (`Rule::Reference`): the byte the exhaustive search
 //! ([`super::scale_search::search_exhaustive`]) returns, found by evaluating a small window of
-//! bytes with rigorous floating-point bounds. Only the FP2 search lives here (ROCmFP3's is in
-//! `scale_search.rs`); it never allocates and never panics.
+//! bytes with rigorous floating-point bounds. The FP2 model and the window driver
+//! ([`search_window`], generic over a [`Model`]: steps 3 and 4 below, shared with ROCmFP3's
+//! `fast_fp3.rs`) live here; nothing here allocates or panics.
 //!
 //! # Why it returns the exhaustive search's byte, on every input
 //!
