@@ -1,7 +1,8 @@
 //! ROCmFP2's fast scale search (`Rule::Reference`): the byte the exhaustive search
 //! ([`super::scale_search::search_exhaustive`]) returns, found by evaluating a small window of
-//! bytes with rigorous floating-point bounds. Only the FP2 search lives here (ROCmFP3's is in
-//! `scale_search.rs`); it never allocates and never panics.
+//! bytes with rigorous floating-point bounds. The FP2 model and the window driver
+//! ([`search_window`], generic over a [`Model`]: steps 3 and 4 below, shared with ROCmFP3's
+//! `fast_fp3.rs`) live here; nothing here allocates or panics.
 //!
 //! # Why it returns the exhaustive search's byte, on every input
 //!
@@ -43,7 +44,7 @@
 use super::scale_search::{objective, search_exhaustive, Codebook, Half};
 
 /// Legal bytes 0x00..=0x7E.
-const NB: usize = 127;
+pub(super) const NB: usize = 127;
 
 /// The UE4M3-b8 value of byte `b` (`b <= 126`) as f64 (exact).
 const fn ue4m3_b8(b: usize) -> f64 {
@@ -85,12 +86,12 @@ fn floor_byte(t: f64) -> usize {
 
 /// `1 ∓ 2^-44`: relative slack between any two summation orders of 16 non-negative terms
 /// (`2 γ_15 < 2^-47`) plus the rounding of the product itself.
-const SHRINK: f64 = 1.0 - 1.0 / 17_592_186_044_416.0;
+pub(super) const SHRINK: f64 = 1.0 - 1.0 / 17_592_186_044_416.0;
 const GROW: f64 = 1.0 + 1.0 / 17_592_186_044_416.0;
 
 /// The nearest byte to `t >= 0` (ties either way; only a starting point).
 #[inline(always)]
-fn nearest_byte(t: f64) -> usize {
+pub(super) fn nearest_byte(t: f64) -> usize {
     let f = floor_byte(t);
     let up = usize::from(f < 126 && SCALE[(f + 1).min(126)] - t < t - SCALE[f]);
     f + up
@@ -98,7 +99,7 @@ fn nearest_byte(t: f64) -> usize {
 
 /// Four-lane sum of 16 values: a summation order other than the exhaustive search's.
 #[inline(always)]
-fn sum16(v: &[f64; 16]) -> f64 {
+pub(super) fn sum16(v: &[f64; 16]) -> f64 {
     let mut l = [0f64; 4];
     for k in 0..4 {
         for j in 0..4 {
@@ -168,6 +169,42 @@ impl Prep {
 /// values beyond ~2^60 where every `S` rounds alike) is handed to the exhaustive search.
 const WIN: usize = 40;
 
+/// What the window driver needs of a codebook: estimates of two bytes, the two tail bounds
+/// (each `<=` the exhaustive `S` of every byte beyond it, slack included) and, optionally, a
+/// scale from which on every byte ties bit for bit with byte 0 (so it can never win).
+pub(super) trait Model {
+    /// The codebook, for the exhaustive search's own evaluation of ties and the fallback.
+    const CB: Codebook;
+    /// `Ŝ` of two scales: the exhaustive terms bit for bit, summed by [`sum16`].
+    fn eval2(&self, s0: f64, s1: f64) -> (f64, f64);
+    /// A lower bound (slack applied) on `S(s')` for every scale `s' <= s`.
+    fn tail_below(&self, s: f64) -> f64;
+    /// A lower bound (slack applied) on `S(s')` for every scale `s' >= s`.
+    fn tail_above(&self, s: f64) -> f64;
+    /// True when every scale `s' >= s` gives `S(s') == S(0)` bit for bit.
+    fn ties_byte0_from(&self, s: f64) -> bool;
+}
+
+impl Model for Prep {
+    const CB: Codebook = Codebook::Fp2;
+    #[inline(always)]
+    fn eval2(&self, s0: f64, s1: f64) -> (f64, f64) {
+        Prep::eval2(self, s0, s1)
+    }
+    #[inline(always)]
+    fn tail_below(&self, s: f64) -> f64 {
+        Prep::tail_below(self, s)
+    }
+    #[inline(always)]
+    fn tail_above(&self, s: f64) -> f64 {
+        Prep::tail_above(self, s)
+    }
+    #[inline(always)]
+    fn ties_byte0_from(&self, _s: f64) -> bool {
+        false
+    }
+}
+
 /// The fast ROCmFP2 search: the same byte as the exhaustive search on every half (module docs).
 #[allow(clippy::needless_range_loop)]
 pub(crate) fn search_fp2(h: &Half, table: &[f64; NB]) -> u8 {
@@ -183,6 +220,11 @@ pub(crate) fn search_fp2(h: &Half, table: &[f64; NB]) -> u8 {
     }
     // Start window around 0.45 * weighted RMS (any start is correct; a good one is faster).
     let c = nearest_byte(0.45 * libm::sqrt(sa / sc));
+    search_window(&p, h, table, c)
+}
+
+/// The window driver (module docs, steps 3 and 4), starting with 8 bytes around byte `c`.
+pub(super) fn search_window<M: Model>(p: &M, h: &Half, table: &[f64; NB], c: usize) -> u8 {
     let mut lo = c.saturating_sub(3).min(NB - 8);
     let mut hi = lo + 7;
     let base = lo.saturating_sub(WIN / 2 - 4).min(NB - WIN);
@@ -208,16 +250,16 @@ pub(crate) fn search_fp2(h: &Half, table: &[f64; NB]) -> u8 {
     while lo > 0 && p.tail_below(SCALE[lo - 1]) <= ub {
         let b = lo.saturating_sub(2);
         if b < base {
-            return search_exhaustive(Codebook::Fp2, h, table);
+            return search_exhaustive(M::CB, h, table);
         }
         let e = eval(b, &mut est);
         ub = if e * GROW < ub { e * GROW } else { ub };
         lo = b;
     }
-    while hi < NB - 1 && p.tail_above(SCALE[hi + 1]) <= ub {
+    while hi < NB - 1 && !p.ties_byte0_from(SCALE[hi + 1]) && p.tail_above(SCALE[hi + 1]) <= ub {
         let b = (hi + 1).min(NB - 2);
         if b + 2 > base + WIN {
-            return search_exhaustive(Codebook::Fp2, h, table);
+            return search_exhaustive(M::CB, h, table);
         }
         let e = eval(b, &mut est);
         ub = if e * GROW < ub { e * GROW } else { ub };
@@ -239,7 +281,7 @@ pub(crate) fn search_fp2(h: &Half, table: &[f64; NB]) -> u8 {
     let (mut bs, mut bb) = (f64::INFINITY, 0);
     for (i, &e) in live.iter().enumerate() {
         if e * SHRINK <= ub {
-            let v = objective(Codebook::Fp2, h, SCALE[lo + i]);
+            let v = objective(M::CB, h, SCALE[lo + i]);
             if v < bs {
                 bs = v;
                 bb = lo + i;

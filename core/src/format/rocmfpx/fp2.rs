@@ -1,5 +1,5 @@
 //! ROCmFP2 (`Q2_0_ROCMFPX`): the 10-byte block, its decode, its per-element code choice and its
-//! bit packing. The scale search lives in [`super::scale_search`]; the dot product in
+//! bit packing. The scale search lives in `scale_search.rs` / `fast_fp*.rs`; the dot product in
 //! [`super::dot`]. Nothing here allocates or panics on any byte input.
 //!
 //! Facts (github ciru-ai/ROCmFPX, `ggml/rocmfpx/rocmfp2_reference.{h,c}`, and charlie12345/ROCmFPX

@@ -1,5 +1,5 @@
 //! ROCmFP3 (`Q3_0_ROCMFPX`): the 14-byte block, its decode, its per-element code choice and its
-//! 3-bit packing. The scale search lives in [`super::scale_search`]; the dot product in
+//! 3-bit packing. The scale search lives in `scale_search.rs` / `fast_fp*.rs`; the dot product in
 //! [`super::dot`]. Nothing here allocates or panics on any byte input.
 //!
 //! Facts (github ciru-ai/ROCmFPX, `ggml/rocmfpx/rocmfpx.{h,c}`: `block_rocmfp3`,

@@ -2,12 +2,13 @@
 //! (`Q3_0_ROCMFPX`, 14 bytes per 32 weights, 3.5 bpw).
 //!
 //! * `fp2.rs`, `fp3.rs`: block types, decode, code choice, packing.
-//! * `scale_search.rs`: the per-half objective, the exhaustive search (`Rule::Exhaustive`) and
-//!   ROCmFP3's pruned search (`Rule::Reference`, provably the same bytes), with optional
-//!   importance weights.
+//! * `scale_search.rs`: the per-half objective and the exhaustive search (`Rule::Exhaustive`),
+//!   with optional importance weights.
 //! * `fast_fp2.rs`: ROCmFP2's fast search (`Rule::Reference`, provably the same bytes): a
 //!   window of estimates built from the exhaustive search's own terms, closed by monotone tail
-//!   bounds.
+//!   bounds; its window driver is shared with `fast_fp3.rs`.
+//! * `fast_fp3.rs`: ROCmFP3's fast search (`Rule::Reference`, provably the same bytes): FP3's
+//!   terms and tail bounds on the same driver.
 //! * `dot.rs`: reference dot products against Q8_0 activations.
 //!
 //! Nothing here allocates. Sources: github ciru-ai/ROCmFPX (`ggml/rocmfpx/rocmfpx.{h,c}`,
@@ -21,6 +22,7 @@
 
 mod dot;
 mod fast_fp2;
+mod fast_fp3;
 mod fp2;
 mod fp3;
 mod scale_search;
@@ -68,7 +70,7 @@ fn make_half(x: &[f32], qw: Option<&[f32]>, sigma2: f64) -> Half {
     h
 }
 
-/// Encodes a row (lengths checked by the codec). `Rule::Reference` runs the pruned search,
+/// Encodes a row (lengths checked by the codec). `Rule::Reference` runs the fast search,
 /// `Rule::Exhaustive` the exhaustive one; both give the same bytes. Importance weights, when
 /// given, weight each element's squared error by `qw_i * sqrt(sigma2 + x_i^2)`.
 pub(crate) fn encode_row(
@@ -104,7 +106,7 @@ pub(crate) fn encode_row(
             } else if cb == Codebook::Fp2 {
                 fast_fp2::search_fp2(&half, &table)
             } else {
-                scale_search::search_fast(cb, &half, &table)
+                fast_fp3::search_fp3(&half, &table)
             };
             e[hh] = b;
             codes[hh] = scale_search::half_codes(cb, &half, table[b as usize]);
