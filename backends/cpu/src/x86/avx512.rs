@@ -31,44 +31,11 @@ use crate::kernels::Kernel;
 /// The AVX-512 kernel for `format`, if one exists.
 pub(crate) fn kernel(format: FormatId) -> Option<Kernel> {
     match format {
-        FormatId::Q8_0 => Some(Kernel { name: "avx512-q8_0", f: q8_0 }),
-        FormatId::Q4_0 => Some(Kernel { name: "avx512-q4_0", f: q4_0 }),
-        FormatId::RocmFp2 => Some(Kernel { name: "avx512-rocmfp2", f: fp2 }),
+        FormatId::Q8_0 => Some(Kernel { name: "avx512-q8_0", f: run::<W_Q8_0> }),
+        FormatId::Q4_0 => Some(Kernel { name: "avx512-q4_0", f: run::<W_Q4_0> }),
+        FormatId::RocmFp2 => Some(Kernel { name: "avx512-rocmfp2", f: run::<W_FP2> }),
         _ => None,
     }
-}
-
-fn q8_0(
-    f: FormatId,
-    w: &[u8],
-    rb: usize,
-    a: &Acts,
-    c: Range<usize>,
-    o: &mut [f32],
-) -> Result<(), Error> {
-    run::<W_Q8_0>(f, w, rb, a, c, o)
-}
-
-fn q4_0(
-    f: FormatId,
-    w: &[u8],
-    rb: usize,
-    a: &Acts,
-    c: Range<usize>,
-    o: &mut [f32],
-) -> Result<(), Error> {
-    run::<W_Q4_0>(f, w, rb, a, c, o)
-}
-
-fn fp2(
-    f: FormatId,
-    w: &[u8],
-    rb: usize,
-    a: &Acts,
-    c: Range<usize>,
-    o: &mut [f32],
-) -> Result<(), Error> {
-    run::<W_FP2>(f, w, rb, a, c, o)
 }
 
 fn run<const F: u8>(
