@@ -1,11 +1,20 @@
-//! The matmul driver: checks lengths, prepares activations once, then for each tile of at most
-//! [`MAX_TILE`] columns splits the rows into chunks across rayon and runs the format's kernel
-//! on each chunk. Kernels write a row-major `(row, column)` tile; for n = 1 that is `y`
-//! itself, otherwise it is transposed into `y[j * rows + r]` afterwards (rows * n floats: cheap
-//! next to the weights).
+//! The matmul driver: checks lengths, prepares activations once, then splits the rows into
+//! chunks across rayon and runs the format's kernel on each chunk, at most [`MAX_TILE`]
+//! columns per kernel call. Three shapes of work:
 //!
-//! Large n (prefill) currently loops over tiles of 16 columns, re-reading the weights once per
-//! tile; a blocked prefill kernel is future work.
+//! * **n = 1 (decode)**: one pass over the weights; each chunk writes its part of `y` directly.
+//! * **n = 2..=16 (speculative verify)**: one pass; the kernel decodes each weight block once
+//!   and reuses it for every column of the tile.
+//! * **n > 16 (prefill)**: blocked. Each task owns a chunk of rows small enough to stay in the
+//!   core's L2 cache ([`PREFILL_CHUNK_BYTES`]) and runs every 16-column tile over it, so the
+//!   weights stream from memory once per call instead of once per tile; only the (much
+//!   smaller) prepared activations are re-read, from the shared last-level cache.
+//!
+//! Kernels write a row-major `(row, column)` tile; for n = 1 that is `y` itself, otherwise the
+//! tiles are gathered row-major and transposed into `y[j * rows + r]` at the end (rows * n
+//! floats: cheap next to the weights and the arithmetic).
+//!
+//! What must not live here: kernel bodies, activation quantization (`act.rs`).
 
 use lowbit_core::backend::MatrixDesc;
 use lowbit_core::error::Buffer;
@@ -14,14 +23,25 @@ use rayon::prelude::*;
 
 use crate::act::Acts;
 use crate::error::CpuError;
-use crate::kernels::{KernelTable, MAX_TILE};
+use crate::kernels::{Kernel, KernelTable, MAX_TILE};
 
-/// Rows per rayon task: a multiple of 8 (the SIMD kernels' row group), about 8 tasks per
-/// thread so uneven progress balances, at least 8.
+/// Weight bytes per prefill task: a quarter of a typical 1-2 MiB L2, so the chunk stays cached
+/// while every column tile runs over it, with room for the activations and outputs.
+pub const PREFILL_CHUNK_BYTES: usize = 256 * 1024;
+
+/// Rows per rayon task for one pass over the weights: a multiple of 8 (the SIMD kernels' row
+/// group), about 8 tasks per thread so uneven progress balances, at least 8.
 fn chunk_rows(rows: usize) -> usize {
     let threads = rayon::current_num_threads().max(1);
     let per = rows.div_ceil(threads * 8);
     per.div_ceil(8).max(1) * 8
+}
+
+/// Rows per prefill task: as many whole groups of 8 rows as fit in [`PREFILL_CHUNK_BYTES`]
+/// (at least 8), but no more than [`chunk_rows`] so every thread still gets work.
+fn prefill_chunk_rows(rows: usize, row_bytes: usize) -> usize {
+    let fit = (PREFILL_CHUNK_BYTES / row_bytes.max(1)) / 8 * 8;
+    fit.max(8).min(chunk_rows(rows))
 }
 
 pub(crate) fn matmul(
@@ -44,38 +64,93 @@ pub(crate) fn matmul(
         let e = Error::Length { format, buffer: Buffer::Values, got: y.len(), expected: n * rows };
         return Err(e.into());
     }
+    if w.len() != rows * rb {
+        let e =
+            Error::Length { format, buffer: Buffer::Encoded, got: w.len(), expected: rows * rb };
+        return Err(e.into());
+    }
     if n == 0 || rows == 0 {
         return Ok(());
     }
     let acts = Acts::prepare(format, x, n, cols)?;
-    let chunk = chunk_rows(rows);
-    let run_tile = |j0: usize, nc: usize, out: &mut [f32]| -> Result<(), Error> {
-        let res: Vec<Result<(), Error>> = w
-            .par_chunks(chunk * rb)
-            .zip(out.par_chunks_mut(chunk * nc))
-            .enumerate()
-            .map(|(c, (wc, oc))| {
-                (kernel.f)(format, wc, rb, &acts, j0..j0 + nc, oc).map_err(|e| e.at(c * chunk * rb))
-            })
-            .collect();
-        res.into_iter().collect()
-    };
     if n == 1 {
-        run_tile(0, 1, y)?;
-        return Ok(());
+        return one_pass(kernel, desc, rb, w, &acts, 0, 1, y);
     }
-    let mut tmp = vec![0f32; rows * MAX_TILE.min(n)];
-    let mut j0 = 0;
-    while j0 < n {
-        let nc = MAX_TILE.min(n - j0);
-        let t = &mut tmp[..rows * nc];
-        run_tile(j0, nc, t)?;
-        for (r, tr) in t.chunks_exact(nc).enumerate() {
-            for (j, &v) in tr.iter().enumerate() {
-                y[(j0 + j) * rows + r] = v;
-            }
+    let mut tmp = vec![0f32; rows * n];
+    if n <= MAX_TILE {
+        one_pass(kernel, desc, rb, w, &acts, 0, n, &mut tmp)?;
+    } else {
+        blocked(kernel, desc, rb, w, &acts, &mut tmp)?;
+    }
+    for (r, tr) in tmp.chunks_exact(n).enumerate() {
+        for (j, &v) in tr.iter().enumerate() {
+            y[j * rows + r] = v;
         }
-        j0 += nc;
     }
+    Ok(())
+}
+
+/// One pass over the weights for the `nc <= MAX_TILE` columns from `j0`: `out` is row-major
+/// `rows x nc`.
+#[allow(clippy::too_many_arguments)]
+fn one_pass(
+    kernel: Kernel,
+    desc: MatrixDesc,
+    rb: usize,
+    w: &[u8],
+    acts: &Acts,
+    j0: usize,
+    nc: usize,
+    out: &mut [f32],
+) -> Result<(), CpuError> {
+    let chunk = chunk_rows(desc.rows);
+    let res: Vec<Result<(), Error>> = w
+        .par_chunks(chunk * rb)
+        .zip(out.par_chunks_mut(chunk * nc))
+        .enumerate()
+        .map(|(c, (wc, oc))| {
+            (kernel.f)(desc.format, wc, rb, acts, j0..j0 + nc, oc).map_err(|e| e.at(c * chunk * rb))
+        })
+        .collect();
+    res.into_iter().collect::<Result<(), Error>>()?;
+    Ok(())
+}
+
+/// The blocked prefill pass: each task takes an L2-sized chunk of rows and runs every column
+/// tile over it; `out` is row-major `rows x n` (`n = acts.n`).
+fn blocked(
+    kernel: Kernel,
+    desc: MatrixDesc,
+    rb: usize,
+    w: &[u8],
+    acts: &Acts,
+    out: &mut [f32],
+) -> Result<(), CpuError> {
+    let n = acts.n;
+    let chunk = prefill_chunk_rows(desc.rows, rb);
+    let res: Vec<Result<(), Error>> = w
+        .par_chunks(chunk * rb)
+        .zip(out.par_chunks_mut(chunk * n))
+        .enumerate()
+        .map_init(
+            || vec![0f32; chunk * MAX_TILE],
+            |tile, (c, (wc, oc))| {
+                let rows_here = wc.len() / rb;
+                let mut j0 = 0;
+                while j0 < n {
+                    let nc = MAX_TILE.min(n - j0);
+                    let t = &mut tile[..rows_here * nc];
+                    (kernel.f)(desc.format, wc, rb, acts, j0..j0 + nc, t)
+                        .map_err(|e| e.at(c * chunk * rb))?;
+                    for (dst, src) in oc.chunks_exact_mut(n).zip(t.chunks_exact(nc)) {
+                        dst[j0..j0 + nc].copy_from_slice(src);
+                    }
+                    j0 += nc;
+                }
+                Ok(())
+            },
+        )
+        .collect();
+    res.into_iter().collect::<Result<(), Error>>()?;
     Ok(())
 }
