@@ -24,15 +24,15 @@ fn same(a: f32, b: f32) -> bool {
 /// a kernel family edits only its own arm).
 fn simd_c(format: FormatId) -> f64 {
     match format {
-        // x86/avx2.rs, x86/avx512.rs: Q8_0, Q4_0.
+        // x86/avx2.rs, x86/avx512.rs: Q8_0, Q4_0 (AVX-512 Q4_0: x86/z512.rs, also c = 1).
         FormatId::Q8_0 | FormatId::Q4_0 => 1.0,
         // ROCmFP2 / ROCmFP3 kernels.
         FormatId::RocmFp2 | FormatId::RocmFp3 => 1.0,
         // HFP4 family kernels (x86/hfp4.rs).
         FormatId::Hfp4G32 | FormatId::Mfp4G32 | FormatId::Mfp4G32P => 2.0,
-        // K-quants (x86/kquant.rs).
+        // K-quants (AVX2: x86/kquant.rs, reference order; AVX-512: x86/z512.rs, c = 1).
         FormatId::Q4K | FormatId::Q6K => 1.0,
-        // Ternary kernels (x86/ternary.rs, x86/ext.rs).
+        // Ternary kernels (AVX2: x86/ternary.rs, reference order; AVX-512: x86/z512.rs, c = 1).
         FormatId::Tq2_0 | FormatId::Pq2_0 => 1.0,
         // Anything else (NEON kernels, new kernels): the default.
         _ => 1.0,

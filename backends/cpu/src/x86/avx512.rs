@@ -30,6 +30,9 @@ use crate::kernels::Kernel;
 
 /// The AVX-512 kernel for `format`, if one exists.
 pub(crate) fn kernel(format: FormatId) -> Option<Kernel> {
+    if let Some(k) = super::z512::kernel(format) {
+        return Some(k);
+    }
     match format {
         FormatId::Q8_0 => Some(Kernel { name: "avx512-q8_0", f: run::<W_Q8_0> }),
         FormatId::Q4_0 => Some(Kernel { name: "avx512-q4_0", f: run::<W_Q4_0> }),

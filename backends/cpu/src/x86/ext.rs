@@ -90,7 +90,7 @@ pub(crate) struct Shape<'a> {
 /// the tile is 1..=16 columns inside `acts`; `out` holds `rows * tile` values; the activation
 /// arrays hold `n * k / act_block` entries of the kind `F` needs. Any violation is an internal
 /// error reported as [`Error::Length`] (or [`Error::WrongActivation`]).
-fn check<'a, const F: u8>(
+pub(crate) fn check<'a, const F: u8>(
     format: FormatId,
     w: &[u8],
     rb: usize,
