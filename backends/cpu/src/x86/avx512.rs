@@ -41,7 +41,7 @@ pub(crate) fn kernel(format: FormatId) -> Option<Kernel> {
     }
 }
 
-fn run<const F: u8>(
+pub(crate) fn run<const F: u8>(
     format: FormatId,
     w: &[u8],
     rb: usize,

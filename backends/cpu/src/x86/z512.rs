@@ -287,10 +287,10 @@ unsafe fn entry<F: Lanes>(
         let recs = prep_all::<F>(act, nb, &cols);
         let recs = &recs[..];
         match ncols {
-            1 => drive::<F, 2, 1>(w, rb, nb, recs, ncols, out),
-            2 => drive::<F, 2, 2>(w, rb, nb, recs, ncols, out),
-            3 | 4 => drive::<F, 1, 4>(w, rb, nb, recs, ncols, out),
-            _ => drive::<F, 1, 8>(w, rb, nb, recs, ncols, out),
+            1 => drive::<F, 4, 1>(w, rb, nb, recs, ncols, out),
+            2 => drive::<F, 4, 2>(w, rb, nb, recs, ncols, out),
+            3 | 4 => drive::<F, 2, 4>(w, rb, nb, recs, ncols, out),
+            _ => drive::<F, 2, 8>(w, rb, nb, recs, ncols, out),
         }
     }
 }
@@ -303,6 +303,10 @@ fn run_q4_0(
     cols: Range<usize>,
     out: &mut [f32],
 ) -> Result<(), Error> {
+    if cols.len() > 4 {
+        // Wide tiles: the paired-row body reads fewer activation bytes per weight byte.
+        return super::avx512::run::<{ super::W_Q4_0 }>(format, w, rb, acts, cols, out);
+    }
     let ck = super::check_q8_0(format, w, rb, acts, &cols, out, Q4_0::BB)?;
     // SAFETY: reachable only through `kernel`, which `KernelTable::new` reaches only for
     // `Isa::Avx512` after `Isa::Avx512.available()` detected the features; `check_q8_0`
