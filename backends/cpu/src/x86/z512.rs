@@ -77,6 +77,9 @@ pub(crate) trait Lanes {
     const GB: usize;
     /// 64-byte vectors per activation record (one group, one column).
     const REC: usize;
+    /// Whether a decoded group fills so many registers (K-quants: 9-10) that one- and
+    /// two-column tiles use row groups of 2 instead of 4 (measured faster).
+    const WIDE: bool = false;
     /// One row's decoded group.
     type W: Copy;
     /// Writes the record of group `g` of column `j` into `rec` (`REC` vectors). Blocks past
@@ -152,7 +155,7 @@ unsafe fn hsum16(v: __m512) -> f32 {
 /// Bytes ahead that each row stream prefetches.
 const PF: usize = 768;
 
-/// The driver: rows in groups of `R`, columns in sub-tiles of `CT` (the last row / column
+/// The driver (row and column group sizes per [`entry`]): rows in groups of `R`, columns in sub-tiles of `CT` (the last row / column
 /// repeated, extra results discarded), groups of `F::GB` blocks (a partial last group is
 /// decoded from a zero-padded copy).
 ///
@@ -286,10 +289,12 @@ unsafe fn entry<F: Lanes>(
     unsafe {
         let recs = prep_all::<F>(act, nb, &cols);
         let recs = &recs[..];
-        match ncols {
-            1 => drive::<F, 4, 1>(w, rb, nb, recs, ncols, out),
-            2 => drive::<F, 4, 2>(w, rb, nb, recs, ncols, out),
-            3 | 4 => drive::<F, 2, 4>(w, rb, nb, recs, ncols, out),
+        match (F::WIDE, ncols) {
+            (false, 1) => drive::<F, 4, 1>(w, rb, nb, recs, ncols, out),
+            (false, 2) => drive::<F, 4, 2>(w, rb, nb, recs, ncols, out),
+            (true, 1) => drive::<F, 2, 1>(w, rb, nb, recs, ncols, out),
+            (true, 2) => drive::<F, 2, 2>(w, rb, nb, recs, ncols, out),
+            (_, 1..=4) => drive::<F, 2, 4>(w, rb, nb, recs, ncols, out),
             _ => drive::<F, 2, 8>(w, rb, nb, recs, ncols, out),
         }
     }
@@ -688,6 +693,7 @@ pub(crate) struct Q4k;
 impl Lanes for Q4k {
     const BB: usize = 144;
     const GB: usize = 1;
+    const WIDE: bool = true;
     const REC: usize = 6;
     type W = ([__m512i; 4], [__m512i; 4], __m256i, __m512, __m512);
 
@@ -814,6 +820,7 @@ pub(crate) struct Q6k;
 impl Lanes for Q6k {
     const BB: usize = 210;
     const GB: usize = 1;
+    const WIDE: bool = true;
     const REC: usize = 9;
     type W = ([__m512i; 4], [__m512i; 4], __m512);
 
