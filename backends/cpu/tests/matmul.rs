@@ -34,6 +34,8 @@ fn simd_c(format: FormatId) -> f64 {
         FormatId::Q4K | FormatId::Q6K => 1.0,
         // Ternary kernels (AVX2: x86/ternary.rs, reference order; AVX-512: x86/z512.rs, c = 1).
         FormatId::Tq2_0 | FormatId::Pq2_0 => 1.0,
+        // AVX-512 MXFP4 / IQ4_NL (x86/z512.rs).
+        FormatId::Mxfp4 | FormatId::Iq4Nl => 1.0,
         // Anything else (NEON kernels, new kernels): the default.
         _ => 1.0,
     }
@@ -112,6 +114,12 @@ fn check_case(cpu: &CpuBackend, format: FormatId, rows: usize, k: usize, ns: &[u
         }
         let ex = exact_dots(format, &w, rows, k, &x);
         for (i, ((a, b), (e, s))) in yc.iter().zip(&yr).zip(&ex).enumerate() {
+            if *s > f64::from(f32::MAX) && !a.is_finite() {
+                // sum|terms| is past f32 (MXFP4's 2^127 scales): a reordered sum may overflow
+                // in some lane, so a non-finite result is accepted; a finite one must still
+                // meet the bound below.
+                continue;
+            }
             let bound = simd_c(format) * k as f64 * 2f64.powi(-24) * s;
             let err = (f64::from(*a) - e).abs();
             assert!(

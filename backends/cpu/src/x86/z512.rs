@@ -1,5 +1,5 @@
-//! AVX-512 (F/BW/VL) "one row per register" kernels for Q4_0 and PQ2_0 (against Q8_0
-//! activations) and TQ2_0, Q4_K and Q6_K (against Q8_K activations).
+//! AVX-512 (F/BW/VL) "one row per register" kernels for Q4_0, MXFP4, IQ4_NL and PQ2_0
+//! (against Q8_0 activations) and TQ2_0, Q4_K and Q6_K (against Q8_K activations).
 //!
 //! Layout. The activations of the tile are first rearranged, once per kernel call, into
 //! per-column *records* (a few 64-byte vectors per weight group, [`Lanes::prep`]) whose byte
@@ -32,6 +32,7 @@ use std::arch::x86_64::*;
 use std::ops::Range;
 use std::ptr;
 
+use lowbit_core::format::ggml::iq::tables::KVALUES_IQ4NL;
 use lowbit_core::format::ggml::kquant::scales::scales_mins_k4;
 use lowbit_core::{Error, FormatId};
 
@@ -44,6 +45,8 @@ use crate::kernels::Kernel;
 pub(crate) fn kernel(format: FormatId) -> Option<Kernel> {
     match format {
         FormatId::Q4_0 => Some(Kernel { name: "avx512-q4_0", f: run_q4_0 }),
+        FormatId::Mxfp4 => Some(Kernel { name: "avx512-mxfp4", f: run_q8_0::<Mxfp4> }),
+        FormatId::Iq4Nl => Some(Kernel { name: "avx512-iq4_nl", f: run_q8_0::<Iq4Nl> }),
         FormatId::Tq2_0 => Some(Kernel { name: "avx512-tq2_0", f: run_ext::<Tq2, W_TQ2> }),
         FormatId::Pq2_0 => Some(Kernel { name: "avx512-pq2_0", f: run_ext::<Pq2, W_PQ2> }),
         FormatId::Q4K => Some(Kernel { name: "avx512-q4_k", f: run_ext::<Q4k, W_Q4K> }),
@@ -317,6 +320,20 @@ fn run_q4_0(
     // `Isa::Avx512` after `Isa::Avx512.available()` detected the features; `check_q8_0`
     // checked the lengths (the activation records are built inside `entry`).
     unsafe { entry::<Q4_0>(w, rb, ck.nb, ActSlice::Q8_0(ck.a, ck.ad), cols, out) };
+    Ok(())
+}
+
+fn run_q8_0<F: Lanes>(
+    format: FormatId,
+    w: &[u8],
+    rb: usize,
+    acts: &Acts,
+    cols: Range<usize>,
+    out: &mut [f32],
+) -> Result<(), Error> {
+    let ck = super::check_q8_0(format, w, rb, acts, &cols, out, F::BB)?;
+    // SAFETY: as in `run_q4_0`.
+    unsafe { entry::<F>(w, rb, ck.nb, ActSlice::Q8_0(ck.a, ck.ad), cols, out) };
     Ok(())
 }
 
@@ -907,6 +924,233 @@ impl Lanes for Q6k {
             };
             let s = _mm512_add_epi32(_mm512_add_epi32(t(0), t(1)), _mm512_add_epi32(t(2), t(3)));
             _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(w.2, ldps(a, 8)), acc)
+        }
+    }
+}
+
+/// The 16 quant bytes of each of 4 consecutive `bb`-byte blocks at `p + off`, one block per
+/// 128-bit lane.
+///
+/// # Safety
+/// `p .. p + 3 * bb + off + 16` is readable; AVX-512F is available.
+#[inline(always)]
+unsafe fn join4(p: *const u8, off: usize, bb: usize) -> __m512i {
+    // SAFETY: reads 4 x 16 bytes inside the caller's range; register-only operations.
+    unsafe {
+        let q = |t: usize| _mm_loadu_si128(p.add(off + t * bb).cast());
+        let x = _mm512_castsi128_si512(q(0));
+        let x = _mm512_inserti32x4::<1>(x, q(1));
+        let x = _mm512_inserti32x4::<2>(x, q(2));
+        _mm512_inserti32x4::<3>(x, q(3))
+    }
+}
+
+/// Scales of 4 blocks (one f32 per block) repeated over each block's 4 i32 lanes.
+///
+/// # Safety
+/// AVX-512F is available.
+#[inline(always)]
+unsafe fn spread4(d: __m128) -> __m512 {
+    // SAFETY: register-only operations.
+    unsafe {
+        let idx = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
+        _mm512_permutexvar_ps(idx, _mm512_castps128_ps512(d))
+    }
+}
+
+/// `2^(e - 128)` for every UE8M0 byte `e` (ggml `ggml_e8m0_to_fp32_half`; entry 0xFF, rejected
+/// at upload, is 0). A test checks every legal byte against the core.
+static E8M0_HALF: [f32; 256] = {
+    let mut t = [0f32; 256];
+    let mut e = 0;
+    while e < 255 {
+        let bits: u32 = match e {
+            0 => 1 << 21,
+            1 => 1 << 22,
+            _ => ((e - 1) as u32) << 23,
+        };
+        t[e] = f32::from_bits(bits);
+        e += 1;
+    }
+    t
+};
+
+/// MXFP4 (17-byte blocks: UE8M0 `e`, then Q4_0's nibble order; values `kvalues_mxfp4[c] *
+/// 2^(e - 128)`, `|kvalues| <= 12`; layout and table from ggml `block_mxfp4` /
+/// `kvalues_mxfp4`, as in the core's `format::ggml::mxfp4`). As [`Q4_0`], with the codes
+/// looked up (`vpshufb`) as `kvalues + 12` (0..=24, unsigned) and `12 * asum` subtracted
+/// (i16 pairs <= 2 * 2 * 24 * 127 < 2^15).
+pub(crate) struct Mxfp4;
+
+/// `kvalues_mxfp4[c] + 12` (see [`Mxfp4`]).
+const MXFP4_U: [i8; 16] = [12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0];
+
+impl Lanes for Mxfp4 {
+    const BB: usize = 17;
+    const GB: usize = 4;
+    const REC: usize = 4;
+    type W = (__m512i, __m512i, __m512);
+
+    fn prep(act: ActSlice<'_>, nb: usize, j: usize, g: usize, rec: &mut [V64]) {
+        prep_nib(act, nb, j, g, rec, 12);
+    }
+
+    #[inline(always)]
+    unsafe fn prep_fast(act: ActSlice<'_>, nb: usize, j: usize, g: usize, rec: &mut [V64]) {
+        // SAFETY: forwarded from the caller.
+        unsafe { prep_nib_fast(act, nb, j, g, rec, 12) }
+    }
+
+    #[inline(always)]
+    unsafe fn decode(p: *const u8) -> Self::W {
+        // SAFETY: reads bytes 0..68 at `p` (caller); register-only operations.
+        unsafe {
+            let x = join4(p, 1, 17);
+            let m = _mm512_set1_epi8(0x0F);
+            let lut = _mm512_broadcast_i32x4(_mm_loadu_si128(MXFP4_U.as_ptr().cast()));
+            let lo = _mm512_shuffle_epi8(lut, _mm512_and_si512(x, m));
+            let hi = _mm512_shuffle_epi8(lut, _mm512_and_si512(_mm512_srli_epi16::<4>(x), m));
+            let e = |t: usize| E8M0_HALF[usize::from(*p.add(17 * t))];
+            (lo, hi, spread4(_mm_setr_ps(e(0), e(1), e(2), e(3))))
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn dot(w: &Self::W, a: *const V64, acc: __m512) -> __m512 {
+        // SAFETY: forwarded from the caller; the same arithmetic as Q4_0's.
+        unsafe { Q4_0::dot(w, a, acc) }
+    }
+}
+
+/// IQ4_NL (18-byte blocks: `d` f16, then Q4_0's nibble order; values `kvalues_iq4nl[c] * d`,
+/// signed in -127..=113; layout and table from ggml `block_iq4_nl` / `kvalues_iq4nl`, as in
+/// the core's `format::ggml::iq::iq4_nl`). Register: the looked-up levels' absolute values
+/// and sign masks; per column the activations are negated where the level is negative
+/// (masked `vpsubb`), so `maddubs(|v|, ±a)` is exact `v * a` per pair (<= 2 * 127 * 127 <
+/// 2^15); low and high nibble planes are widened (`vpmaddwd`) separately. Record: `a_lo`,
+/// `a_hi`, `d_a`.
+pub(crate) struct Iq4Nl;
+
+impl Lanes for Iq4Nl {
+    const BB: usize = 18;
+    const GB: usize = 4;
+    const REC: usize = 4;
+    type W = (__m512i, __m512i, __mmask64, __mmask64, __m512);
+
+    fn prep(act: ActSlice<'_>, nb: usize, j: usize, g: usize, rec: &mut [V64]) {
+        prep_nib(act, nb, j, g, rec, 0);
+    }
+
+    #[inline(always)]
+    unsafe fn prep_fast(act: ActSlice<'_>, nb: usize, j: usize, g: usize, rec: &mut [V64]) {
+        // SAFETY: forwarded from the caller.
+        unsafe { prep_nib_fast(act, nb, j, g, rec, 0) }
+    }
+
+    #[inline(always)]
+    unsafe fn decode(p: *const u8) -> Self::W {
+        // SAFETY: reads bytes 0..72 at `p` (caller); register-only operations.
+        unsafe {
+            let x = join4(p, 2, 18);
+            let m = _mm512_set1_epi8(0x0F);
+            let lut = _mm512_broadcast_i32x4(_mm_loadu_si128(KVALUES_IQ4NL.as_ptr().cast()));
+            let lo = _mm512_shuffle_epi8(lut, _mm512_and_si512(x, m));
+            let hi = _mm512_shuffle_epi8(lut, _mm512_and_si512(_mm512_srli_epi16::<4>(x), m));
+            let h = |o: usize| u64::from(ptr::read_unaligned(p.add(o).cast::<u16>()));
+            let d4 = h(0) | h(18) << 16 | h(36) << 32 | h(54) << 48;
+            let dv = spread4(_mm_cvtph_ps(_mm_cvtsi64_si128(d4 as i64)));
+            let (nl, nh) = (_mm512_movepi8_mask(lo), _mm512_movepi8_mask(hi));
+            (_mm512_abs_epi8(lo), _mm512_abs_epi8(hi), nl, nh, dv)
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn dot(w: &Self::W, a: *const V64, acc: __m512) -> __m512 {
+        // SAFETY: reads the record's vectors 0, 1, 3 (caller); register-only operations.
+        unsafe {
+            let z = _mm512_setzero_si512();
+            let (al, ah) = (ld(a, 0), ld(a, 1));
+            let sl = _mm512_mask_sub_epi8(al, w.2, z, al);
+            let sh = _mm512_mask_sub_epi8(ah, w.3, z, ah);
+            let one = _mm512_set1_epi16(1);
+            let s = _mm512_add_epi32(
+                _mm512_madd_epi16(_mm512_maddubs_epi16(w.0, sl), one),
+                _mm512_madd_epi16(_mm512_maddubs_epi16(w.1, sh), one),
+            );
+            _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(w.4, ldps(a, 3)), acc)
+        }
+    }
+}
+
+/// The Q4_0-order record (`a_lo`, `a_hi`, `off * asum`, `d_a`) of Q8_0 blocks `4g..4g+4` of
+/// column `j`, blocks past `nb` zero (scalar; partial groups).
+fn prep_nib(act: ActSlice<'_>, nb: usize, j: usize, g: usize, rec: &mut [V64], off: i32) {
+    let [alo, ahi, ao, da] = rec else { return };
+    for t in 0..4 {
+        let Some((q, d)) = q8_0_block(act, nb, j, 4 * g + t) else { continue };
+        for e in 0..16 {
+            alo.put_i8(16 * t + e, q[e]);
+            ahi.put_i8(16 * t + e, q[16 + e]);
+        }
+        for u in 0..4 {
+            let s: i32 =
+                (0..4).map(|e| i32::from(q[4 * u + e]) + i32::from(q[16 + 4 * u + e])).sum();
+            ao.put_i32(4 * t + u, off * s);
+            da.put_f32(4 * t + u, d);
+        }
+    }
+}
+
+/// [`prep_nib`] for a whole group, with vector instructions.
+///
+/// # Safety
+/// The AVX-512 set of [`entry`] is available.
+#[inline(always)]
+unsafe fn prep_nib_fast(
+    act: ActSlice<'_>,
+    nb: usize,
+    j: usize,
+    g: usize,
+    rec: &mut [V64],
+    off: i32,
+) {
+    let ActSlice::Q8_0(a, ad) = act else { return };
+    let i0 = j * nb + 4 * g;
+    let (Some(b), Some(d), true) = (a.get(i0..i0 + 4), ad.get(i0..i0 + 4), rec.len() == 4) else {
+        return;
+    };
+    let r = rec.as_mut_ptr();
+    // SAFETY: reads the 4 blocks' quants and scales (bounds-checked slices); writes the 4
+    // record vectors.
+    unsafe {
+        let p = b.as_ptr().cast::<u8>();
+        let (lo, hi) = (join4(p, 2, 34), join4(p, 18, 34));
+        let one = _mm512_set1_epi8(1);
+        let s = _mm512_add_epi16(_mm512_maddubs_epi16(one, lo), _mm512_maddubs_epi16(one, hi));
+        let s = _mm512_madd_epi16(s, _mm512_set1_epi16(1));
+        _mm512_store_si512(r.cast(), lo);
+        _mm512_store_si512(r.add(1).cast(), hi);
+        _mm512_store_si512(r.add(2).cast(), _mm512_mullo_epi32(s, _mm512_set1_epi32(off)));
+        _mm512_store_ps(r.add(3).cast(), spread4(_mm_loadu_ps(d.as_ptr())));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn e8m0_half_table_matches_core() {
+        for e in 0u8..=0xFE {
+            let want = lowbit_core::scalar::try_ue8m0_to_f32_half(e).unwrap();
+            assert_eq!(E8M0_HALF[usize::from(e)].to_bits(), want.to_bits(), "byte {e:#04x}");
+        }
+    }
+
+    #[test]
+    fn mxfp4_offset_table_matches_core() {
+        for (u, k) in MXFP4_U.iter().zip(lowbit_core::format::ggml::mxfp4::KVALUES_MXFP4) {
+            assert_eq!(i32::from(*u), i32::from(k) + 12);
         }
     }
 }
