@@ -34,8 +34,8 @@ fn simd_c(format: FormatId) -> f64 {
         FormatId::Q4K | FormatId::Q6K => 1.0,
         // Ternary kernels (AVX2: x86/ternary.rs, reference order; AVX-512: x86/z512.rs, c = 1).
         FormatId::Tq2_0 | FormatId::Pq2_0 => 1.0,
-        // AVX-512 MXFP4 / IQ4_NL (x86/z512.rs).
-        FormatId::Mxfp4 | FormatId::Iq4Nl => 1.0,
+        // AVX-512 MXFP4 / IQ4_NL / Q2_K (x86/z512.rs).
+        FormatId::Mxfp4 | FormatId::Iq4Nl | FormatId::Q2K => 1.0,
         // Anything else (NEON kernels, new kernels): the default.
         _ => 1.0,
     }

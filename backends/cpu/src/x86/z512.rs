@@ -37,7 +37,7 @@ use lowbit_core::format::ggml::kquant::scales::scales_mins_k4;
 use lowbit_core::{Error, FormatId};
 
 use super::avx2::hsum_ps;
-use super::ext::{self, ActSlice, W_PQ2, W_Q4K, W_Q6K, W_TQ2};
+use super::ext::{self, ActSlice, W_PQ2, W_Q2K, W_Q4K, W_Q6K, W_TQ2};
 use crate::act::Acts;
 use crate::kernels::Kernel;
 
@@ -51,6 +51,7 @@ pub(crate) fn kernel(format: FormatId) -> Option<Kernel> {
         FormatId::Pq2_0 => Some(Kernel { name: "avx512-pq2_0", f: run_ext::<Pq2, W_PQ2> }),
         FormatId::Q4K => Some(Kernel { name: "avx512-q4_k", f: run_ext::<Q4k, W_Q4K> }),
         FormatId::Q6K => Some(Kernel { name: "avx512-q6_k", f: run_ext::<Q6k, W_Q6K> }),
+        FormatId::Q2K => Some(Kernel { name: "avx512-q2_k", f: run_ext::<Q2k, W_Q2K> }),
         _ => None,
     }
 }
@@ -925,6 +926,81 @@ impl Lanes for Q6k {
             let s = _mm512_add_epi32(_mm512_add_epi32(t(0), t(1)), _mm512_add_epi32(t(2), t(3)));
             _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(w.2, ldps(a, 8)), acc)
         }
+    }
+}
+
+/// Q2_K (84-byte blocks of 256: 16 bytes of 4-bit scale | 4-bit min per 16 elements, 64
+/// bytes of 2-bit codes in TQ2_0's plane order, `d`, `dmin` f16 at 80, 82; layout from ggml
+/// `block_q2_K` / `dequantize_row_q2_K`, as in the core's `format::ggml::kquant::q2_k`).
+/// Codes as [`Tq2`]'s planes; per plane an i16 scale vector (128-bit lane `L` of plane `j`
+/// covers elements `16 * (8 (L / 2) + 2j + L % 2)..+16`, whose scale one `vpshufb` picks);
+/// the mins in element order meet `bsums` directly. Record: [`Tq2`]'s planes, `bsums`,
+/// `d_a`; per column [`Q4k`]'s arithmetic (pairs <= 2 * 3 * 128, times scale <= 15).
+pub(crate) struct Q2k;
+
+impl Lanes for Q2k {
+    const BB: usize = 84;
+    const GB: usize = 1;
+    const WIDE: bool = true;
+    const REC: usize = 6;
+    type W = ([__m512i; 4], [__m512i; 4], __m256i, __m512, __m512);
+
+    fn prep(act: ActSlice<'_>, nb: usize, j: usize, g: usize, rec: &mut [V64]) {
+        Tq2::prep(act, nb, j, g, rec);
+        let Some(blk) = q8_k_block(act, nb, j, g) else { return };
+        rec[4] = V64([0; 64]);
+        for (i, v) in blk.bsums.iter().enumerate() {
+            rec[4].0[2 * i..2 * i + 2].copy_from_slice(&v.to_le_bytes());
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn prep_fast(act: ActSlice<'_>, nb: usize, j: usize, g: usize, rec: &mut [V64]) {
+        let (Some(blk), true) = (q8_k_block(act, nb, j, g), rec.len() == 6) else { return };
+        // SAFETY: forwarded from the caller; then writes record vector 4 (bsums, 32 bytes,
+        // rest zero).
+        unsafe {
+            Tq2::prep_fast(act, nb, j, g, rec);
+            let bs = _mm256_loadu_si256(blk.bsums.as_ptr().cast());
+            _mm512_store_si512(rec.as_mut_ptr().add(4).cast(), _mm512_zextsi256_si512(bs));
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn decode(p: *const u8) -> Self::W {
+        // SAFETY: reads bytes 0..84 at `p` (caller); register-only operations.
+        unsafe {
+            let x = _mm512_loadu_si512(p.add(16).cast());
+            let m = _mm512_set1_epi8(3);
+            let c = [
+                _mm512_and_si512(x, m),
+                _mm512_and_si512(_mm512_srli_epi16::<2>(x), m),
+                _mm512_and_si512(_mm512_srli_epi16::<4>(x), m),
+                _mm512_and_si512(_mm512_srli_epi16::<6>(x), m),
+            ];
+            let s = _mm_loadu_si128(p.cast());
+            let sc = _mm512_broadcast_i32x4(_mm_and_si128(s, _mm_set1_epi8(0x0F)));
+            let z = 0xFFu8;
+            let pick = |j: u8| {
+                let b = |i: u8| i32::from_le_bytes([i, z, i, z]);
+                let (a0, a1, a2, a3) = (b(2 * j), b(2 * j + 1), b(8 + 2 * j), b(9 + 2 * j));
+                #[rustfmt::skip]
+                let idx = _mm512_setr_epi32(
+                    a0, a0, a0, a0, a1, a1, a1, a1, a2, a2, a2, a2, a3, a3, a3, a3,
+                );
+                _mm512_shuffle_epi8(sc, idx)
+            };
+            let scv = [pick(0), pick(1), pick(2), pick(3)];
+            let mins =
+                _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16::<4>(s), _mm_set1_epi8(0x0F)));
+            (c, scv, mins, f16_bcast(p.add(80)), f16_bcast(p.add(82)))
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn dot(w: &Self::W, a: *const V64, acc: __m512) -> __m512 {
+        // SAFETY: forwarded from the caller; the same arithmetic as Q4_K's.
+        unsafe { Q4k::dot(w, a, acc) }
     }
 }
 
