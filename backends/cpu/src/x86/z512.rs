@@ -1,5 +1,5 @@
 //! AVX-512 (F/BW/VL) "one row per register" kernels for Q4_0, MXFP4, IQ4_NL and PQ2_0
-//! (against Q8_0 activations) and TQ2_0, Q4_K and Q6_K (against Q8_K activations).
+//! (against Q8_0 activations) and TQ2_0, Q2_K, Q4_K and Q6_K (against Q8_K activations).
 //!
 //! Layout. The activations of the tile are first rearranged, once per kernel call, into
 //! per-column *records* (a few 64-byte vectors per weight group, [`Lanes::prep`]) whose byte
@@ -14,12 +14,15 @@
 //!
 //! Arithmetic and bound. Every i32 lane sum is exact (the overflow margins are stated at each
 //! format). Lane `l` of a row's accumulator receives, per group in order, `fma(s_l, sc_l, acc_l)`
-//! where `s_l` is an exact integer (converted exactly: |s_l| < 2^24) and `sc_l` is one rounded
-//! product of the weight and activation scales (Q4_K: two such FMAs, the min term subtracted);
-//! at the end the 16 lanes are summed by a fixed tree (`(lo256 + hi256)`, then
-//! [`super::avx2::hsum_ps`]). Each term thus carries at most `2 + 2 * groups + 4` roundings,
-//! fewer than K, so `|y - y_exact| <= c * K * 2^-24 * sum|w_i a_i|` holds with **c = 1** for
-//! every format here (not bit-identical to the reference, whose order differs).
+//! where `s_l` is an exact integer (converted exactly while |s_l| < 2^24, which only extreme
+//! Q6_K blocks can exceed, at the cost of one more rounding) and `sc_l` is one rounded product
+//! of the weight and activation scales (Q4_K, Q2_K: a second FMA subtracts the min term); at
+//! the end the 16 lanes are summed by a fixed tree (`(lo256 + hi256)`, then
+//! [`super::avx2::hsum_ps`]). Every lane's integer is a sum of its own elements' terms only
+//! (per-lane activation-sum corrections), so each term carries at most `3 + 2 * groups + 4`
+//! roundings, fewer than K, and `|y - y_exact| <= c * K * 2^-24 * sum|w_i a_i|` holds with
+//! **c = 1** for every format here (not bit-identical to the reference, whose order differs).
+//! Where `sum|w_i a_i|` itself exceeds f32 (MXFP4 scales near 2^127), a lane may overflow.
 //!
 //! What must not live here: length checks (`super::check_q8_0`, `super::ext::check`), the
 //! AVX2 kernels, other formats.
