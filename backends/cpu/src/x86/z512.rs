@@ -1,5 +1,5 @@
 //! AVX-512 (F/BW/VL) "one row per register" kernels for Q4_0, MXFP4, IQ4_NL and PQ2_0
-//! (against Q8_0 activations) and TQ2_0, Q2_K, Q4_K and Q6_K (against Q8_K activations).
+//! (against Q8_0 activations) and TQ2_0, Q2_K, Q4_K, Q5_K and Q6_K (against Q8_K activations).
 //!
 //! Layout. The activations of the tile are first rearranged, once per kernel call, into
 //! per-column *records* (a few 64-byte vectors per weight group, [`Lanes::prep`]) whose byte
@@ -40,7 +40,7 @@ use lowbit_core::format::ggml::kquant::scales::scales_mins_k4;
 use lowbit_core::{Error, FormatId};
 
 use super::avx2::hsum_ps;
-use super::ext::{self, ActSlice, W_PQ2, W_Q2K, W_Q4K, W_Q6K, W_TQ2};
+use super::ext::{self, ActSlice, W_PQ2, W_Q2K, W_Q4K, W_Q5K, W_Q6K, W_TQ2};
 use crate::act::Acts;
 use crate::kernels::Kernel;
 
@@ -55,6 +55,7 @@ pub(crate) fn kernel(format: FormatId) -> Option<Kernel> {
         FormatId::Q4K => Some(Kernel { name: "avx512-q4_k", f: run_ext::<Q4k, W_Q4K> }),
         FormatId::Q6K => Some(Kernel { name: "avx512-q6_k", f: run_ext::<Q6k, W_Q6K> }),
         FormatId::Q2K => Some(Kernel { name: "avx512-q2_k", f: run_ext::<Q2k, W_Q2K> }),
+        FormatId::Q5K => Some(Kernel { name: "avx512-q5_k", f: run_ext::<Q5k, W_Q5K> }),
         _ => None,
     }
 }
@@ -758,56 +759,8 @@ impl Lanes for Q4k {
 
     #[inline(always)]
     unsafe fn decode(p: *const u8) -> Self::W {
-        // SAFETY: reads bytes 0..144 at `p` (caller); register-only operations.
-        unsafe {
-            let m = _mm512_set1_epi8(0x0F);
-            let x0 = _mm512_loadu_si512(p.add(16).cast());
-            let x1 = _mm512_loadu_si512(p.add(80).cast());
-            let v = [
-                _mm512_and_si512(x0, m),
-                _mm512_and_si512(_mm512_srli_epi16::<4>(x0), m),
-                _mm512_and_si512(x1, m),
-                _mm512_and_si512(_mm512_srli_epi16::<4>(x1), m),
-            ];
-            let (sc, mn) = scales_mins_k4(&*p.add(4).cast::<[u8; 12]>());
-            let lo = u64::from_le_bytes(sc);
-            let hi = u64::from_le_bytes(mn);
-            let sm = _mm512_broadcast_i32x4(_mm_set_epi64x(hi as i64, lo as i64));
-            // Scale of sub-block `s` as i16 in every word of the 128-bit lanes it covers.
-            let z = -1i8;
-            let pick = |a: i8, b: i8| {
-                _mm512_shuffle_epi8(
-                    sm,
-                    _mm512_setr_epi32(
-                        i32::from_le_bytes([a as u8, z as u8, a as u8, z as u8]),
-                        i32::from_le_bytes([a as u8, z as u8, a as u8, z as u8]),
-                        i32::from_le_bytes([a as u8, z as u8, a as u8, z as u8]),
-                        i32::from_le_bytes([a as u8, z as u8, a as u8, z as u8]),
-                        i32::from_le_bytes([a as u8, z as u8, a as u8, z as u8]),
-                        i32::from_le_bytes([a as u8, z as u8, a as u8, z as u8]),
-                        i32::from_le_bytes([a as u8, z as u8, a as u8, z as u8]),
-                        i32::from_le_bytes([a as u8, z as u8, a as u8, z as u8]),
-                        i32::from_le_bytes([b as u8, z as u8, b as u8, z as u8]),
-                        i32::from_le_bytes([b as u8, z as u8, b as u8, z as u8]),
-                        i32::from_le_bytes([b as u8, z as u8, b as u8, z as u8]),
-                        i32::from_le_bytes([b as u8, z as u8, b as u8, z as u8]),
-                        i32::from_le_bytes([b as u8, z as u8, b as u8, z as u8]),
-                        i32::from_le_bytes([b as u8, z as u8, b as u8, z as u8]),
-                        i32::from_le_bytes([b as u8, z as u8, b as u8, z as u8]),
-                        i32::from_le_bytes([b as u8, z as u8, b as u8, z as u8]),
-                    ),
-                )
-            };
-            let sc = [pick(0, 2), pick(1, 3), pick(4, 6), pick(5, 7)];
-            // mins[j / 2] for bsums j = 0..16 (mins are bytes 8..16 of `sm`).
-            #[rustfmt::skip]
-            let mi = _mm256_setr_epi8(
-                8, z, 8, z, 9, z, 9, z, 10, z, 10, z, 11, z, 11, z,
-                12, z, 12, z, 13, z, 13, z, 14, z, 14, z, 15, z, 15, z,
-            );
-            let mins = _mm256_shuffle_epi8(_mm512_castsi512_si256(sm), mi);
-            (v, sc, mins, f16_bcast(p), f16_bcast(p.add(2)))
-        }
+        // SAFETY: forwarded from the caller (bytes 0..144).
+        unsafe { k4_decode(p, 16) }
     }
 
     #[inline(always)]
@@ -822,6 +775,124 @@ impl Lanes for Q4k {
             let m = _mm512_zextsi256_si512(_mm256_madd_epi16(w.2, bs));
             _mm512_fnmadd_ps(_mm512_cvtepi32_ps(m), _mm512_mul_ps(w.4, da), acc)
         }
+    }
+}
+
+/// Q4_K-style decode (shared by Q4_K and Q5_K): `d`, `dmin`, the 12 scale/min bytes at 4, the
+/// 128 nibble bytes at `qoff`.
+///
+/// # Safety
+/// `p .. p + qoff + 128` is readable; the AVX-512 set of [`entry`] is available.
+#[inline(always)]
+unsafe fn k4_decode(p: *const u8, qoff: usize) -> <Q4k as Lanes>::W {
+    // SAFETY: reads bytes 0..16 and `qoff..qoff + 128` at `p` (caller); register-only
+    // operations.
+    unsafe {
+        let m = _mm512_set1_epi8(0x0F);
+        let x0 = _mm512_loadu_si512(p.add(qoff).cast());
+        let x1 = _mm512_loadu_si512(p.add(qoff + 64).cast());
+        let v = [
+            _mm512_and_si512(x0, m),
+            _mm512_and_si512(_mm512_srli_epi16::<4>(x0), m),
+            _mm512_and_si512(x1, m),
+            _mm512_and_si512(_mm512_srli_epi16::<4>(x1), m),
+        ];
+        let (sc, mn) = scales_mins_k4(&*p.add(4).cast::<[u8; 12]>());
+        let lo = u64::from_le_bytes(sc);
+        let hi = u64::from_le_bytes(mn);
+        let sm = _mm512_broadcast_i32x4(_mm_set_epi64x(hi as i64, lo as i64));
+        // Scale of sub-block `s` as i16 in every word of the 128-bit lanes it covers.
+        let z = -1i8;
+        let pick = |a: i8, b: i8| {
+            _mm512_shuffle_epi8(
+                sm,
+                _mm512_setr_epi32(
+                    i32::from_le_bytes([a as u8, z as u8, a as u8, z as u8]),
+                    i32::from_le_bytes([a as u8, z as u8, a as u8, z as u8]),
+                    i32::from_le_bytes([a as u8, z as u8, a as u8, z as u8]),
+                    i32::from_le_bytes([a as u8, z as u8, a as u8, z as u8]),
+                    i32::from_le_bytes([a as u8, z as u8, a as u8, z as u8]),
+                    i32::from_le_bytes([a as u8, z as u8, a as u8, z as u8]),
+                    i32::from_le_bytes([a as u8, z as u8, a as u8, z as u8]),
+                    i32::from_le_bytes([a as u8, z as u8, a as u8, z as u8]),
+                    i32::from_le_bytes([b as u8, z as u8, b as u8, z as u8]),
+                    i32::from_le_bytes([b as u8, z as u8, b as u8, z as u8]),
+                    i32::from_le_bytes([b as u8, z as u8, b as u8, z as u8]),
+                    i32::from_le_bytes([b as u8, z as u8, b as u8, z as u8]),
+                    i32::from_le_bytes([b as u8, z as u8, b as u8, z as u8]),
+                    i32::from_le_bytes([b as u8, z as u8, b as u8, z as u8]),
+                    i32::from_le_bytes([b as u8, z as u8, b as u8, z as u8]),
+                    i32::from_le_bytes([b as u8, z as u8, b as u8, z as u8]),
+                ),
+            )
+        };
+        let sc = [pick(0, 2), pick(1, 3), pick(4, 6), pick(5, 7)];
+        // mins[j / 2] for bsums j = 0..16 (mins are bytes 8..16 of `sm`).
+        #[rustfmt::skip]
+        let mi = _mm256_setr_epi8(
+            8, z, 8, z, 9, z, 9, z, 10, z, 10, z, 11, z, 11, z,
+            12, z, 12, z, 13, z, 13, z, 14, z, 14, z, 15, z, 15, z,
+        );
+        let mins = _mm256_shuffle_epi8(_mm512_castsi512_si256(sm), mi);
+        (v, sc, mins, f16_bcast(p), f16_bcast(p.add(2)))
+    }
+}
+
+/// Q5_K (176-byte blocks: Q4_K's `d`, `dmin`, scales, then `qh[32]` at 16 and the nibbles at
+/// 48; element `64c + l` / `64c + 32 + l` takes bit `2c` / `2c + 1` of `qh[l]` as its fifth
+/// bit; layout from ggml `block_q5_K` / `dequantize_row_q5_K`, as in the core). As [`Q4k`],
+/// with the fifth bits moved to bit 4 per 256-bit half (`vpsllvw` / `vpsrlvw`) and merged
+/// (`vpternlogd`): codes 0..=31 (pairs <= 2 * 31 * 128 < 2^15, times scale <= 63).
+pub(crate) struct Q5k;
+
+impl Lanes for Q5k {
+    const BB: usize = 176;
+    const GB: usize = 1;
+    const WIDE: bool = true;
+    const REC: usize = 6;
+    type W = <Q4k as Lanes>::W;
+
+    fn prep(act: ActSlice<'_>, nb: usize, j: usize, g: usize, rec: &mut [V64]) {
+        Q4k::prep(act, nb, j, g, rec);
+    }
+
+    #[inline(always)]
+    unsafe fn prep_fast(act: ActSlice<'_>, nb: usize, j: usize, g: usize, rec: &mut [V64]) {
+        // SAFETY: forwarded from the caller.
+        unsafe { Q4k::prep_fast(act, nb, j, g, rec) }
+    }
+
+    #[inline(always)]
+    unsafe fn decode(p: *const u8) -> Self::W {
+        // SAFETY: reads bytes 0..176 at `p` (caller); register-only operations.
+        unsafe {
+            let mut w = k4_decode(p, 48);
+            let qh = _mm512_broadcast_i64x4(_mm256_loadu_si256(p.add(16).cast()));
+            let sh = |a: i16, b: i16| {
+                _mm512_inserti64x4::<1>(
+                    _mm512_castsi256_si512(_mm256_set1_epi16(a)),
+                    _mm256_set1_epi16(b),
+                )
+            };
+            let m10 = _mm512_set1_epi8(0x10);
+            let hb = [
+                _mm512_sllv_epi16(qh, sh(4, 2)),
+                _mm512_sllv_epi16(qh, sh(3, 1)),
+                _mm512_srlv_epi16(qh, sh(0, 2)),
+                _mm512_srlv_epi16(qh, sh(1, 3)),
+            ];
+            for k in 0..4 {
+                // v | (hb & 0x10): ternary-logic table 0xF8 = A | (B & C).
+                w.0[k] = _mm512_ternarylogic_epi32::<0xF8>(w.0[k], hb[k], m10);
+            }
+            w
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn dot(w: &Self::W, a: *const V64, acc: __m512) -> __m512 {
+        // SAFETY: forwarded from the caller; the same arithmetic as Q4_K's.
+        unsafe { Q4k::dot(w, a, acc) }
     }
 }
 
