@@ -24,16 +24,18 @@ fn same(a: f32, b: f32) -> bool {
 /// a kernel family edits only its own arm).
 fn simd_c(format: FormatId) -> f64 {
     match format {
-        // x86/avx2.rs, x86/avx512.rs: Q8_0, Q4_0.
+        // x86/avx2.rs, x86/avx512.rs: Q8_0, Q4_0 (AVX-512 Q4_0: x86/z512.rs, also c = 1).
         FormatId::Q8_0 | FormatId::Q4_0 => 1.0,
         // ROCmFP2 / ROCmFP3 kernels.
         FormatId::RocmFp2 | FormatId::RocmFp3 => 1.0,
         // HFP4 family kernels (x86/hfp4.rs).
         FormatId::Hfp4G32 | FormatId::Mfp4G32 | FormatId::Mfp4G32P => 2.0,
-        // K-quants (x86/kquant.rs).
+        // K-quants (AVX2: x86/kquant.rs, reference order; AVX-512: x86/z512.rs, c = 1).
         FormatId::Q4K | FormatId::Q6K => 1.0,
-        // Ternary kernels (x86/ternary.rs, x86/ext.rs).
+        // Ternary kernels (AVX2: x86/ternary.rs, reference order; AVX-512: x86/z512.rs, c = 1).
         FormatId::Tq2_0 | FormatId::Pq2_0 => 1.0,
+        // AVX-512 MXFP4 / IQ4_NL / Q2_K / Q5_K (x86/z512.rs).
+        FormatId::Mxfp4 | FormatId::Iq4Nl | FormatId::Q2K | FormatId::Q5K => 1.0,
         // Anything else (NEON kernels, new kernels): the default.
         _ => 1.0,
     }
@@ -112,6 +114,12 @@ fn check_case(cpu: &CpuBackend, format: FormatId, rows: usize, k: usize, ns: &[u
         }
         let ex = exact_dots(format, &w, rows, k, &x);
         for (i, ((a, b), (e, s))) in yc.iter().zip(&yr).zip(&ex).enumerate() {
+            if *s > f64::from(f32::MAX) && !a.is_finite() {
+                // sum|terms| is past f32 (MXFP4's 2^127 scales): a reordered sum may overflow
+                // in some lane, so a non-finite result is accepted; a finite one must still
+                // meet the bound below.
+                continue;
+            }
             let bound = simd_c(format) * k as f64 * 2f64.powi(-24) * s;
             let err = (f64::from(*a) - e).abs();
             assert!(
@@ -197,7 +205,7 @@ fn simd_kernels_are_selected() {
                 _ => assert!(name.starts_with(isa.name()), "{isa:?} {format}: {name}"),
             }
         }
-        assert_eq!(cpu.table().kernel_name(FormatId::Q5K), Some("scalar-reference"));
+        assert_eq!(cpu.table().kernel_name(FormatId::Q3K), Some("scalar-reference"));
     }
 }
 

@@ -1,4 +1,6 @@
-//! AVX-512 (F/BW/VL) kernels for Q8_0, Q4_0 and ROCmFP2 against Q8_0 activations.
+//! AVX-512 (F/BW/VL) kernels for Q8_0, Q4_0 and ROCmFP2 against Q8_0 activations. Formats
+//! that [`super::z512`] covers (Q4_0 up to 4 columns, the K-quants, the ternary types, MXFP4,
+//! IQ4_NL) are routed there first by [`kernel`].
 //!
 //! Same arithmetic as the AVX2 body (`super::avx2`, whose module doc gives the order and the
 //! bound, c = 1), but two rows share one 512-bit register: the low 256 bits hold row `i`'s
@@ -30,6 +32,9 @@ use crate::kernels::Kernel;
 
 /// The AVX-512 kernel for `format`, if one exists.
 pub(crate) fn kernel(format: FormatId) -> Option<Kernel> {
+    if let Some(k) = super::z512::kernel(format) {
+        return Some(k);
+    }
     match format {
         FormatId::Q8_0 => Some(Kernel { name: "avx512-q8_0", f: run::<W_Q8_0> }),
         FormatId::Q4_0 => Some(Kernel { name: "avx512-q4_0", f: run::<W_Q4_0> }),
@@ -38,7 +43,7 @@ pub(crate) fn kernel(format: FormatId) -> Option<Kernel> {
     }
 }
 
-fn run<const F: u8>(
+pub(crate) fn run<const F: u8>(
     format: FormatId,
     w: &[u8],
     rb: usize,

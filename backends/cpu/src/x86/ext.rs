@@ -32,6 +32,11 @@ pub(crate) const W_FP3: u8 = 12;
 pub(crate) const W_Q4K: u8 = 13;
 /// Weight code: Q6_K (256-element blocks of 210 bytes, Q8_K activations).
 pub(crate) const W_Q6K: u8 = 14;
+/// Weight code: Q2_K (256-element blocks of 84 bytes, Q8_K activations; AVX-512 only,
+/// `super::z512`).
+pub(crate) const W_Q2K: u8 = 15;
+/// Weight code: Q5_K (256-element blocks of 176 bytes, Q8_K activations; AVX-512 only).
+pub(crate) const W_Q5K: u8 = 16;
 
 /// `(block bytes, elements per block)` of a weight code.
 pub(crate) const fn geometry(f: u8) -> (usize, usize) {
@@ -40,6 +45,8 @@ pub(crate) const fn geometry(f: u8) -> (usize, usize) {
         W_PQ2 => (34, 128),
         W_Q4K => (144, 256),
         W_Q6K => (210, 256),
+        W_Q2K => (84, 256),
+        W_Q5K => (176, 256),
         _ => (14, 32),
     }
 }
@@ -90,7 +97,7 @@ pub(crate) struct Shape<'a> {
 /// the tile is 1..=16 columns inside `acts`; `out` holds `rows * tile` values; the activation
 /// arrays hold `n * k / act_block` entries of the kind `F` needs. Any violation is an internal
 /// error reported as [`Error::Length`] (or [`Error::WrongActivation`]).
-fn check<'a, const F: u8>(
+pub(crate) fn check<'a, const F: u8>(
     format: FormatId,
     w: &[u8],
     rb: usize,
@@ -100,7 +107,9 @@ fn check<'a, const F: u8>(
 ) -> Result<Shape<'a>, Error> {
     let (bs, qk) = geometry(F);
     let (act, have, act_block) = match (&acts.data, F) {
-        (ActData::Q8K(b), W_TQ2 | W_Q4K | W_Q6K) => (ActSlice::Q8K(b), b.len(), 256),
+        (ActData::Q8K(b), W_TQ2 | W_Q4K | W_Q6K | W_Q2K | W_Q5K) => {
+            (ActSlice::Q8K(b), b.len(), 256)
+        }
         (ActData::Q8_0 { blocks, d }, W_PQ2 | W_FP3) if d.len() == blocks.len() => {
             (ActSlice::Q8_0(blocks, d), blocks.len(), 32)
         }

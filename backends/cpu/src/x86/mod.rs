@@ -19,6 +19,7 @@ mod fp3;
 mod hfp4;
 mod kquant;
 mod ternary;
+mod z512;
 
 use std::ops::Range;
 

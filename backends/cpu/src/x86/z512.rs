@@ -1,0 +1,1306 @@
+//! AVX-512 (F/BW/VL) "one row per register" kernels for Q4_0, MXFP4, IQ4_NL and PQ2_0
+//! (against Q8_0 activations) and TQ2_0, Q2_K, Q4_K, Q5_K and Q6_K (against Q8_K activations).
+//!
+//! Layout. The activations of the tile are first rearranged, once per kernel call, into
+//! per-column *records* (a few 64-byte vectors per weight group, [`Lanes::prep`]) whose byte
+//! order matches the order in which a weight group unpacks into 512-bit registers with the
+//! fewest operations (nibble planes, 2-bit planes, ...), together with the exact integer
+//! corrections each format needs (activation sums for offset codes) and the activation scales
+//! as f32 lanes. A weight group of one row is then decoded once into registers
+//! ([`Lanes::decode`]) and reused for every column of the sub-tile ([`Lanes::dot`]): per
+//! column, `vpmaddubsw` (unsigned weight codes x signed activations), `vpmaddwd` (by ones, or
+//! by the per-sub-block scales for the K-quants), an exact i32 correction, one `vcvtdq2ps` and
+//! one FMA into 16 f32 lanes. Nothing is reduced across lanes before the end of the row.
+//!
+//! Arithmetic and bound. Every i32 lane sum is exact (the overflow margins are stated at each
+//! format). Lane `l` of a row's accumulator receives, per group in order, `fma(s_l, sc_l, acc_l)`
+//! where `s_l` is an exact integer (converted exactly while |s_l| < 2^24, which only extreme
+//! Q6_K blocks can exceed, at the cost of one more rounding) and `sc_l` is one rounded product
+//! of the weight and activation scales (Q4_K, Q2_K: a second FMA subtracts the min term); at
+//! the end the 16 lanes are summed by a fixed tree (`(lo256 + hi256)`, then
+//! [`super::avx2::hsum_ps`]). Every lane's integer is a sum of its own elements' terms only
+//! (per-lane activation-sum corrections), so each term carries at most `3 + 2 * groups + 4`
+//! roundings, fewer than K, and `|y - y_exact| <= c * K * 2^-24 * sum|w_i a_i|` holds with
+//! **c = 1** for every format here (not bit-identical to the reference, whose order differs).
+//! Where `sum|w_i a_i|` itself exceeds f32 (MXFP4 scales near 2^127), a lane may overflow.
+//!
+//! What must not live here: length checks (`super::check_q8_0`, `super::ext::check`), the
+//! AVX2 kernels, other formats.
+
+#![allow(clippy::incompatible_msrv)]
+// Plane, row and column indices address several arrays at once.
+#![allow(clippy::needless_range_loop)]
+
+use std::arch::x86_64::*;
+use std::ops::Range;
+use std::ptr;
+
+use lowbit_core::format::ggml::iq::tables::KVALUES_IQ4NL;
+use lowbit_core::format::ggml::kquant::scales::scales_mins_k4;
+use lowbit_core::{Error, FormatId};
+
+use super::avx2::hsum_ps;
+use super::ext::{self, ActSlice, W_PQ2, W_Q2K, W_Q4K, W_Q5K, W_Q6K, W_TQ2};
+use crate::act::Acts;
+use crate::kernels::Kernel;
+
+/// The kernel for `format`, if this module has one.
+pub(crate) fn kernel(format: FormatId) -> Option<Kernel> {
+    match format {
+        FormatId::Q4_0 => Some(Kernel { name: "avx512-q4_0", f: run_q4_0 }),
+        FormatId::Mxfp4 => Some(Kernel { name: "avx512-mxfp4", f: run_q8_0::<Mxfp4> }),
+        FormatId::Iq4Nl => Some(Kernel { name: "avx512-iq4_nl", f: run_q8_0::<Iq4Nl> }),
+        FormatId::Tq2_0 => Some(Kernel { name: "avx512-tq2_0", f: run_ext::<Tq2, W_TQ2> }),
+        FormatId::Pq2_0 => Some(Kernel { name: "avx512-pq2_0", f: run_ext::<Pq2, W_PQ2> }),
+        FormatId::Q4K => Some(Kernel { name: "avx512-q4_k", f: run_ext::<Q4k, W_Q4K> }),
+        FormatId::Q6K => Some(Kernel { name: "avx512-q6_k", f: run_ext::<Q6k, W_Q6K> }),
+        FormatId::Q2K => Some(Kernel { name: "avx512-q2_k", f: run_ext::<Q2k, W_Q2K> }),
+        FormatId::Q5K => Some(Kernel { name: "avx512-q5_k", f: run_ext::<Q5k, W_Q5K> }),
+        _ => None,
+    }
+}
+
+/// One 64-byte activation vector of a record.
+#[derive(Clone, Copy, bytemuck::Zeroable, bytemuck::Pod)]
+#[repr(C, align(64))]
+pub(crate) struct V64(pub [u8; 64]);
+
+impl V64 {
+    fn put_i8(&mut self, i: usize, v: i8) {
+        self.0[i] = v as u8;
+    }
+    fn put_i32(&mut self, i: usize, v: i32) {
+        self.0[4 * i..4 * i + 4].copy_from_slice(&v.to_le_bytes());
+    }
+    fn put_f32(&mut self, i: usize, v: f32) {
+        self.0[4 * i..4 * i + 4].copy_from_slice(&v.to_le_bytes());
+    }
+}
+
+/// A weight format in the one-row-per-register layout.
+pub(crate) trait Lanes {
+    /// Bytes of one weight block.
+    const BB: usize;
+    /// Weight blocks per group (one decode).
+    const GB: usize;
+    /// 64-byte vectors per activation record (one group, one column).
+    const REC: usize;
+    /// Whether a decoded group fills so many registers (K-quants: 9-10) that one- and
+    /// two-column tiles use row groups of 2 instead of 4 (measured faster).
+    const WIDE: bool = false;
+    /// One row's decoded group.
+    type W: Copy;
+    /// Writes the record of group `g` of column `j` into `rec` (`REC` vectors). Blocks past
+    /// `nb` (a partial last group) get zero activations.
+    fn prep(act: ActSlice<'_>, nb: usize, j: usize, g: usize, rec: &mut [V64]);
+    /// [`Lanes::prep`] for a whole group (`g < nb / GB`), with vector instructions.
+    ///
+    /// # Safety
+    /// The AVX-512 set of [`entry`] is available.
+    unsafe fn prep_fast(act: ActSlice<'_>, nb: usize, j: usize, g: usize, rec: &mut [V64]) {
+        Self::prep(act, nb, j, g, rec);
+    }
+    /// Decodes the group at `p`.
+    ///
+    /// # Safety
+    /// `p .. p + GB * BB` is readable; the AVX-512 set of [`entry`] is available.
+    unsafe fn decode(p: *const u8) -> Self::W;
+    /// `acc` plus this group's contribution for the column whose record is at `a`.
+    ///
+    /// # Safety
+    /// `a` points at `REC` readable vectors; the AVX-512 set of [`entry`] is available.
+    unsafe fn dot(w: &Self::W, a: *const V64, acc: __m512) -> __m512;
+}
+
+/// Loads vector `i` of the record at `a`.
+///
+/// # Safety
+/// `a + i` is a readable [`V64`]; AVX-512F is available.
+#[inline(always)]
+unsafe fn ld(a: *const V64, i: usize) -> __m512i {
+    // SAFETY: the caller guarantees the read; `V64` is 64-byte aligned.
+    unsafe { _mm512_load_si512(a.add(i).cast()) }
+}
+
+/// Loads vector `i` of the record at `a` as f32 lanes.
+///
+/// # Safety
+/// As [`ld`].
+#[inline(always)]
+unsafe fn ldps(a: *const V64, i: usize) -> __m512 {
+    // SAFETY: the caller guarantees the read; `V64` is 64-byte aligned.
+    unsafe { _mm512_load_ps(a.add(i).cast()) }
+}
+
+/// One f16 at `p` as f32, broadcast to 16 lanes.
+///
+/// # Safety
+/// `p .. p + 2` is readable; AVX-512F and F16C are available.
+#[inline(always)]
+unsafe fn f16_bcast(p: *const u8) -> __m512 {
+    // SAFETY: reads 2 bytes at `p` (caller); register-only operations.
+    unsafe {
+        let h = ptr::read_unaligned(p.cast::<u16>());
+        let v = _mm_cvtph_ps(_mm_cvtsi32_si128(i32::from(h)));
+        _mm512_broadcastss_ps(v)
+    }
+}
+
+/// The sum of the 16 lanes of `v`: `hsum_ps(lo256 + hi256)`.
+///
+/// # Safety
+/// AVX-512F is available.
+#[inline(always)]
+unsafe fn hsum16(v: __m512) -> f32 {
+    // SAFETY: register-only operations.
+    unsafe {
+        let lo = _mm512_castps512_ps256(v);
+        let hi = _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(v)));
+        hsum_ps(_mm256_add_ps(lo, hi))
+    }
+}
+
+/// Bytes ahead that each row stream prefetches.
+const PF: usize = 768;
+
+/// The driver (row and column group sizes per [`entry`]): rows in groups of `R`, columns in sub-tiles of `CT` (the last row / column
+/// repeated, extra results discarded), groups of `F::GB` blocks (a partial last group is
+/// decoded from a zero-padded copy).
+///
+/// # Safety
+/// The AVX-512 set of [`entry`] is available; `w` is whole rows of `rb = nb * F::BB` bytes;
+/// `recs` holds `ncols * ng * F::REC` vectors (`ng = ceil(nb / F::GB)`);
+/// `out.len() == rows * ncols`; `ncols >= 1`.
+#[inline(always)]
+#[allow(clippy::needless_range_loop)]
+unsafe fn drive<F: Lanes, const R: usize, const CT: usize>(
+    w: &[u8],
+    rb: usize,
+    nb: usize,
+    recs: &[V64],
+    ncols: usize,
+    out: &mut [f32],
+) {
+    let gbytes = F::GB * F::BB;
+    let full = nb / F::GB;
+    let ng = nb.div_ceil(F::GB);
+    let per_col = ng * F::REC;
+    let nrows = w.len() / rb;
+    // SAFETY: row pointers are clamped to `nrows - 1`, groups `< full` lie inside the row, the
+    // partial group is copied into a padded buffer first; record pointers are clamped to the
+    // last column and stay inside `recs`; the prefetch hint never faults.
+    unsafe {
+        let mut r0 = 0;
+        while r0 < nrows {
+            let here = (nrows - r0).min(R);
+            let mut rp = [w.as_ptr(); R];
+            for i in 0..R {
+                rp[i] = w.as_ptr().add((r0 + i.min(here - 1)) * rb);
+            }
+            let mut c0 = 0;
+            while c0 < ncols {
+                let nc = (ncols - c0).min(CT);
+                let mut ap = [recs.as_ptr(); CT];
+                for jj in 0..CT {
+                    ap[jj] = recs.as_ptr().add((c0 + jj.min(nc - 1)) * per_col);
+                }
+                let mut acc = [[_mm512_setzero_ps(); CT]; R];
+                for g in 0..full {
+                    let mut dec = [F::decode(rp[0].add(g * gbytes)); R];
+                    for i in 0..R {
+                        let p = rp[i].add(g * gbytes);
+                        _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(PF).cast());
+                        if i > 0 {
+                            dec[i] = F::decode(p);
+                        }
+                    }
+                    for jj in 0..CT {
+                        let a = ap[jj].add(g * F::REC);
+                        for i in 0..R {
+                            acc[i][jj] = F::dot(&dec[i], a, acc[i][jj]);
+                        }
+                    }
+                }
+                if full < ng {
+                    let tail = (nb - full * F::GB) * F::BB;
+                    let mut buf = [[0u8; 256]; R];
+                    for i in 0..R {
+                        ptr::copy_nonoverlapping(
+                            rp[i].add(full * gbytes),
+                            buf[i].as_mut_ptr(),
+                            tail,
+                        );
+                    }
+                    let mut dec = [F::decode(buf[0].as_ptr()); R];
+                    for i in 1..R {
+                        dec[i] = F::decode(buf[i].as_ptr());
+                    }
+                    for jj in 0..CT {
+                        let a = ap[jj].add(full * F::REC);
+                        for i in 0..R {
+                            acc[i][jj] = F::dot(&dec[i], a, acc[i][jj]);
+                        }
+                    }
+                }
+                for i in 0..here {
+                    for jj in 0..nc {
+                        out[(r0 + i) * ncols + c0 + jj] = hsum16(acc[i][jj]);
+                    }
+                }
+                c0 += CT;
+            }
+            r0 += R;
+        }
+    }
+}
+
+/// Rearranges the activations of the tile's columns into records.
+///
+/// # Safety
+/// The AVX-512 set of [`entry`] is available.
+#[inline(always)]
+unsafe fn prep_all<F: Lanes>(act: ActSlice<'_>, nb: usize, cols: &Range<usize>) -> Vec<V64> {
+    let ng = nb.div_ceil(F::GB);
+    let full = nb / F::GB;
+    let mut recs = vec![V64([0; 64]); cols.len() * ng * F::REC];
+    for (c, j) in cols.clone().enumerate() {
+        for g in 0..ng {
+            let at = (c * ng + g) * F::REC;
+            let rec = &mut recs[at..at + F::REC];
+            if g < full {
+                // SAFETY: forwarded from the caller.
+                unsafe { F::prep_fast(act, nb, j, g, rec) };
+            } else {
+                F::prep(act, nb, j, g, rec);
+            }
+        }
+    }
+    recs
+}
+
+/// Column-count dispatch.
+///
+/// # Safety
+/// As [`drive`] (with `recs` built here from `act` for `cols`), plus AVX-512 F/BW/VL, AVX2,
+/// FMA and F16C are available.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
+unsafe fn entry<F: Lanes>(
+    w: &[u8],
+    rb: usize,
+    nb: usize,
+    act: ActSlice<'_>,
+    cols: Range<usize>,
+    out: &mut [f32],
+) {
+    let ncols = cols.len();
+    // SAFETY: forwarded from the caller; `recs` holds the records of `ncols` columns.
+    unsafe {
+        let recs = prep_all::<F>(act, nb, &cols);
+        let recs = &recs[..];
+        match (F::WIDE, ncols) {
+            (false, 1) => drive::<F, 4, 1>(w, rb, nb, recs, ncols, out),
+            (false, 2) => drive::<F, 4, 2>(w, rb, nb, recs, ncols, out),
+            (true, 1) => drive::<F, 2, 1>(w, rb, nb, recs, ncols, out),
+            (true, 2) => drive::<F, 2, 2>(w, rb, nb, recs, ncols, out),
+            (_, 1..=4) => drive::<F, 2, 4>(w, rb, nb, recs, ncols, out),
+            _ => drive::<F, 2, 8>(w, rb, nb, recs, ncols, out),
+        }
+    }
+}
+
+fn run_q4_0(
+    format: FormatId,
+    w: &[u8],
+    rb: usize,
+    acts: &Acts,
+    cols: Range<usize>,
+    out: &mut [f32],
+) -> Result<(), Error> {
+    if cols.len() > 4 {
+        // Wide tiles: the paired-row body reads fewer activation bytes per weight byte.
+        return super::avx512::run::<{ super::W_Q4_0 }>(format, w, rb, acts, cols, out);
+    }
+    let ck = super::check_q8_0(format, w, rb, acts, &cols, out, Q4_0::BB)?;
+    // SAFETY: reachable only through `kernel`, which `KernelTable::new` reaches only for
+    // `Isa::Avx512` after `Isa::Avx512.available()` detected the features; `check_q8_0`
+    // checked the lengths (the activation records are built inside `entry`).
+    unsafe { entry::<Q4_0>(w, rb, ck.nb, ActSlice::Q8_0(ck.a, ck.ad), cols, out) };
+    Ok(())
+}
+
+fn run_q8_0<F: Lanes>(
+    format: FormatId,
+    w: &[u8],
+    rb: usize,
+    acts: &Acts,
+    cols: Range<usize>,
+    out: &mut [f32],
+) -> Result<(), Error> {
+    let ck = super::check_q8_0(format, w, rb, acts, &cols, out, F::BB)?;
+    // SAFETY: as in `run_q4_0`.
+    unsafe { entry::<F>(w, rb, ck.nb, ActSlice::Q8_0(ck.a, ck.ad), cols, out) };
+    Ok(())
+}
+
+fn run_ext<F: Lanes, const C: u8>(
+    format: FormatId,
+    w: &[u8],
+    rb: usize,
+    acts: &Acts,
+    cols: Range<usize>,
+    out: &mut [f32],
+) -> Result<(), Error> {
+    let s = ext::check::<C>(format, w, rb, acts, &cols, out)?;
+    // SAFETY: as in `run_q4_0`; `ext::check` checked the lengths for weight code `C`, whose
+    // block size is `F::BB` (one block per group).
+    unsafe { entry::<F>(w, rb, s.nb, s.act, cols, out) };
+    Ok(())
+}
+
+/// The Q8_0 activation block `i` of column `j` (`nbq` blocks per column) and its scale, or
+/// `None` past the column's end.
+fn q8_0_block<'a>(
+    act: ActSlice<'a>,
+    nbq: usize,
+    j: usize,
+    i: usize,
+) -> Option<(&'a [i8; 32], f32)> {
+    let ActSlice::Q8_0(a, ad) = act else { return None };
+    if i >= nbq {
+        return None;
+    }
+    Some((&a.get(j * nbq + i)?.qs, *ad.get(j * nbq + i)?))
+}
+
+/// The Q8_K activation block `b` of column `j` (`nb` blocks per column).
+fn q8_k_block(
+    act: ActSlice<'_>,
+    nb: usize,
+    j: usize,
+    b: usize,
+) -> Option<&lowbit_core::format::ggml::BlockQ8K> {
+    let ActSlice::Q8K(a) = act else { return None };
+    a.get(j * nb + b)
+}
+
+/// Q4_0: groups of 4 blocks (72 bytes). Register: the four blocks' 16 quant bytes side by side
+/// (one per 128-bit lane); low nibbles (elements 0..16 of each block) and high nibbles
+/// (16..32) as two vectors of unsigned codes 0..=15. Record: `[a_lo, a_hi, 8 * asum, d_a]`,
+/// `asum` lane `4t + u` = the sum of block `t`'s activations at `4u..4u+4` and `16+4u..20+4u`.
+/// Per column: `madd(maddubs(lo, a_lo) + maddubs(hi, a_hi), 1) - 8 * asum` = exact
+/// `sum((q - 8) * a)` per lane (i16 pairs <= 2 * 2 * 15 * 127 < 2^15).
+/// Layout source: ggml `block_q4_0` (ggml/src/ggml-common.h), as in the core.
+pub(crate) struct Q4_0;
+
+impl Lanes for Q4_0 {
+    const BB: usize = 18;
+    const GB: usize = 4;
+    const REC: usize = 4;
+    type W = (__m512i, __m512i, __m512);
+
+    fn prep(act: ActSlice<'_>, nb: usize, j: usize, g: usize, rec: &mut [V64]) {
+        let [alo, ahi, a8, da] = rec else { return };
+        for t in 0..4 {
+            let Some((q, d)) = q8_0_block(act, nb, j, 4 * g + t) else { continue };
+            for e in 0..16 {
+                alo.put_i8(16 * t + e, q[e]);
+                ahi.put_i8(16 * t + e, q[16 + e]);
+            }
+            for u in 0..4 {
+                let s: i32 =
+                    (0..4).map(|e| i32::from(q[4 * u + e]) + i32::from(q[16 + 4 * u + e])).sum();
+                a8.put_i32(4 * t + u, 8 * s);
+                da.put_f32(4 * t + u, d);
+            }
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn prep_fast(act: ActSlice<'_>, nb: usize, j: usize, g: usize, rec: &mut [V64]) {
+        let ActSlice::Q8_0(a, ad) = act else { return };
+        let i0 = j * nb + 4 * g;
+        let (Some(b), Some(d), [r0, r1, r2, r3]) = (a.get(i0..i0 + 4), ad.get(i0..i0 + 4), rec)
+        else {
+            return;
+        };
+        // SAFETY: reads the 4 blocks' quants and scales (bounds-checked slices); writes the
+        // 4 record vectors.
+        unsafe {
+            let q = |t: usize, h: usize| _mm_loadu_si128(b[t].qs.as_ptr().add(16 * h).cast());
+            let join = |h: usize| {
+                let x = _mm512_castsi128_si512(q(0, h));
+                let x = _mm512_inserti32x4::<1>(x, q(1, h));
+                let x = _mm512_inserti32x4::<2>(x, q(2, h));
+                _mm512_inserti32x4::<3>(x, q(3, h))
+            };
+            let (lo, hi) = (join(0), join(1));
+            let one = _mm512_set1_epi8(1);
+            let p = _mm512_add_epi16(_mm512_maddubs_epi16(one, lo), _mm512_maddubs_epi16(one, hi));
+            let a8 = _mm512_slli_epi32::<3>(_mm512_madd_epi16(p, _mm512_set1_epi16(1)));
+            let idx = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
+            let dv = _mm512_permutexvar_ps(idx, _mm512_castps128_ps512(_mm_loadu_ps(d.as_ptr())));
+            _mm512_store_si512((r0 as *mut V64).cast(), lo);
+            _mm512_store_si512((r1 as *mut V64).cast(), hi);
+            _mm512_store_si512((r2 as *mut V64).cast(), a8);
+            _mm512_store_ps((r3 as *mut V64).cast(), dv);
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn decode(p: *const u8) -> Self::W {
+        // SAFETY: reads bytes 0..72 at `p` (caller); register-only operations.
+        unsafe {
+            let x = _mm512_castsi128_si512(_mm_loadu_si128(p.add(2).cast()));
+            let x = _mm512_inserti32x4::<1>(x, _mm_loadu_si128(p.add(20).cast()));
+            let x = _mm512_inserti32x4::<2>(x, _mm_loadu_si128(p.add(38).cast()));
+            let x = _mm512_inserti32x4::<3>(x, _mm_loadu_si128(p.add(56).cast()));
+            let m = _mm512_set1_epi8(0x0F);
+            let lo = _mm512_and_si512(x, m);
+            let hi = _mm512_and_si512(_mm512_srli_epi16::<4>(x), m);
+            let h = |o: usize| u64::from(ptr::read_unaligned(p.add(o).cast::<u16>()));
+            let d4 = h(0) | h(18) << 16 | h(36) << 32 | h(54) << 48;
+            let dv = _mm_cvtph_ps(_mm_cvtsi64_si128(d4 as i64));
+            let idx = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
+            (lo, hi, _mm512_permutexvar_ps(idx, _mm512_castps128_ps512(dv)))
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn dot(w: &Self::W, a: *const V64, acc: __m512) -> __m512 {
+        // SAFETY: reads the 4 record vectors (caller); register-only operations.
+        unsafe {
+            let p = _mm512_add_epi16(
+                _mm512_maddubs_epi16(w.0, ld(a, 0)),
+                _mm512_maddubs_epi16(w.1, ld(a, 1)),
+            );
+            let s = _mm512_sub_epi32(_mm512_madd_epi16(p, _mm512_set1_epi16(1)), ld(a, 2));
+            _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(w.2, ldps(a, 3)), acc)
+        }
+    }
+}
+
+/// TQ2_0 (66-byte blocks of 256, codes `c` with value `c - 1`; element `i` is bits
+/// `2 * ((i / 32) % 4)` of byte `32 * (i / 128) + i % 32`, `d` f16 at byte 64; layout from
+/// ggml `block_tq2_0`, as in the core). Register: the 64 code bytes shifted by 0, 2, 4, 6 and
+/// masked to 0..=3 (plane `s` holds elements `32s..32s+32` and `128+32s..`). Record: the four
+/// matching activation planes, `asum` (lane `l`: the sum of the 16 activations that meet lane
+/// `l`, so every lane is an exact sum of its own terms), `d_a` in every lane. Per column: `madd(sum_s maddubs(c_s, a_s), 1) - asum` =
+/// exact `sum((c - 1) * a)` (i16 lanes <= 4 * 2 * 3 * 128 < 2^15).
+pub(crate) struct Tq2;
+
+impl Lanes for Tq2 {
+    const BB: usize = 66;
+    const GB: usize = 1;
+    const REC: usize = 6;
+    type W = ([__m512i; 4], __m512);
+
+    fn prep(act: ActSlice<'_>, nb: usize, j: usize, g: usize, rec: &mut [V64]) {
+        let Some(blk) = q8_k_block(act, nb, j, g) else { return };
+        for s in 0..4 {
+            for l in 0..32 {
+                rec[s].put_i8(l, blk.qs[32 * s + l]);
+                rec[s].put_i8(32 + l, blk.qs[128 + 32 * s + l]);
+            }
+        }
+        for l in 0..16 {
+            let sum: i32 = (0..4)
+                .flat_map(|s| (0..4).map(move |e| (s, 4 * l + e)))
+                .map(|(s, b)| i32::from(rec[s].0[b] as i8))
+                .sum();
+            rec[4].put_i32(l, sum);
+        }
+        for l in 0..16 {
+            rec[5].put_f32(l, blk.d);
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn prep_fast(act: ActSlice<'_>, nb: usize, j: usize, g: usize, rec: &mut [V64]) {
+        let (Some(blk), true) = (q8_k_block(act, nb, j, g), rec.len() == 6) else { return };
+        let q = blk.qs.as_ptr();
+        let r = rec.as_mut_ptr();
+        // SAFETY: reads the block's 256 quants; writes the 6 record vectors.
+        unsafe {
+            let one = _mm512_set1_epi8(1);
+            let mut p = _mm512_setzero_si512();
+            for s in 0..4 {
+                let v = _mm512_inserti64x4::<1>(
+                    _mm512_castsi256_si512(_mm256_loadu_si256(q.add(32 * s).cast())),
+                    _mm256_loadu_si256(q.add(128 + 32 * s).cast()),
+                );
+                p = _mm512_add_epi16(p, _mm512_maddubs_epi16(one, v));
+                _mm512_store_si512(r.add(s).cast(), v);
+            }
+            _mm512_store_si512(r.add(4).cast(), _mm512_madd_epi16(p, _mm512_set1_epi16(1)));
+            _mm512_store_ps(r.add(5).cast(), _mm512_set1_ps(blk.d));
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn decode(p: *const u8) -> Self::W {
+        // SAFETY: reads bytes 0..66 at `p` (caller); register-only operations.
+        unsafe {
+            let x = _mm512_loadu_si512(p.cast());
+            let m = _mm512_set1_epi8(3);
+            let c = [
+                _mm512_and_si512(x, m),
+                _mm512_and_si512(_mm512_srli_epi16::<2>(x), m),
+                _mm512_and_si512(_mm512_srli_epi16::<4>(x), m),
+                _mm512_and_si512(_mm512_srli_epi16::<6>(x), m),
+            ];
+            (c, f16_bcast(p.add(64)))
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn dot(w: &Self::W, a: *const V64, acc: __m512) -> __m512 {
+        // SAFETY: reads the 6 record vectors (caller); register-only operations.
+        unsafe {
+            let p01 = _mm512_add_epi16(
+                _mm512_maddubs_epi16(w.0[0], ld(a, 0)),
+                _mm512_maddubs_epi16(w.0[1], ld(a, 1)),
+            );
+            let p23 = _mm512_add_epi16(
+                _mm512_maddubs_epi16(w.0[2], ld(a, 2)),
+                _mm512_maddubs_epi16(w.0[3], ld(a, 3)),
+            );
+            let p = _mm512_add_epi16(p01, p23);
+            let s = _mm512_sub_epi32(_mm512_madd_epi16(p, _mm512_set1_epi16(1)), ld(a, 4));
+            _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(w.1, ldps(a, 5)), acc)
+        }
+    }
+}
+
+/// PQ2_0 (34-byte blocks of 128: `d` f16, then 32 code bytes; element `j` is bits
+/// `2 * (j % 4)` of byte `j / 4`, value `c - 1`; from the core's `format::prism`). Register:
+/// the 32 code bytes broadcast to both halves and shifted per half (`vpsrlvw`): plane `r`
+/// (`j % 4 == r`) in half `r % 2` of vector `r / 2`, codes in byte order `j / 4`. Record: the
+/// matching activation planes, the exact activation sum of each i32 lane, and each lane's
+/// Q8_0 scale (byte `t` belongs to activation block `t / 8`). Per column:
+/// `madd(maddubs(c01, a01) + maddubs(c23, a23), 1) - asum`, converted, FMA'd with
+/// `d_w * d_a(lane)` (the reference instead sums the four Q8_0 blocks in f32 first).
+pub(crate) struct Pq2;
+
+impl Lanes for Pq2 {
+    const BB: usize = 34;
+    const GB: usize = 1;
+    const REC: usize = 4;
+    type W = (__m512i, __m512i, __m512);
+
+    fn prep(act: ActSlice<'_>, nb: usize, j: usize, g: usize, rec: &mut [V64]) {
+        let nbq = 4 * nb;
+        let blocks: [Option<(&[i8; 32], f32)>; 4] =
+            core::array::from_fn(|k| q8_0_block(act, nbq, j, 4 * g + k));
+        let at = |e: usize| blocks[e / 32].map_or(0, |(q, _)| q[e % 32]);
+        let mut sums = [0i32; 16];
+        for r in 0..4 {
+            for t in 0..32 {
+                let v = at(4 * t + r);
+                rec[r / 2].put_i8(32 * (r % 2) + t, v);
+                sums[8 * (r % 2) + t / 4] += i32::from(v);
+            }
+        }
+        for (l, s) in sums.iter().enumerate() {
+            rec[2].put_i32(l, *s);
+            rec[3].put_f32(l, blocks[(l % 8) / 2].map_or(0.0, |(_, d)| d));
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn prep_fast(act: ActSlice<'_>, nb: usize, j: usize, g: usize, rec: &mut [V64]) {
+        let ActSlice::Q8_0(a, ad) = act else { return };
+        let i0 = j * 4 * nb + 4 * g;
+        let (Some(b), Some(d), true) = (a.get(i0..i0 + 4), ad.get(i0..i0 + 4), rec.len() == 4)
+        else {
+            return;
+        };
+        let r = rec.as_mut_ptr();
+        // SAFETY: reads the 4 blocks' quants and scales (bounds-checked slices); writes the
+        // 4 record vectors.
+        unsafe {
+            let q = |t: usize| _mm256_loadu_si256(b[t].qs.as_ptr().cast());
+            let x0 = _mm512_inserti64x4::<1>(_mm512_castsi256_si512(q(0)), q(1));
+            let x1 = _mm512_inserti64x4::<1>(_mm512_castsi256_si512(q(2)), q(3));
+            // Per 16-byte lane: the bytes of residue r (mod 4) gathered into dword r.
+            #[rustfmt::skip]
+            let sh = _mm512_broadcast_i32x4(_mm_setr_epi8(
+                0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15,
+            ));
+            let y0 = _mm512_shuffle_epi8(x0, sh);
+            let y1 = _mm512_shuffle_epi8(x1, sh);
+            // Plane r: dword r of lanes 0..8 (lanes 0..4 from y0, 4..8 from y1).
+            let pl = |r: i32| {
+                _mm256_castps_si256(_mm512_castps512_ps256(_mm512_castsi512_ps(
+                    _mm512_permutex2var_epi32(
+                        y0,
+                        _mm512_setr_epi32(
+                            r,
+                            4 + r,
+                            8 + r,
+                            12 + r,
+                            16 + r,
+                            20 + r,
+                            24 + r,
+                            28 + r,
+                            0,
+                            0,
+                            0,
+                            0,
+                            0,
+                            0,
+                            0,
+                            0,
+                        ),
+                        y1,
+                    ),
+                )))
+            };
+            let a01 = _mm512_inserti64x4::<1>(_mm512_castsi256_si512(pl(0)), pl(1));
+            let a23 = _mm512_inserti64x4::<1>(_mm512_castsi256_si512(pl(2)), pl(3));
+            let one = _mm512_set1_epi8(1);
+            let p =
+                _mm512_add_epi16(_mm512_maddubs_epi16(one, a01), _mm512_maddubs_epi16(one, a23));
+            let idx = _mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 0, 0, 1, 1, 2, 2, 3, 3);
+            let dv = _mm512_permutexvar_ps(idx, _mm512_castps128_ps512(_mm_loadu_ps(d.as_ptr())));
+            _mm512_store_si512(r.cast(), a01);
+            _mm512_store_si512(r.add(1).cast(), a23);
+            _mm512_store_si512(r.add(2).cast(), _mm512_madd_epi16(p, _mm512_set1_epi16(1)));
+            _mm512_store_ps(r.add(3).cast(), dv);
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn decode(p: *const u8) -> Self::W {
+        // SAFETY: reads bytes 0..34 at `p` (caller); register-only operations.
+        unsafe {
+            let x = _mm512_broadcast_i64x4(_mm256_loadu_si256(p.add(2).cast()));
+            let m = _mm512_set1_epi8(3);
+            let sh = |a: i16, b: i16| {
+                _mm512_inserti64x4::<1>(
+                    _mm512_castsi256_si512(_mm256_set1_epi16(a)),
+                    _mm256_set1_epi16(b),
+                )
+            };
+            let c01 = _mm512_and_si512(_mm512_srlv_epi16(x, sh(0, 2)), m);
+            let c23 = _mm512_and_si512(_mm512_srlv_epi16(x, sh(4, 6)), m);
+            (c01, c23, f16_bcast(p))
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn dot(w: &Self::W, a: *const V64, acc: __m512) -> __m512 {
+        // SAFETY: reads the 4 record vectors (caller); register-only operations.
+        unsafe {
+            let p = _mm512_add_epi16(
+                _mm512_maddubs_epi16(w.0, ld(a, 0)),
+                _mm512_maddubs_epi16(w.1, ld(a, 1)),
+            );
+            let s = _mm512_sub_epi32(_mm512_madd_epi16(p, _mm512_set1_epi16(1)), ld(a, 2));
+            _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(w.2, ldps(a, 3)), acc)
+        }
+    }
+}
+
+/// Q4_K (144-byte blocks of 256: `d`, `dmin` f16, 12 bytes of 6-bit scales/mins, 128 bytes
+/// of nibbles; chunk `c` of 32 bytes holds sub-block `2c` in its low and `2c + 1` in its high
+/// nibbles; layout from ggml `block_q4_K`, scale unpacking via the core's `scales_mins_k4`).
+/// Register `v_k`: low (k even) or high nibbles of `qs[64 (k / 2) ..][..64]`, i.e. sub-blocks
+/// `4 (k / 2) + k % 2` (low 256 bits) and `+ 2` (high); its i16 scale vector repeats those two
+/// scales (one `vpshufb` of the broadcast scale bytes). Record: the four matching activation
+/// planes, `bsums` (16 x i16), `d_a`. Per column: `sum_k madd(maddubs(v_k, a_k), sc_k)` (exact:
+/// pairs <= 2 * 15 * 128, times scale <= 63), FMA by `d * d_a`; then the min term
+/// `madd(mins, bsums)` FMA'd negatively by `dmin * d_a` into the same lanes.
+pub(crate) struct Q4k;
+
+impl Lanes for Q4k {
+    const BB: usize = 144;
+    const GB: usize = 1;
+    const WIDE: bool = true;
+    const REC: usize = 6;
+    type W = ([__m512i; 4], [__m512i; 4], __m256i, __m512, __m512);
+
+    fn prep(act: ActSlice<'_>, nb: usize, j: usize, g: usize, rec: &mut [V64]) {
+        let Some(blk) = q8_k_block(act, nb, j, g) else { return };
+        for k in 0..4 {
+            let base = 128 * (k / 2) + 32 * (k % 2);
+            for l in 0..32 {
+                rec[k].put_i8(l, blk.qs[base + l]);
+                rec[k].put_i8(32 + l, blk.qs[base + 64 + l]);
+            }
+        }
+        for (i, v) in blk.bsums.iter().enumerate() {
+            rec[4].0[2 * i..2 * i + 2].copy_from_slice(&v.to_le_bytes());
+        }
+        for l in 0..16 {
+            rec[5].put_f32(l, blk.d);
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn prep_fast(act: ActSlice<'_>, nb: usize, j: usize, g: usize, rec: &mut [V64]) {
+        let (Some(blk), true) = (q8_k_block(act, nb, j, g), rec.len() == 6) else { return };
+        let q = blk.qs.as_ptr();
+        let r = rec.as_mut_ptr();
+        // SAFETY: reads the block's 256 quants and 16 bsums; writes the 6 record vectors.
+        unsafe {
+            for k in 0..4 {
+                let base = 128 * (k / 2) + 32 * (k % 2);
+                let v = _mm512_inserti64x4::<1>(
+                    _mm512_castsi256_si512(_mm256_loadu_si256(q.add(base).cast())),
+                    _mm256_loadu_si256(q.add(base + 64).cast()),
+                );
+                _mm512_store_si512(r.add(k).cast(), v);
+            }
+            let bs = _mm256_loadu_si256(blk.bsums.as_ptr().cast());
+            _mm512_store_si512(r.add(4).cast(), _mm512_zextsi256_si512(bs));
+            _mm512_store_ps(r.add(5).cast(), _mm512_set1_ps(blk.d));
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn decode(p: *const u8) -> Self::W {
+        // SAFETY: forwarded from the caller (bytes 0..144).
+        unsafe { k4_decode(p, 16) }
+    }
+
+    #[inline(always)]
+    unsafe fn dot(w: &Self::W, a: *const V64, acc: __m512) -> __m512 {
+        // SAFETY: reads the 6 record vectors (caller); register-only operations.
+        unsafe {
+            let t = |k: usize| _mm512_madd_epi16(_mm512_maddubs_epi16(w.0[k], ld(a, k)), w.1[k]);
+            let s = _mm512_add_epi32(_mm512_add_epi32(t(0), t(1)), _mm512_add_epi32(t(2), t(3)));
+            let da = ldps(a, 5);
+            let acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(w.3, da), acc);
+            let bs = _mm512_castsi512_si256(ld(a, 4));
+            let m = _mm512_zextsi256_si512(_mm256_madd_epi16(w.2, bs));
+            _mm512_fnmadd_ps(_mm512_cvtepi32_ps(m), _mm512_mul_ps(w.4, da), acc)
+        }
+    }
+}
+
+/// Q4_K-style decode (shared by Q4_K and Q5_K): `d`, `dmin`, the 12 scale/min bytes at 4, the
+/// 128 nibble bytes at `qoff`.
+///
+/// # Safety
+/// `p .. p + qoff + 128` is readable; the AVX-512 set of [`entry`] is available.
+#[inline(always)]
+unsafe fn k4_decode(p: *const u8, qoff: usize) -> <Q4k as Lanes>::W {
+    // SAFETY: reads bytes 0..16 and `qoff..qoff + 128` at `p` (caller); register-only
+    // operations.
+    unsafe {
+        let m = _mm512_set1_epi8(0x0F);
+        let x0 = _mm512_loadu_si512(p.add(qoff).cast());
+        let x1 = _mm512_loadu_si512(p.add(qoff + 64).cast());
+        let v = [
+            _mm512_and_si512(x0, m),
+            _mm512_and_si512(_mm512_srli_epi16::<4>(x0), m),
+            _mm512_and_si512(x1, m),
+            _mm512_and_si512(_mm512_srli_epi16::<4>(x1), m),
+        ];
+        let (sc, mn) = scales_mins_k4(&*p.add(4).cast::<[u8; 12]>());
+        let lo = u64::from_le_bytes(sc);
+        let hi = u64::from_le_bytes(mn);
+        let sm = _mm512_broadcast_i32x4(_mm_set_epi64x(hi as i64, lo as i64));
+        // Scale of sub-block `s` as i16 in every word of the 128-bit lanes it covers.
+        let z = -1i8;
+        let pick = |a: i8, b: i8| {
+            _mm512_shuffle_epi8(
+                sm,
+                _mm512_setr_epi32(
+                    i32::from_le_bytes([a as u8, z as u8, a as u8, z as u8]),
+                    i32::from_le_bytes([a as u8, z as u8, a as u8, z as u8]),
+                    i32::from_le_bytes([a as u8, z as u8, a as u8, z as u8]),
+                    i32::from_le_bytes([a as u8, z as u8, a as u8, z as u8]),
+                    i32::from_le_bytes([a as u8, z as u8, a as u8, z as u8]),
+                    i32::from_le_bytes([a as u8, z as u8, a as u8, z as u8]),
+                    i32::from_le_bytes([a as u8, z as u8, a as u8, z as u8]),
+                    i32::from_le_bytes([a as u8, z as u8, a as u8, z as u8]),
+                    i32::from_le_bytes([b as u8, z as u8, b as u8, z as u8]),
+                    i32::from_le_bytes([b as u8, z as u8, b as u8, z as u8]),
+                    i32::from_le_bytes([b as u8, z as u8, b as u8, z as u8]),
+                    i32::from_le_bytes([b as u8, z as u8, b as u8, z as u8]),
+                    i32::from_le_bytes([b as u8, z as u8, b as u8, z as u8]),
+                    i32::from_le_bytes([b as u8, z as u8, b as u8, z as u8]),
+                    i32::from_le_bytes([b as u8, z as u8, b as u8, z as u8]),
+                    i32::from_le_bytes([b as u8, z as u8, b as u8, z as u8]),
+                ),
+            )
+        };
+        let sc = [pick(0, 2), pick(1, 3), pick(4, 6), pick(5, 7)];
+        // mins[j / 2] for bsums j = 0..16 (mins are bytes 8..16 of `sm`).
+        #[rustfmt::skip]
+        let mi = _mm256_setr_epi8(
+            8, z, 8, z, 9, z, 9, z, 10, z, 10, z, 11, z, 11, z,
+            12, z, 12, z, 13, z, 13, z, 14, z, 14, z, 15, z, 15, z,
+        );
+        let mins = _mm256_shuffle_epi8(_mm512_castsi512_si256(sm), mi);
+        (v, sc, mins, f16_bcast(p), f16_bcast(p.add(2)))
+    }
+}
+
+/// Q5_K (176-byte blocks: Q4_K's `d`, `dmin`, scales, then `qh[32]` at 16 and the nibbles at
+/// 48; element `64c + l` / `64c + 32 + l` takes bit `2c` / `2c + 1` of `qh[l]` as its fifth
+/// bit; layout from ggml `block_q5_K` / `dequantize_row_q5_K`, as in the core). As [`Q4k`],
+/// with the fifth bits moved to bit 4 per 256-bit half (`vpsllvw` / `vpsrlvw`) and merged
+/// (`vpternlogd`): codes 0..=31 (pairs <= 2 * 31 * 128 < 2^15, times scale <= 63).
+pub(crate) struct Q5k;
+
+impl Lanes for Q5k {
+    const BB: usize = 176;
+    const GB: usize = 1;
+    const WIDE: bool = true;
+    const REC: usize = 6;
+    type W = <Q4k as Lanes>::W;
+
+    fn prep(act: ActSlice<'_>, nb: usize, j: usize, g: usize, rec: &mut [V64]) {
+        Q4k::prep(act, nb, j, g, rec);
+    }
+
+    #[inline(always)]
+    unsafe fn prep_fast(act: ActSlice<'_>, nb: usize, j: usize, g: usize, rec: &mut [V64]) {
+        // SAFETY: forwarded from the caller.
+        unsafe { Q4k::prep_fast(act, nb, j, g, rec) }
+    }
+
+    #[inline(always)]
+    unsafe fn decode(p: *const u8) -> Self::W {
+        // SAFETY: reads bytes 0..176 at `p` (caller); register-only operations.
+        unsafe {
+            let mut w = k4_decode(p, 48);
+            let qh = _mm512_broadcast_i64x4(_mm256_loadu_si256(p.add(16).cast()));
+            let sh = |a: i16, b: i16| {
+                _mm512_inserti64x4::<1>(
+                    _mm512_castsi256_si512(_mm256_set1_epi16(a)),
+                    _mm256_set1_epi16(b),
+                )
+            };
+            let m10 = _mm512_set1_epi8(0x10);
+            let hb = [
+                _mm512_sllv_epi16(qh, sh(4, 2)),
+                _mm512_sllv_epi16(qh, sh(3, 1)),
+                _mm512_srlv_epi16(qh, sh(0, 2)),
+                _mm512_srlv_epi16(qh, sh(1, 3)),
+            ];
+            for k in 0..4 {
+                // v | (hb & 0x10): ternary-logic table 0xF8 = A | (B & C).
+                w.0[k] = _mm512_ternarylogic_epi32::<0xF8>(w.0[k], hb[k], m10);
+            }
+            w
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn dot(w: &Self::W, a: *const V64, acc: __m512) -> __m512 {
+        // SAFETY: forwarded from the caller; the same arithmetic as Q4_K's.
+        unsafe { Q4k::dot(w, a, acc) }
+    }
+}
+
+/// Q6_K (210-byte blocks of 256: `ql[128]`, `qh[64]`, 16 i8 scales, `d` f16; layout from ggml
+/// `block_q6_K`, as in the core). Half `h` (128 elements): `ql[64h..][..64]` low nibbles are
+/// elements `128h + 0..64`, high nibbles `128h + 64..128`; the two high bits come from
+/// `qh[32h..][..32]` (bits `2r` for quarter `r`), shifted per 256-bit half with `vpsllvw` /
+/// `vpsrlvw` to bits 4..6 and merged (`vpternlogd`): unsigned `u = q + 32` (0..=63) in plain
+/// element order. Scales (16 elements each): one `vpshufb` puts scale `s` in the high byte of
+/// every word it covers, an arithmetic shift sign-extends it. Record: the activations in
+/// order (4 vectors), `32 * (a_e + a_e')` per i16 pair (4 vectors), `d_a`. Per column:
+/// `sum_k madd(maddubs(u_k, a_k) - a32_k, sc_k)`, i.e. exact `sum(sc * q * a)` per lane with
+/// every pair already `q a + q' a'` (pairs <= 2 * 63 * 128 < 2^15 before, <= 2 * 32 * 128
+/// after the correction), FMA by `d * d_a`.
+pub(crate) struct Q6k;
+
+impl Lanes for Q6k {
+    const BB: usize = 210;
+    const GB: usize = 1;
+    const WIDE: bool = true;
+    const REC: usize = 9;
+    type W = ([__m512i; 4], [__m512i; 4], __m512);
+
+    fn prep(act: ActSlice<'_>, nb: usize, j: usize, g: usize, rec: &mut [V64]) {
+        let Some(blk) = q8_k_block(act, nb, j, g) else { return };
+        for k in 0..4 {
+            for l in 0..64 {
+                rec[k].put_i8(l, blk.qs[64 * k + l]);
+            }
+            for pr in 0..32 {
+                let v = 32
+                    * (i16::from(blk.qs[64 * k + 2 * pr]) + i16::from(blk.qs[64 * k + 2 * pr + 1]));
+                rec[4 + k].0[2 * pr..2 * pr + 2].copy_from_slice(&v.to_le_bytes());
+            }
+        }
+        for l in 0..16 {
+            rec[8].put_f32(l, blk.d);
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn prep_fast(act: ActSlice<'_>, nb: usize, j: usize, g: usize, rec: &mut [V64]) {
+        let (Some(blk), true) = (q8_k_block(act, nb, j, g), rec.len() == 9) else { return };
+        let q = blk.qs.as_ptr();
+        let r = rec.as_mut_ptr();
+        // SAFETY: reads the block's 256 quants; writes the 9 record vectors.
+        unsafe {
+            let c32 = _mm512_set1_epi8(32);
+            for k in 0..4 {
+                let v = _mm512_loadu_si512(q.add(64 * k).cast());
+                _mm512_store_si512(r.add(k).cast(), v);
+                _mm512_store_si512(r.add(4 + k).cast(), _mm512_maddubs_epi16(c32, v));
+            }
+            _mm512_store_ps(r.add(8).cast(), _mm512_set1_ps(blk.d));
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn decode(p: *const u8) -> Self::W {
+        // SAFETY: reads bytes 0..210 at `p` (caller); register-only operations.
+        unsafe {
+            let m4 = _mm512_set1_epi8(0x0F);
+            let m30 = _mm512_set1_epi8(0x30);
+            let sh = |a: i16, b: i16| {
+                _mm512_inserti64x4::<1>(
+                    _mm512_castsi256_si512(_mm256_set1_epi16(a)),
+                    _mm256_set1_epi16(b),
+                )
+            };
+            let mut u = [_mm512_setzero_si512(); 4];
+            for h in 0..2 {
+                let x = _mm512_loadu_si512(p.add(64 * h).cast());
+                let qh = _mm512_broadcast_i64x4(_mm256_loadu_si256(p.add(128 + 32 * h).cast()));
+                let h01 = _mm512_and_si512(_mm512_sllv_epi16(qh, sh(4, 2)), m30);
+                let h23 = _mm512_and_si512(_mm512_srlv_epi16(qh, sh(0, 2)), m30);
+                // (x & 0x0F) | h: ternary-logic table 0xEA = (A & B) | C with A = x, B = m4, C = h.
+                u[2 * h] = _mm512_ternarylogic_epi32::<0xEA>(x, m4, h01);
+                u[2 * h + 1] =
+                    _mm512_ternarylogic_epi32::<0xEA>(_mm512_srli_epi16::<4>(x), m4, h23);
+            }
+            let sb = _mm512_broadcast_i32x4(_mm_loadu_si128(p.add(192).cast()));
+            let z = 0xFFu8;
+            let pick = |k: u8| {
+                let b = |l: u8| i32::from_le_bytes([z, 4 * k + l, z, 4 * k + l]);
+                #[rustfmt::skip]
+                let idx = _mm512_setr_epi32(
+                    b(0), b(0), b(0), b(0), b(1), b(1), b(1), b(1),
+                    b(2), b(2), b(2), b(2), b(3), b(3), b(3), b(3),
+                );
+                _mm512_srai_epi16::<8>(_mm512_shuffle_epi8(sb, idx))
+            };
+            let sc = [pick(0), pick(1), pick(2), pick(3)];
+            (u, sc, f16_bcast(p.add(208)))
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn dot(w: &Self::W, a: *const V64, acc: __m512) -> __m512 {
+        // SAFETY: reads the 9 record vectors (caller); register-only operations.
+        unsafe {
+            let t = |k: usize| {
+                let pr = _mm512_sub_epi16(_mm512_maddubs_epi16(w.0[k], ld(a, k)), ld(a, 4 + k));
+                _mm512_madd_epi16(pr, w.1[k])
+            };
+            let s = _mm512_add_epi32(_mm512_add_epi32(t(0), t(1)), _mm512_add_epi32(t(2), t(3)));
+            _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(w.2, ldps(a, 8)), acc)
+        }
+    }
+}
+
+/// Q2_K (84-byte blocks of 256: 16 bytes of 4-bit scale | 4-bit min per 16 elements, 64
+/// bytes of 2-bit codes in TQ2_0's plane order, `d`, `dmin` f16 at 80, 82; layout from ggml
+/// `block_q2_K` / `dequantize_row_q2_K`, as in the core's `format::ggml::kquant::q2_k`).
+/// Codes as [`Tq2`]'s planes; per plane an i16 scale vector (128-bit lane `L` of plane `j`
+/// covers elements `16 * (8 (L / 2) + 2j + L % 2)..+16`, whose scale one `vpshufb` picks);
+/// the mins in element order meet `bsums` directly. Record: [`Tq2`]'s planes, `bsums`,
+/// `d_a`; per column [`Q4k`]'s arithmetic (pairs <= 2 * 3 * 128, times scale <= 15).
+pub(crate) struct Q2k;
+
+impl Lanes for Q2k {
+    const BB: usize = 84;
+    const GB: usize = 1;
+    const WIDE: bool = true;
+    const REC: usize = 6;
+    type W = ([__m512i; 4], [__m512i; 4], __m256i, __m512, __m512);
+
+    fn prep(act: ActSlice<'_>, nb: usize, j: usize, g: usize, rec: &mut [V64]) {
+        Tq2::prep(act, nb, j, g, rec);
+        let Some(blk) = q8_k_block(act, nb, j, g) else { return };
+        rec[4] = V64([0; 64]);
+        for (i, v) in blk.bsums.iter().enumerate() {
+            rec[4].0[2 * i..2 * i + 2].copy_from_slice(&v.to_le_bytes());
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn prep_fast(act: ActSlice<'_>, nb: usize, j: usize, g: usize, rec: &mut [V64]) {
+        let (Some(blk), true) = (q8_k_block(act, nb, j, g), rec.len() == 6) else { return };
+        // SAFETY: forwarded from the caller; then writes record vector 4 (bsums, 32 bytes,
+        // rest zero).
+        unsafe {
+            Tq2::prep_fast(act, nb, j, g, rec);
+            let bs = _mm256_loadu_si256(blk.bsums.as_ptr().cast());
+            _mm512_store_si512(rec.as_mut_ptr().add(4).cast(), _mm512_zextsi256_si512(bs));
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn decode(p: *const u8) -> Self::W {
+        // SAFETY: reads bytes 0..84 at `p` (caller); register-only operations.
+        unsafe {
+            let x = _mm512_loadu_si512(p.add(16).cast());
+            let m = _mm512_set1_epi8(3);
+            let c = [
+                _mm512_and_si512(x, m),
+                _mm512_and_si512(_mm512_srli_epi16::<2>(x), m),
+                _mm512_and_si512(_mm512_srli_epi16::<4>(x), m),
+                _mm512_and_si512(_mm512_srli_epi16::<6>(x), m),
+            ];
+            let s = _mm_loadu_si128(p.cast());
+            let sc = _mm512_broadcast_i32x4(_mm_and_si128(s, _mm_set1_epi8(0x0F)));
+            let z = 0xFFu8;
+            let pick = |j: u8| {
+                let b = |i: u8| i32::from_le_bytes([i, z, i, z]);
+                let (a0, a1, a2, a3) = (b(2 * j), b(2 * j + 1), b(8 + 2 * j), b(9 + 2 * j));
+                #[rustfmt::skip]
+                let idx = _mm512_setr_epi32(
+                    a0, a0, a0, a0, a1, a1, a1, a1, a2, a2, a2, a2, a3, a3, a3, a3,
+                );
+                _mm512_shuffle_epi8(sc, idx)
+            };
+            let scv = [pick(0), pick(1), pick(2), pick(3)];
+            let mins =
+                _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16::<4>(s), _mm_set1_epi8(0x0F)));
+            (c, scv, mins, f16_bcast(p.add(80)), f16_bcast(p.add(82)))
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn dot(w: &Self::W, a: *const V64, acc: __m512) -> __m512 {
+        // SAFETY: forwarded from the caller; the same arithmetic as Q4_K's.
+        unsafe { Q4k::dot(w, a, acc) }
+    }
+}
+
+/// The 16 quant bytes of each of 4 consecutive `bb`-byte blocks at `p + off`, one block per
+/// 128-bit lane.
+///
+/// # Safety
+/// `p .. p + 3 * bb + off + 16` is readable; AVX-512F is available.
+#[inline(always)]
+unsafe fn join4(p: *const u8, off: usize, bb: usize) -> __m512i {
+    // SAFETY: reads 4 x 16 bytes inside the caller's range; register-only operations.
+    unsafe {
+        let q = |t: usize| _mm_loadu_si128(p.add(off + t * bb).cast());
+        let x = _mm512_castsi128_si512(q(0));
+        let x = _mm512_inserti32x4::<1>(x, q(1));
+        let x = _mm512_inserti32x4::<2>(x, q(2));
+        _mm512_inserti32x4::<3>(x, q(3))
+    }
+}
+
+/// Scales of 4 blocks (one f32 per block) repeated over each block's 4 i32 lanes.
+///
+/// # Safety
+/// AVX-512F is available.
+#[inline(always)]
+unsafe fn spread4(d: __m128) -> __m512 {
+    // SAFETY: register-only operations.
+    unsafe {
+        let idx = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
+        _mm512_permutexvar_ps(idx, _mm512_castps128_ps512(d))
+    }
+}
+
+/// `2^(e - 128)` for every UE8M0 byte `e` (ggml `ggml_e8m0_to_fp32_half`; entry 0xFF, rejected
+/// at upload, is 0). A test checks every legal byte against the core.
+static E8M0_HALF: [f32; 256] = {
+    let mut t = [0f32; 256];
+    let mut e = 0;
+    while e < 255 {
+        let bits: u32 = match e {
+            0 => 1 << 21,
+            1 => 1 << 22,
+            _ => ((e - 1) as u32) << 23,
+        };
+        t[e] = f32::from_bits(bits);
+        e += 1;
+    }
+    t
+};
+
+/// MXFP4 (17-byte blocks: UE8M0 `e`, then Q4_0's nibble order; values `kvalues_mxfp4[c] *
+/// 2^(e - 128)`, `|kvalues| <= 12`; layout and table from ggml `block_mxfp4` /
+/// `kvalues_mxfp4`, as in the core's `format::ggml::mxfp4`). As [`Q4_0`], with the codes
+/// looked up (`vpshufb`) as `kvalues + 12` (0..=24, unsigned) and `12 * asum` subtracted
+/// (i16 pairs <= 2 * 2 * 24 * 127 < 2^15).
+pub(crate) struct Mxfp4;
+
+/// `kvalues_mxfp4[c] + 12` (see [`Mxfp4`]).
+const MXFP4_U: [i8; 16] = [12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0];
+
+impl Lanes for Mxfp4 {
+    const BB: usize = 17;
+    const GB: usize = 4;
+    const REC: usize = 4;
+    type W = (__m512i, __m512i, __m512);
+
+    fn prep(act: ActSlice<'_>, nb: usize, j: usize, g: usize, rec: &mut [V64]) {
+        prep_nib(act, nb, j, g, rec, 12);
+    }
+
+    #[inline(always)]
+    unsafe fn prep_fast(act: ActSlice<'_>, nb: usize, j: usize, g: usize, rec: &mut [V64]) {
+        // SAFETY: forwarded from the caller.
+        unsafe { prep_nib_fast(act, nb, j, g, rec, 12) }
+    }
+
+    #[inline(always)]
+    unsafe fn decode(p: *const u8) -> Self::W {
+        // SAFETY: reads bytes 0..68 at `p` (caller); register-only operations.
+        unsafe {
+            let x = join4(p, 1, 17);
+            let m = _mm512_set1_epi8(0x0F);
+            let lut = _mm512_broadcast_i32x4(_mm_loadu_si128(MXFP4_U.as_ptr().cast()));
+            let lo = _mm512_shuffle_epi8(lut, _mm512_and_si512(x, m));
+            let hi = _mm512_shuffle_epi8(lut, _mm512_and_si512(_mm512_srli_epi16::<4>(x), m));
+            let e = |t: usize| E8M0_HALF[usize::from(*p.add(17 * t))];
+            (lo, hi, spread4(_mm_setr_ps(e(0), e(1), e(2), e(3))))
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn dot(w: &Self::W, a: *const V64, acc: __m512) -> __m512 {
+        // SAFETY: forwarded from the caller; the same arithmetic as Q4_0's.
+        unsafe { Q4_0::dot(w, a, acc) }
+    }
+}
+
+/// IQ4_NL (18-byte blocks: `d` f16, then Q4_0's nibble order; values `kvalues_iq4nl[c] * d`,
+/// signed in -127..=113; layout and table from ggml `block_iq4_nl` / `kvalues_iq4nl`, as in
+/// the core's `format::ggml::iq::iq4_nl`). Register: the looked-up levels' absolute values
+/// and sign masks; per column the activations are negated where the level is negative
+/// (masked `vpsubb`), so `maddubs(|v|, ±a)` is exact `v * a` per pair (<= 2 * 127 * 127 <
+/// 2^15); low and high nibble planes are widened (`vpmaddwd`) separately. Record: `a_lo`,
+/// `a_hi`, `d_a`.
+pub(crate) struct Iq4Nl;
+
+impl Lanes for Iq4Nl {
+    const BB: usize = 18;
+    const GB: usize = 4;
+    const REC: usize = 4;
+    type W = (__m512i, __m512i, __mmask64, __mmask64, __m512);
+
+    fn prep(act: ActSlice<'_>, nb: usize, j: usize, g: usize, rec: &mut [V64]) {
+        prep_nib(act, nb, j, g, rec, 0);
+    }
+
+    #[inline(always)]
+    unsafe fn prep_fast(act: ActSlice<'_>, nb: usize, j: usize, g: usize, rec: &mut [V64]) {
+        // SAFETY: forwarded from the caller.
+        unsafe { prep_nib_fast(act, nb, j, g, rec, 0) }
+    }
+
+    #[inline(always)]
+    unsafe fn decode(p: *const u8) -> Self::W {
+        // SAFETY: reads bytes 0..72 at `p` (caller); register-only operations.
+        unsafe {
+            let x = join4(p, 2, 18);
+            let m = _mm512_set1_epi8(0x0F);
+            let lut = _mm512_broadcast_i32x4(_mm_loadu_si128(KVALUES_IQ4NL.as_ptr().cast()));
+            let lo = _mm512_shuffle_epi8(lut, _mm512_and_si512(x, m));
+            let hi = _mm512_shuffle_epi8(lut, _mm512_and_si512(_mm512_srli_epi16::<4>(x), m));
+            let h = |o: usize| u64::from(ptr::read_unaligned(p.add(o).cast::<u16>()));
+            let d4 = h(0) | h(18) << 16 | h(36) << 32 | h(54) << 48;
+            let dv = spread4(_mm_cvtph_ps(_mm_cvtsi64_si128(d4 as i64)));
+            let (nl, nh) = (_mm512_movepi8_mask(lo), _mm512_movepi8_mask(hi));
+            (_mm512_abs_epi8(lo), _mm512_abs_epi8(hi), nl, nh, dv)
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn dot(w: &Self::W, a: *const V64, acc: __m512) -> __m512 {
+        // SAFETY: reads the record's vectors 0, 1, 3 (caller); register-only operations.
+        unsafe {
+            let z = _mm512_setzero_si512();
+            let (al, ah) = (ld(a, 0), ld(a, 1));
+            let sl = _mm512_mask_sub_epi8(al, w.2, z, al);
+            let sh = _mm512_mask_sub_epi8(ah, w.3, z, ah);
+            let one = _mm512_set1_epi16(1);
+            let s = _mm512_add_epi32(
+                _mm512_madd_epi16(_mm512_maddubs_epi16(w.0, sl), one),
+                _mm512_madd_epi16(_mm512_maddubs_epi16(w.1, sh), one),
+            );
+            _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(w.4, ldps(a, 3)), acc)
+        }
+    }
+}
+
+/// The Q4_0-order record (`a_lo`, `a_hi`, `off * asum`, `d_a`) of Q8_0 blocks `4g..4g+4` of
+/// column `j`, blocks past `nb` zero (scalar; partial groups).
+fn prep_nib(act: ActSlice<'_>, nb: usize, j: usize, g: usize, rec: &mut [V64], off: i32) {
+    let [alo, ahi, ao, da] = rec else { return };
+    for t in 0..4 {
+        let Some((q, d)) = q8_0_block(act, nb, j, 4 * g + t) else { continue };
+        for e in 0..16 {
+            alo.put_i8(16 * t + e, q[e]);
+            ahi.put_i8(16 * t + e, q[16 + e]);
+        }
+        for u in 0..4 {
+            let s: i32 =
+                (0..4).map(|e| i32::from(q[4 * u + e]) + i32::from(q[16 + 4 * u + e])).sum();
+            ao.put_i32(4 * t + u, off * s);
+            da.put_f32(4 * t + u, d);
+        }
+    }
+}
+
+/// [`prep_nib`] for a whole group, with vector instructions.
+///
+/// # Safety
+/// The AVX-512 set of [`entry`] is available.
+#[inline(always)]
+unsafe fn prep_nib_fast(
+    act: ActSlice<'_>,
+    nb: usize,
+    j: usize,
+    g: usize,
+    rec: &mut [V64],
+    off: i32,
+) {
+    let ActSlice::Q8_0(a, ad) = act else { return };
+    let i0 = j * nb + 4 * g;
+    let (Some(b), Some(d), true) = (a.get(i0..i0 + 4), ad.get(i0..i0 + 4), rec.len() == 4) else {
+        return;
+    };
+    let r = rec.as_mut_ptr();
+    // SAFETY: reads the 4 blocks' quants and scales (bounds-checked slices); writes the 4
+    // record vectors.
+    unsafe {
+        let p = b.as_ptr().cast::<u8>();
+        let (lo, hi) = (join4(p, 2, 34), join4(p, 18, 34));
+        let one = _mm512_set1_epi8(1);
+        let s = _mm512_add_epi16(_mm512_maddubs_epi16(one, lo), _mm512_maddubs_epi16(one, hi));
+        let s = _mm512_madd_epi16(s, _mm512_set1_epi16(1));
+        _mm512_store_si512(r.cast(), lo);
+        _mm512_store_si512(r.add(1).cast(), hi);
+        _mm512_store_si512(r.add(2).cast(), _mm512_mullo_epi32(s, _mm512_set1_epi32(off)));
+        _mm512_store_ps(r.add(3).cast(), spread4(_mm_loadu_ps(d.as_ptr())));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn e8m0_half_table_matches_core() {
+        for e in 0u8..=0xFE {
+            let want = lowbit_core::scalar::try_ue8m0_to_f32_half(e).unwrap();
+            assert_eq!(E8M0_HALF[usize::from(e)].to_bits(), want.to_bits(), "byte {e:#04x}");
+        }
+    }
+
+    #[test]
+    fn mxfp4_offset_table_matches_core() {
+        for (u, k) in MXFP4_U.iter().zip(lowbit_core::format::ggml::mxfp4::KVALUES_MXFP4) {
+            assert_eq!(i32::from(*u), i32::from(k) + 12);
+        }
+    }
+}
