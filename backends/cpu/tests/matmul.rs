@@ -26,7 +26,8 @@ fn simd_c(format: FormatId) -> f64 {
     match format {
         // x86/avx2.rs, x86/avx512.rs: Q8_0, Q4_0 (AVX-512 Q4_0: x86/z512.rs, also c = 1).
         FormatId::Q8_0 | FormatId::Q4_0 => 1.0,
-        // ROCmFP2 / ROCmFP3 kernels.
+        // ROCmFP2: x86/rocmfpx/fp2.rs (exact half-block sums, one rounding per 8-block group and
+        // lane, then a 16-lane tree: c = 1). ROCmFP3: x86/fp3.rs (bit-identical to the reference).
         FormatId::RocmFp2 | FormatId::RocmFp3 => 1.0,
         // HFP4 family kernels (x86/hfp4.rs).
         FormatId::Hfp4G32 | FormatId::Mfp4G32 | FormatId::Mfp4G32P => 2.0,

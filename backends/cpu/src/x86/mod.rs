@@ -18,6 +18,7 @@ mod ext;
 mod fp3;
 mod hfp4;
 mod kquant;
+mod rocmfpx;
 mod ternary;
 mod z512;
 
@@ -49,11 +50,11 @@ pub(crate) const fn block_bytes(f: u8) -> usize {
 
 /// The SIMD kernel for `(isa, format)`, if one exists.
 pub(crate) fn kernel(isa: Isa, format: FormatId) -> Option<Kernel> {
-    match isa {
+    rocmfpx::kernel(isa, format).or_else(|| match isa {
         Isa::Scalar => None,
         Isa::Avx2 => avx2::kernel(format).or_else(|| ext::kernel_avx2(format)),
         Isa::Avx512 => avx512::kernel(format).or_else(|| ext::kernel_avx512(format)),
-    }
+    })
 }
 
 /// What the unsafe bodies may rely on, checked by [`check_q8_0`].
