@@ -1,35 +1,48 @@
 //! AVX2 / AVX-512 kernels for the HFP4 family with f32 activations: HFP4G32, MFP4G32 and
 //! MFP4G32P (the rotated formats' activations arrive FWHT-rotated, once per matmul call, from
-//! `act.rs`; the kernels see plain f32 columns).
+//! `act.rs`; the kernels see plain f32 columns). This file holds the shared part (dispatch,
+//! length checks, block-factor tables, row scales) and the AVX2 body; the AVX-512 body is in
+//! `hfp4_512.rs`.
 //!
 //! Row layout (from the core's `format::hipfire`): a 16-byte header (f16 row scale at 0), then
 //! 17-byte blocks (scale byte, 16 bytes of E2M1 nibbles, low nibble = even element).
 //!
-//! Shape: rows in groups of 8, one row per vector lane. Per block, the 16 nibble bytes of the
-//! 8 rows are transposed (24 `punpck`) so that byte `b` of all 8 rows sits in one vector; each
-//! nibble becomes its f32 E2M1 value through `vpermps` on the 8 magnitudes plus the sign bit
-//! (bit 3 of the code moved to bit 31). The 32 resulting vectors (element `t` of 8 rows) are
-//! reused for every column of the tile. Each lane then evaluates the core reference's sequence
-//! exactly (`s = 0; s += E2M1[c_t] * x_t` for t in order, `acc += s * factor`, `y = acc * rs`;
-//! separate multiply and add, no FMA), so results are bit-identical to the reference
-//! (`format::hipfire::dot`), whose bound applies: **c = 2**.
+//! Arithmetic (both ISAs): per row and block, the block factor `f` (2^(e - 127), or the E4M3
+//! value for MFP4G32P, read from a 256-entry table) scales the E2M1 value table once
+//! (`t = E2M1 * f`, exact: a power of two, or a 2-bit by 4-bit significand product); each
+//! nibble then selects its scaled weight from `t` with one `vpermps` (the AVX-512 table has
+//! all 16 signed values; the AVX2 one has the 8 magnitudes and the sign bit is XORed in), and
+//! the weights go into per-lane f32 accumulators with FMA (the product is exact inside the
+//! FMA, one rounding per term and lane). At the end of the row the lanes are summed (a fixed
+//! tree) and multiplied by the row scale. Each decoded block serves every column of the tile
+//! (n = 2..16) from registers.
+//!
+//! Bound: a term passes through at most `K/8` FMA roundings in its lane (AVX2: 4 per block and
+//! lane with one accumulator, fewer with two; AVX-512: 2 per block), one add joining two
+//! accumulators, at most 4 levels of the lane tree and the row-scale multiply: depth
+//! `d <= K/8 + 6 <= 0.32 K` for `K >= 32`, so `|y - y_exact| <= d u sum|terms| (1 + O(d u))`
+//! and the DESIGN.md bound holds with **c = 0.5** (as long as no intermediate underflows into
+//! f32 subnormals, the reference's own proviso).
 //!
 //! What must not live here: the integer-activation formats (`ext.rs` and its bodies).
 
 use std::arch::x86_64::*;
 use std::ops::Range;
+use std::sync::OnceLock;
 
 use lowbit_core::error::Buffer;
 use lowbit_core::format::hipfire::block::block_factor;
 use lowbit_core::format::hipfire::header::RowHeader;
 use lowbit_core::{Error, FormatId};
 
-use super::ext::{row_ptrs, store_rows};
+use super::hfp4_512;
 use crate::act::{ActData, Acts};
 use crate::kernels::{Kernel, MAX_TILE};
 
-const HEADER: usize = 16;
-const BLOCK: usize = 17;
+/// Bytes of the row header.
+pub(super) const HEADER: usize = 16;
+/// Bytes of a block (scale byte + 16 nibble bytes).
+pub(super) const BLOCK: usize = 17;
 
 /// The AVX2 kernel for `format`, if this module has one.
 pub(crate) fn kernel_avx2(format: FormatId) -> Option<Kernel> {
@@ -91,16 +104,42 @@ fn check<'a>(
     Ok((x, nb))
 }
 
-/// The block factors of the 8 rows at `rp` for the block whose scale byte is at `off`, read
-/// through the core (validated at upload; a byte the core refuses reads as 0 here, which
-/// uploaded matrices never reach).
-///
-/// # Safety
-/// Every `rp[i] + off` is readable.
-#[inline(always)]
-unsafe fn factors(format: FormatId, rp: &[*const u8; 8], off: usize) -> [f32; 8] {
-    // SAFETY: the caller guarantees the reads.
-    core::array::from_fn(|i| block_factor(format, unsafe { *rp[i].add(off) }).unwrap_or(0.0))
+/// The block factor of every scale byte of `format`, through the core's `block_factor`
+/// (validated at upload; a byte the core refuses reads as 0 here, which uploaded matrices
+/// never reach). Built once per process.
+pub(super) fn factor_table(format: FormatId) -> &'static [f32; 256] {
+    static UE8M0: OnceLock<[f32; 256]> = OnceLock::new();
+    static E4M3: OnceLock<[f32; 256]> = OnceLock::new();
+    // HFP4G32 and MFP4G32 share the UE8M0 block exponent.
+    let (cell, f) = match format {
+        FormatId::Mfp4G32P => (&E4M3, FormatId::Mfp4G32P),
+        _ => (&UE8M0, FormatId::Hfp4G32),
+    };
+    cell.get_or_init(|| core::array::from_fn(|b| block_factor(f, b as u8).unwrap_or(0.0)))
+}
+
+/// The row scale (f16 at byte 0 of the header) of the row starting at `row`.
+pub(super) fn row_scale(row: &[u8]) -> f32 {
+    RowHeader::read(row).row_scale().to_f32()
+}
+
+/// What a kernel body needs besides the weights: blocks per row, the factor table, the
+/// activation columns of this pass (`x[c * k..]` for tile column `c`), the output stride
+/// (columns of the whole tile) and the output column of the pass's first column.
+pub(super) struct Pass<'a> {
+    /// Blocks per row.
+    pub nb: usize,
+    /// Block factor of each scale byte.
+    pub fac: &'static [f32; 256],
+    /// The pass's activation columns, `k = 32 nb` values each.
+    pub x: &'a [f32],
+    /// Columns in this pass (1..=16; the body's column count `C` may be larger: the extra
+    /// columns repeat the last one and are not stored).
+    pub ncp: usize,
+    /// Output stride: columns of the whole tile.
+    pub nc: usize,
+    /// Output column of the pass's first column.
+    pub j0: usize,
 }
 
 fn run_avx2(
@@ -112,10 +151,22 @@ fn run_avx2(
     out: &mut [f32],
 ) -> Result<(), Error> {
     let (x, nb) = check(format, w, rb, acts, &cols, out)?;
-    // SAFETY: reachable only through `kernel_avx2`, which `KernelTable::new` reaches only for
-    // `Isa::Avx2` after `Isa::Avx2.available()` detected AVX2, FMA and F16C; the lengths the
-    // body relies on were checked by `check`.
-    unsafe { entry_avx2(format, w, rb, nb, x, acts.k, cols, out) };
+    let k = acts.k;
+    let fac = factor_table(format);
+    let nc = cols.len();
+    let xt = &x[cols.start * k..cols.end * k];
+    let mut j0 = 0;
+    while j0 < nc {
+        // AVX2 has 16 registers: at most 8 columns per pass over the rows.
+        let ncp = (nc - j0).min(8);
+        let pass = Pass { nb, fac, x: &xt[j0 * k..(j0 + ncp) * k], ncp, nc, j0 };
+        // SAFETY: reachable only through `kernel_avx2`, which `KernelTable::new` reaches only
+        // for `Isa::Avx2` after `Isa::Avx2.available()` detected AVX2, FMA and F16C; `check`
+        // gave whole rows of `rb = 16 + 17 nb` bytes, `ncp` columns of `32 nb` values in
+        // `pass.x` and `out.len() == rows * nc` with `j0 + ncp <= nc`.
+        unsafe { entry_avx2(w, rb, &pass, out) };
+        j0 += ncp;
+    }
     Ok(())
 }
 
@@ -128,190 +179,129 @@ fn run_avx512(
     out: &mut [f32],
 ) -> Result<(), Error> {
     let (x, nb) = check(format, w, rb, acts, &cols, out)?;
+    let k = acts.k;
+    let xt = &x[cols.start * k..cols.end * k];
+    let fac = factor_table(format);
     // SAFETY: reachable only through `kernel_avx512`, which `KernelTable::new` reaches only for
     // `Isa::Avx512` after `Isa::Avx512.available()` detected AVX-512 F/BW/VL, AVX2, FMA and
-    // F16C; the lengths the body relies on were checked by `check`.
-    unsafe { entry_avx512(format, w, rb, nb, x, acts.k, cols, out) };
+    // F16C; `check` gave whole rows of `rb = 16 + 17 nb` bytes, `cols.len()` (1..=16) columns
+    // of `32 nb` values in `xt` and `out.len() == rows * cols.len()`.
+    unsafe { hfp4_512::entry(w, rb, nb, fac, xt, cols.len(), out) };
     Ok(())
 }
 
 #[target_feature(enable = "avx2,fma,f16c")]
-#[allow(clippy::too_many_arguments)]
-unsafe fn entry_avx2(
-    format: FormatId,
-    w: &[u8],
-    rb: usize,
-    nb: usize,
-    x: &[f32],
-    k: usize,
-    cols: Range<usize>,
-    out: &mut [f32],
-) {
-    // SAFETY: the caller guarantees the features and the `check` invariants.
+unsafe fn entry_avx2(w: &[u8], rb: usize, p: &Pass, out: &mut [f32]) {
+    // SAFETY: the caller guarantees the features and the `Pass` invariants.
     unsafe {
-        match cols.len() {
-            1 => body::<1>(format, w, rb, nb, x, k, cols, out),
-            2..=4 => body::<4>(format, w, rb, nb, x, k, cols, out),
-            _ => body::<16>(format, w, rb, nb, x, k, cols, out),
+        match p.ncp {
+            1 => body_avx2::<2, 1, 2>(w, rb, p, out),
+            2 => body_avx2::<2, 2, 1>(w, rb, p, out),
+            3 => body_avx2::<1, 3, 2>(w, rb, p, out),
+            4 => body_avx2::<1, 4, 2>(w, rb, p, out),
+            _ => body_avx2::<1, 8, 1>(w, rb, p, out),
         }
     }
 }
 
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
-#[allow(clippy::too_many_arguments)]
-unsafe fn entry_avx512(
-    format: FormatId,
-    w: &[u8],
-    rb: usize,
-    nb: usize,
-    x: &[f32],
-    k: usize,
-    cols: Range<usize>,
-    out: &mut [f32],
-) {
-    // SAFETY: the caller guarantees the features and the `check` invariants.
-    unsafe {
-        match cols.len() {
-            1 => body::<1>(format, w, rb, nb, x, k, cols, out),
-            2..=4 => body::<4>(format, w, rb, nb, x, k, cols, out),
-            _ => body::<16>(format, w, rb, nb, x, k, cols, out),
-        }
-    }
-}
-
-/// The E2M1 values of the 8 codes in the low nibble (`HIGH = false`) or high nibble of the 8
-/// i32 lanes of `v` (one byte per lane).
+/// Sum of the 8 lanes (fixed tree).
 ///
 /// # Safety
-/// AVX2 is available.
+/// AVX is available.
 #[inline(always)]
-unsafe fn e2m1x8<const HIGH: bool>(v: __m256i) -> __m256 {
-    // SAFETY: register-only AVX2 operations.
+unsafe fn hsum8(v: __m256) -> f32 {
+    // SAFETY: register-only AVX operations.
     unsafe {
-        let c = if HIGH { _mm256_srli_epi32::<4>(v) } else { v };
-        let c = _mm256_and_si256(c, _mm256_set1_epi32(15));
-        let mag = _mm256_setr_ps(0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0);
-        // vpermps reads index bits 0..3; bit 3 of the code is the sign.
-        let m = _mm256_permutevar8x32_ps(mag, c);
-        let sign = _mm256_slli_epi32::<28>(_mm256_and_si256(c, _mm256_set1_epi32(8)));
-        _mm256_castsi256_ps(_mm256_or_si256(_mm256_castps_si256(m), sign))
+        let s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps::<1>(v));
+        let s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+        let s = _mm_add_ss(s, _mm_movehdup_ps(s));
+        _mm_cvtss_f32(s)
     }
 }
 
-/// The 32 values of one block of 8 rows, element-major: `tv[t]` lane `i` is element `t` of row
-/// `i` (without any scale).
+/// The AVX2 body: rows in groups of `R` (then single rows), `C` columns (the pass's `ncp <= C`
+/// real ones), `A` accumulators per (row, column) (quarter `q` of a block goes to `q % A`).
+///
+/// Per row and block: `t = E2M1 magnitudes * f`, XORed with `idx << 28` in lane `idx`; for
+/// each quarter (8 elements, nibble bytes `4q..4q+4` broadcast as one dword), `vpsrlvd` by
+/// `4 j` puts element `j`'s code in the low bits of lane `j` (natural element order);
+/// `vpermps` picks `t[code & 7]`, and XOR with `code << 28` cancels the `idx << 28` and sets
+/// the sign bit from bit 3 of the code.
 ///
 /// # Safety
-/// AVX2 is available; every `p[i] .. p[i] + 16` is readable.
+/// AVX2 and FMA are available; `w` holds whole rows of `rb = 16 + 17 p.nb` bytes; `p.x` holds
+/// `p.ncp` (1..=C) columns of `32 p.nb` values; `out.len() == rows * p.nc`, `p.j0 + p.ncp <=
+/// p.nc`.
 #[inline(always)]
-unsafe fn decode8(p: &[*const u8; 8], tv: &mut [__m256; 32]) {
-    // SAFETY: 16-byte reads at each `p[i]` (caller); register-only AVX2 operations.
-    unsafe {
-        let r: [__m128i; 8] = core::array::from_fn(|i| _mm_loadu_si128(p[i].cast()));
-        let mut q = [_mm_setzero_si128(); 8];
-        for g in 0..2 {
-            let (a, b, c, d) = (r[4 * g], r[4 * g + 1], r[4 * g + 2], r[4 * g + 3]);
-            let abl = _mm_unpacklo_epi8(a, b);
-            let abh = _mm_unpackhi_epi8(a, b);
-            let cdl = _mm_unpacklo_epi8(c, d);
-            let cdh = _mm_unpackhi_epi8(c, d);
-            // q[4g + m]: byte indices 4m..4m+4, 4 rows (4g..4g+4) each.
-            q[4 * g] = _mm_unpacklo_epi16(abl, cdl);
-            q[4 * g + 1] = _mm_unpackhi_epi16(abl, cdl);
-            q[4 * g + 2] = _mm_unpacklo_epi16(abh, cdh);
-            q[4 * g + 3] = _mm_unpackhi_epi16(abh, cdh);
-        }
-        for m in 0..4 {
-            // Byte indices 4m, 4m+1 (lo) and 4m+2, 4m+3 (hi), 8 rows each.
-            let lo = _mm_unpacklo_epi32(q[m], q[4 + m]);
-            let hi = _mm_unpackhi_epi32(q[m], q[4 + m]);
-            for (h, z) in [lo, hi].into_iter().enumerate() {
-                let bi = 4 * m + 2 * h;
-                let v0 = _mm256_cvtepu8_epi32(z);
-                let v1 = _mm256_cvtepu8_epi32(_mm_srli_si128::<8>(z));
-                tv[2 * bi] = e2m1x8::<false>(v0);
-                tv[2 * bi + 1] = e2m1x8::<true>(v0);
-                tv[2 * bi + 2] = e2m1x8::<false>(v1);
-                tv[2 * bi + 3] = e2m1x8::<true>(v1);
-            }
-        }
-    }
-}
-
-/// The kernel body (see the module doc).
-///
-/// # Safety
-/// AVX2, FMA and F16C are available; the `check` invariants hold (`w` whole rows of
-/// `rb = 16 + 17 nb` bytes, `x` holds `k = 32 nb` values per column for every column in
-/// `cols`, `out.len() == rows * cols.len()`, `1 <= cols.len() <= MAXC`).
-#[inline(always)]
-#[allow(clippy::too_many_arguments, clippy::needless_range_loop)]
-unsafe fn body<const MAXC: usize>(
-    format: FormatId,
+unsafe fn body_avx2<const R: usize, const C: usize, const A: usize>(
     w: &[u8],
     rb: usize,
-    nb: usize,
-    x: &[f32],
-    k: usize,
-    cols: Range<usize>,
+    p: &Pass,
     out: &mut [f32],
 ) {
     let nrows = w.len() / rb;
-    let nc = cols.len().min(MAXC);
-    // SAFETY: weight reads stay inside the rows `row_ptrs` returns (header bytes 0..16, block
-    // `b < nb` at `16 + 17 b .. 16 + 17 (b + 1)`); activation reads are `x[(c * k + 32 b)..][..32]`
-    // (`..64` for a pair, only when `b + 1 < nb`)
-    // for columns `c < acts.n` (checked); AVX2/FMA/F16C are available.
+    let k = 32 * p.nb;
+    // SAFETY: weight reads: the scale byte at `16 + 17 b` and the dwords at `16 + 17 b + 1 +
+    // 4 q` (q < 4) of rows `< nrows`, inside `w`; activation reads: `x[c k + 32 b + 8 q..][..8]`
+    // for `c < ncp`; register operations need AVX2/FMA (caller).
     unsafe {
+        let mag = _mm256_setr_ps(0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0);
+        let junk =
+            _mm256_setr_epi32(0, 1 << 28, 2 << 28, 3 << 28, 4 << 28, 5 << 28, 6 << 28, 7 << 28);
+        let sh = _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28);
+        let xc: [*const f32; C] = core::array::from_fn(|j| p.x.as_ptr().add(j.min(p.ncp - 1) * k));
         let mut r0 = 0;
         while r0 < nrows {
-            let (rp, here) = row_ptrs(w, rb, nrows, r0);
-            let rs: [f32; 8] = core::array::from_fn(|i| {
-                let hdr: &[u8; 16] = &*rp[i].cast::<[u8; 16]>();
-                RowHeader::read(hdr).row_scale().to_f32()
-            });
-            let mut acc = [_mm256_setzero_ps(); MAXC];
-            let mut tv = [[_mm256_setzero_ps(); 32]; 2];
-            let mut b = 0;
-            while b < nb {
-                // Two blocks at a time (their block sums are independent chains; the adds into
-                // `acc` stay in block order), one for an odd last block.
-                let two = b + 1 < nb;
-                let mut fac = [_mm256_setzero_ps(); 2];
-                for h in 0..1 + usize::from(two) {
-                    let off = HEADER + (b + h) * BLOCK;
-                    fac[h] = _mm256_loadu_ps(factors(format, &rp, off).as_ptr());
-                    let qp: [*const u8; 8] = core::array::from_fn(|i| rp[i].add(off + 1));
-                    decode8(&qp, &mut tv[h]);
-                }
-                for (jj, accj) in acc.iter_mut().enumerate().take(nc) {
-                    let xp = x.as_ptr().add((cols.start + jj) * k + 32 * b);
-                    let mut s0 = _mm256_setzero_ps();
-                    if two {
-                        let mut s1 = _mm256_setzero_ps();
-                        for t in 0..32 {
-                            let x0 = _mm256_set1_ps(*xp.add(t));
-                            let x1 = _mm256_set1_ps(*xp.add(32 + t));
-                            s0 = _mm256_add_ps(s0, _mm256_mul_ps(tv[0][t], x0));
-                            s1 = _mm256_add_ps(s1, _mm256_mul_ps(tv[1][t], x1));
+            let here = if r0 + R <= nrows { R } else { 1 };
+            let mut acc = [[[_mm256_setzero_ps(); A]; C]; R];
+            macro_rules! group {
+                ($rr:expr) => {{
+                    let rp: [*const u8; $rr] =
+                        core::array::from_fn(|r| w.as_ptr().add((r0 + r) * rb + HEADER));
+                    for b in 0..p.nb {
+                        let mut t = [_mm256_setzero_ps(); $rr];
+                        for r in 0..$rr {
+                            let f = _mm256_set1_ps(p.fac[usize::from(*rp[r].add(b * BLOCK))]);
+                            let s = _mm256_castps_si256(_mm256_mul_ps(mag, f));
+                            t[r] = _mm256_castsi256_ps(_mm256_xor_si256(s, junk));
                         }
-                        *accj = _mm256_add_ps(*accj, _mm256_mul_ps(s0, fac[0]));
-                        *accj = _mm256_add_ps(*accj, _mm256_mul_ps(s1, fac[1]));
-                    } else {
-                        for (t, v) in tv[0].iter().enumerate() {
-                            s0 = _mm256_add_ps(s0, _mm256_mul_ps(*v, _mm256_set1_ps(*xp.add(t))));
+                        for q in 0..4 {
+                            let mut wv = [_mm256_setzero_ps(); $rr];
+                            for r in 0..$rr {
+                                let src = rp[r].add(b * BLOCK + 1 + 4 * q);
+                                let d = _mm256_set1_epi32(src.cast::<i32>().read_unaligned());
+                                let v = _mm256_srlv_epi32(d, sh);
+                                let m = _mm256_permutevar8x32_ps(t[r], v);
+                                let sgn = _mm256_slli_epi32::<28>(v);
+                                wv[r] = _mm256_castsi256_ps(_mm256_xor_si256(
+                                    _mm256_castps_si256(m),
+                                    sgn,
+                                ));
+                            }
+                            for j in 0..C {
+                                let xv = _mm256_loadu_ps(xc[j].add(32 * b + 8 * q));
+                                for r in 0..$rr {
+                                    acc[r][j][q % A] = _mm256_fmadd_ps(wv[r], xv, acc[r][j][q % A]);
+                                }
+                            }
                         }
-                        *accj = _mm256_add_ps(*accj, _mm256_mul_ps(s0, fac[0]));
                     }
+                }};
+            }
+            if here == R {
+                group!(R);
+            } else {
+                group!(1);
+            }
+            for (r, accr) in acc.iter().enumerate().take(here) {
+                let row = r0 + r;
+                let rs = row_scale(&w[row * rb..(row + 1) * rb]);
+                for (j, a) in accr.iter().enumerate().take(p.ncp) {
+                    let s = if A == 2 { _mm256_add_ps(a[0], a[A - 1]) } else { a[0] };
+                    out[row * p.nc + p.j0 + j] = hsum8(s) * rs;
                 }
-                b += 2;
             }
-            let rsv = _mm256_loadu_ps(rs.as_ptr());
-            for a in acc.iter_mut().take(nc) {
-                *a = _mm256_mul_ps(*a, rsv);
-            }
-            store_rows(&acc, nc, r0, here, out);
-            r0 += 8;
+            r0 += here;
         }
     }
 }
