@@ -27,12 +27,14 @@
 //! What must not live here: the integer-activation formats (`ext.rs` and its bodies).
 
 use std::arch::x86_64::*;
+use std::cell::Cell;
 use std::ops::Range;
 use std::sync::OnceLock;
 
 use lowbit_core::error::Buffer;
 use lowbit_core::format::hipfire::block::block_factor;
 use lowbit_core::format::hipfire::header::RowHeader;
+use lowbit_core::scalar::E2M1_VALUES;
 use lowbit_core::{Error, FormatId};
 
 use super::hfp4_512;
@@ -104,18 +106,58 @@ fn check<'a>(
     Ok((x, nb))
 }
 
-/// The block factor of every scale byte of `format`, through the core's `block_factor`
+/// The 16 signed E2M1 values scaled by the block factor of scale byte `e`, for every `e`
+/// (AVX-512: one `vpermps` on a row reads a block's weights straight from entry `e`).
+#[repr(C, align(64))]
+pub(super) struct Lut16(pub [[f32; 16]; 256]);
+
+/// The 8 E2M1 magnitudes scaled by the block factor of scale byte `e`, with `idx << 28` XORed
+/// into entry `idx` (AVX2: see `body_avx2`).
+#[repr(C, align(32))]
+pub(super) struct Lut8(pub [[f32; 8]; 256]);
+
+/// The block factor of every scale byte of `format` through the core's `block_factor`
 /// (validated at upload; a byte the core refuses reads as 0 here, which uploaded matrices
-/// never reach). Built once per process.
-pub(super) fn factor_table(format: FormatId) -> &'static [f32; 256] {
-    static UE8M0: OnceLock<[f32; 256]> = OnceLock::new();
-    static E4M3: OnceLock<[f32; 256]> = OnceLock::new();
-    // HFP4G32 and MFP4G32 share the UE8M0 block exponent.
-    let (cell, f) = match format {
-        FormatId::Mfp4G32P => (&E4M3, FormatId::Mfp4G32P),
-        _ => (&UE8M0, FormatId::Hfp4G32),
-    };
-    cell.get_or_init(|| core::array::from_fn(|b| block_factor(f, b as u8).unwrap_or(0.0)))
+/// never reach). `E2M1 * factor` is exact: a power of two, or (E4M3) a product of 2- and
+/// 4-bit significands that stays above 2^-149.
+fn factors(format: FormatId) -> [f32; 256] {
+    core::array::from_fn(|b| block_factor(format, b as u8).unwrap_or(0.0))
+}
+
+/// HFP4G32 and MFP4G32 share the UE8M0 block exponent; MFP4G32P has E4M3 block scales.
+fn table_format(format: FormatId) -> FormatId {
+    match format {
+        FormatId::Mfp4G32P => FormatId::Mfp4G32P,
+        _ => FormatId::Hfp4G32,
+    }
+}
+
+/// The AVX-512 table of `format`, built once per process.
+pub(super) fn lut16(format: FormatId) -> &'static Lut16 {
+    static UE8M0: OnceLock<Box<Lut16>> = OnceLock::new();
+    static E4M3: OnceLock<Box<Lut16>> = OnceLock::new();
+    let f = table_format(format);
+    let cell = if f == FormatId::Mfp4G32P { &E4M3 } else { &UE8M0 };
+    cell.get_or_init(|| {
+        let fac = factors(f);
+        Box::new(Lut16(core::array::from_fn(|e| E2M1_VALUES.map(|v| v * fac[e]))))
+    })
+}
+
+/// The AVX2 table of `format`, built once per process.
+pub(super) fn lut8(format: FormatId) -> &'static Lut8 {
+    static UE8M0: OnceLock<Box<Lut8>> = OnceLock::new();
+    static E4M3: OnceLock<Box<Lut8>> = OnceLock::new();
+    let f = table_format(format);
+    let cell = if f == FormatId::Mfp4G32P { &E4M3 } else { &UE8M0 };
+    cell.get_or_init(|| {
+        let fac = factors(f);
+        Box::new(Lut8(core::array::from_fn(|e| {
+            core::array::from_fn(|i| {
+                f32::from_bits((E2M1_VALUES[i] * fac[e]).to_bits() ^ ((i as u32) << 28))
+            })
+        })))
+    })
 }
 
 /// The row scale (f16 at byte 0 of the header) of the row starting at `row`.
@@ -123,16 +165,17 @@ pub(super) fn row_scale(row: &[u8]) -> f32 {
     RowHeader::read(row).row_scale().to_f32()
 }
 
-/// What a kernel body needs besides the weights: blocks per row, the factor table, the
+/// What a kernel body needs besides the weights and the table: blocks per row, the
 /// activation columns of this pass (`x[c * k..]` for tile column `c`), the output stride
 /// (columns of the whole tile) and the output column of the pass's first column.
 pub(super) struct Pass<'a> {
     /// Blocks per row.
     pub nb: usize,
-    /// Block factor of each scale byte.
-    pub fac: &'static [f32; 256],
-    /// The pass's activation columns, `k = 32 nb` values each.
+    /// The pass's activation columns, `k = 32 nb` values each, staged slice-major (see
+    /// [`stage`]) with slices of `sb` blocks.
     pub x: &'a [f32],
+    /// Blocks per activation slice ([`slice_blocks`]).
+    pub sb: usize,
     /// Columns in this pass (1..=16; the body's column count `C` may be larger: the extra
     /// columns repeat the last one and are not stored).
     pub ncp: usize,
@@ -140,6 +183,67 @@ pub(super) struct Pass<'a> {
     pub nc: usize,
     /// Output column of the pass's first column.
     pub j0: usize,
+}
+
+/// Blocks per activation slice for `ncp` columns: all of them for one column; else as many
+/// as keep the slice (`ncp * sb * 128` bytes) within about 12 KiB of L1, so that it is read
+/// from L2 once per tile of rows instead of once per row group.
+pub(super) fn slice_blocks(ncp: usize, nb: usize) -> usize {
+    if ncp == 1 {
+        nb.max(1)
+    } else {
+        (TILE_BYTES / (ncp * 128)).max(1)
+    }
+}
+
+/// Rows per cache tile of a `c`-column body with `r`-row groups and `vb`-byte vectors: for
+/// `c > 1`, as many (a multiple of `r`) as keep the accumulators (`c * rows` vectors) within
+/// about 12 KiB of L1; one column: `r`. Always `rows * c <= ACC_VECS` (given `r * c <=
+/// ACC_VECS`, true of every body).
+pub(super) fn tile_rows(c: usize, r: usize, vb: usize) -> usize {
+    if c == 1 {
+        return r;
+    }
+    let rows = (TILE_BYTES / (c * vb)).min(ACC_VECS / c);
+    (rows / r).max(1) * r
+}
+
+/// Copies `ncp` activation columns of `k` values (`src`) into `dst`, slice-major: for each
+/// slice of `sb` blocks (the last may be shorter, `len` blocks), the slice of column 0, then
+/// of column 1, ...; slice `b0` starts at `32 b0 ncp` and column `j` in it at `32 j len`.
+/// `blk` copies one column's slice (plain or rearranged within each 32-value block).
+fn stage(
+    src: &[f32],
+    k: usize,
+    ncp: usize,
+    sb: usize,
+    dst: &mut Vec<f32>,
+    mut blk: impl FnMut(&[f32], &mut [f32]),
+) {
+    let nb = k / 32;
+    dst.resize(ncp * k, 0.0);
+    let mut off = 0;
+    let mut b0 = 0;
+    while b0 < nb {
+        let len = sb.min(nb - b0);
+        for j in 0..ncp {
+            let s = &src[j * k + 32 * b0..][..32 * len];
+            blk(s, &mut dst[off..off + 32 * len]);
+            off += 32 * len;
+        }
+        b0 += len;
+    }
+}
+
+/// L1 bytes for the activation slice, and for the accumulators, of a tile.
+const TILE_BYTES: usize = 12288;
+
+/// Accumulator vectors of the tile buffer (`rs * c` of them in use).
+pub(super) const ACC_VECS: usize = 256;
+
+thread_local! {
+    /// The staged activation columns of the current call (reused across calls).
+    static XBUF: Cell<Vec<f32>> = const { Cell::new(Vec::new()) };
 }
 
 fn run_avx2(
@@ -152,21 +256,32 @@ fn run_avx2(
 ) -> Result<(), Error> {
     let (x, nb) = check(format, w, rb, acts, &cols, out)?;
     let k = acts.k;
-    let fac = factor_table(format);
+    let lut = lut8(format);
     let nc = cols.len();
     let xt = &x[cols.start * k..cols.end * k];
+    if nc == 1 {
+        let pass = Pass { nb, x: xt, sb: nb, ncp: 1, nc: 1, j0: 0 };
+        // SAFETY: reachable only through `kernel_avx2`, which `KernelTable::new` reaches only
+        // for `Isa::Avx2` after `Isa::Avx2.available()` detected AVX2, FMA and F16C; `check`
+        // gave whole rows of `rb = 16 + 17 nb` bytes, one column of `32 nb` values in
+        // `pass.x` (one slice) and `out.len() == rows`.
+        unsafe { entry_avx2(w, rb, lut, &pass, out) };
+        return Ok(());
+    }
+    let mut buf = XBUF.take();
     let mut j0 = 0;
     while j0 < nc {
         // AVX2 has 16 registers: at most 8 columns per pass over the rows.
         let ncp = (nc - j0).min(8);
-        let pass = Pass { nb, fac, x: &xt[j0 * k..(j0 + ncp) * k], ncp, nc, j0 };
-        // SAFETY: reachable only through `kernel_avx2`, which `KernelTable::new` reaches only
-        // for `Isa::Avx2` after `Isa::Avx2.available()` detected AVX2, FMA and F16C; `check`
-        // gave whole rows of `rb = 16 + 17 nb` bytes, `ncp` columns of `32 nb` values in
-        // `pass.x` and `out.len() == rows * nc` with `j0 + ncp <= nc`.
-        unsafe { entry_avx2(w, rb, &pass, out) };
+        let sb = slice_blocks(ncp, nb);
+        stage(&xt[j0 * k..(j0 + ncp) * k], k, ncp, sb, &mut buf, |s, d| d.copy_from_slice(s));
+        let pass = Pass { nb, x: &buf, sb, ncp, nc, j0 };
+        // SAFETY: as above, with `ncp` columns staged by `stage` in `pass.x` and
+        // `out.len() == rows * nc`, `j0 + ncp <= nc`.
+        unsafe { entry_avx2(w, rb, lut, &pass, out) };
         j0 += ncp;
     }
+    XBUF.set(buf);
     Ok(())
 }
 
@@ -180,26 +295,35 @@ fn run_avx512(
 ) -> Result<(), Error> {
     let (x, nb) = check(format, w, rb, acts, &cols, out)?;
     let k = acts.k;
+    let nc = cols.len();
     let xt = &x[cols.start * k..cols.end * k];
-    let fac = factor_table(format);
-    // SAFETY: reachable only through `kernel_avx512`, which `KernelTable::new` reaches only for
-    // `Isa::Avx512` after `Isa::Avx512.available()` detected AVX-512 F/BW/VL, AVX2, FMA and
-    // F16C; `check` gave whole rows of `rb = 16 + 17 nb` bytes, `cols.len()` (1..=16) columns
-    // of `32 nb` values in `xt` and `out.len() == rows * cols.len()`.
-    unsafe { hfp4_512::entry(w, rb, nb, fac, xt, cols.len(), out) };
+    let sb = slice_blocks(nc, nb);
+    let mut buf = XBUF.take();
+    stage(xt, k, nc, sb, &mut buf, |s, d| {
+        // SAFETY: reachable only through `kernel_avx512`, which `KernelTable::new` reaches
+        // only for `Isa::Avx512` after `Isa::Avx512.available()` detected AVX-512 F/BW/VL,
+        // AVX2, FMA and F16C; `stage` passes equal lengths, multiples of 32.
+        unsafe { hfp4_512::deinterleave(s, d) }
+    });
+    let pass = Pass { nb, x: &buf, sb, ncp: nc, nc, j0: 0 };
+    // SAFETY: as above; `check` also gave whole rows of `rb = 16 + 17 nb` bytes and
+    // `out.len() == rows * nc` (1..=16 columns); `pass.x` holds the `nc` columns staged by
+    // `stage` (de-interleaved).
+    unsafe { hfp4_512::entry(w, rb, lut16(format), &pass, out) };
+    XBUF.set(buf);
     Ok(())
 }
 
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn entry_avx2(w: &[u8], rb: usize, p: &Pass, out: &mut [f32]) {
+unsafe fn entry_avx2(w: &[u8], rb: usize, lut: &Lut8, p: &Pass, out: &mut [f32]) {
     // SAFETY: the caller guarantees the features and the `Pass` invariants.
     unsafe {
         match p.ncp {
-            1 => body_avx2::<2, 1, 2>(w, rb, p, out),
-            2 => body_avx2::<2, 2, 1>(w, rb, p, out),
-            3 => body_avx2::<1, 3, 2>(w, rb, p, out),
-            4 => body_avx2::<1, 4, 2>(w, rb, p, out),
-            _ => body_avx2::<1, 8, 1>(w, rb, p, out),
+            1 => body_avx2::<4, 1>(w, rb, lut, p, out),
+            2 => body_avx2::<3, 2>(w, rb, lut, p, out),
+            3 => body_avx2::<2, 3>(w, rb, lut, p, out),
+            4 => body_avx2::<2, 4>(w, rb, lut, p, out),
+            _ => body_avx2::<1, 8>(w, rb, lut, p, out),
         }
     }
 }
@@ -219,89 +343,116 @@ unsafe fn hsum8(v: __m256) -> f32 {
     }
 }
 
-/// The AVX2 body: rows in groups of `R` (then single rows), `C` columns (the pass's `ncp <= C`
-/// real ones), `A` accumulators per (row, column) (quarter `q` of a block goes to `q % A`).
+/// Bytes ahead along a row that the one-column bodies prefetch.
+pub(super) const PREFETCH: usize = 1024;
+
+/// The AVX2 body: cache tiles of `tile_shape` rows x blocks, rows in groups of `R` (then
+/// single rows), `C` columns (the pass's `ncp <= C` real ones).
 ///
-/// Per row and block: `t = E2M1 magnitudes * f`, XORed with `idx << 28` in lane `idx`; for
-/// each quarter (8 elements, nibble bytes `4q..4q+4` broadcast as one dword), `vpsrlvd` by
-/// `4 j` puts element `j`'s code in the low bits of lane `j` (natural element order);
-/// `vpermps` picks `t[code & 7]`, and XOR with `code << 28` cancels the `idx << 28` and sets
-/// the sign bit from bit 3 of the code.
+/// Per row and block: `t = lut[e]` (magnitudes times the block factor, lane `idx` XORed with
+/// `idx << 28`); for each quarter (8 elements, nibble bytes `4q..4q+4` broadcast as one
+/// dword), `vpsrlvd` by `4 j` puts element `j`'s code in the low bits of lane `j` (natural
+/// element order); `vpermps` picks `t[code & 7]`, and XOR with `code << 28` cancels the
+/// `idx << 28` and sets the sign bit from bit 3 of the code.
 ///
 /// # Safety
 /// AVX2 and FMA are available; `w` holds whole rows of `rb = 16 + 17 p.nb` bytes; `p.x` holds
 /// `p.ncp` (1..=C) columns of `32 p.nb` values; `out.len() == rows * p.nc`, `p.j0 + p.ncp <=
 /// p.nc`.
 #[inline(always)]
-unsafe fn body_avx2<const R: usize, const C: usize, const A: usize>(
+unsafe fn body_avx2<const R: usize, const C: usize>(
     w: &[u8],
     rb: usize,
+    lut: &Lut8,
     p: &Pass,
     out: &mut [f32],
 ) {
     let nrows = w.len() / rb;
-    let k = 32 * p.nb;
+    let rs = tile_rows(C, R, 32);
+    // Prefetch distance: along the row (one column), or the same blocks `2 R` rows down
+    // (tiles visit the rows of a slice before the next slice).
+    let pf = if C == 1 { PREFETCH } else { 2 * R * rb };
     // SAFETY: weight reads: the scale byte at `16 + 17 b` and the dwords at `16 + 17 b + 1 +
     // 4 q` (q < 4) of rows `< nrows`, inside `w`; activation reads: `x[c k + 32 b + 8 q..][..8]`
-    // for `c < ncp`; register operations need AVX2/FMA (caller).
+    // for `c < ncp`; `buf` indices `< rs * C <= ACC_VECS`; prefetches never fault; register
+    // operations need AVX2/FMA (caller).
     unsafe {
-        let mag = _mm256_setr_ps(0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0);
-        let junk =
-            _mm256_setr_epi32(0, 1 << 28, 2 << 28, 3 << 28, 4 << 28, 5 << 28, 6 << 28, 7 << 28);
         let sh = _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28);
-        let xc: [*const f32; C] = core::array::from_fn(|j| p.x.as_ptr().add(j.min(p.ncp - 1) * k));
-        let mut r0 = 0;
-        while r0 < nrows {
-            let here = if r0 + R <= nrows { R } else { 1 };
-            let mut acc = [[[_mm256_setzero_ps(); A]; C]; R];
-            macro_rules! group {
-                ($rr:expr) => {{
-                    let rp: [*const u8; $rr] =
-                        core::array::from_fn(|r| w.as_ptr().add((r0 + r) * rb + HEADER));
-                    for b in 0..p.nb {
-                        let mut t = [_mm256_setzero_ps(); $rr];
-                        for r in 0..$rr {
-                            let f = _mm256_set1_ps(p.fac[usize::from(*rp[r].add(b * BLOCK))]);
-                            let s = _mm256_castps_si256(_mm256_mul_ps(mag, f));
-                            t[r] = _mm256_castsi256_ps(_mm256_xor_si256(s, junk));
-                        }
-                        for q in 0..4 {
-                            let mut wv = [_mm256_setzero_ps(); $rr];
-                            for r in 0..$rr {
-                                let src = rp[r].add(b * BLOCK + 1 + 4 * q);
-                                let d = _mm256_set1_epi32(src.cast::<i32>().read_unaligned());
-                                let v = _mm256_srlv_epi32(d, sh);
-                                let m = _mm256_permutevar8x32_ps(t[r], v);
-                                let sgn = _mm256_slli_epi32::<28>(v);
-                                wv[r] = _mm256_castsi256_ps(_mm256_xor_si256(
-                                    _mm256_castps_si256(m),
-                                    sgn,
-                                ));
-                            }
-                            for j in 0..C {
-                                let xv = _mm256_loadu_ps(xc[j].add(32 * b + 8 * q));
-                                for r in 0..$rr {
-                                    acc[r][j][q % A] = _mm256_fmadd_ps(wv[r], xv, acc[r][j][q % A]);
+        let mut buf = [_mm256_setzero_ps(); ACC_VECS];
+        let mut g0 = 0;
+        while g0 < nrows {
+            let gr = rs.min(nrows - g0);
+            buf[..gr * C].fill(_mm256_setzero_ps());
+            let mut b0 = 0;
+            while b0 < p.nb {
+                let b1 = (b0 + p.sb).min(p.nb);
+                // This slice's columns (see `stage`), from block `b0` on.
+                let xc: [*const f32; C] = core::array::from_fn(|j| {
+                    let j = j.min(p.ncp - 1);
+                    p.x.as_ptr().add(32 * (b0 * p.ncp + j * (b1 - b0)))
+                });
+                let mut r = 0;
+                while r < gr {
+                    let here = if r + R <= gr { R } else { 1 };
+                    macro_rules! group {
+                        ($rr:expr) => {{
+                            let rp: [*const u8; $rr] = core::array::from_fn(|i| {
+                                w.as_ptr().add((g0 + r + i) * rb + HEADER)
+                            });
+                            let mut acc: [[__m256; C]; $rr] = core::array::from_fn(|i| {
+                                core::array::from_fn(|j| buf[(r + i) * C + j])
+                            });
+                            for b in b0..b1 {
+                                let mut t = [_mm256_setzero_ps(); $rr];
+                                for i in 0..$rr {
+                                    let blk = rp[i].add(b * BLOCK);
+                                    _mm_prefetch::<_MM_HINT_T0>(blk.wrapping_add(pf).cast());
+                                    t[i] = _mm256_load_ps(lut.0[usize::from(*blk)].as_ptr());
+                                }
+                                for q in 0..4 {
+                                    let mut wv = [_mm256_setzero_ps(); $rr];
+                                    for i in 0..$rr {
+                                        let src = rp[i].add(b * BLOCK + 1 + 4 * q);
+                                        let d =
+                                            _mm256_set1_epi32(src.cast::<i32>().read_unaligned());
+                                        let v = _mm256_srlv_epi32(d, sh);
+                                        let m =
+                                            _mm256_castps_si256(_mm256_permutevar8x32_ps(t[i], v));
+                                        let sgn = _mm256_slli_epi32::<28>(v);
+                                        wv[i] = _mm256_castsi256_ps(_mm256_xor_si256(m, sgn));
+                                    }
+                                    for j in 0..C {
+                                        let xv = _mm256_loadu_ps(xc[j].add(32 * (b - b0) + 8 * q));
+                                        for i in 0..$rr {
+                                            acc[i][j] = _mm256_fmadd_ps(wv[i], xv, acc[i][j]);
+                                        }
+                                    }
                                 }
                             }
-                        }
+                            for i in 0..$rr {
+                                for j in 0..C {
+                                    buf[(r + i) * C + j] = acc[i][j];
+                                }
+                            }
+                        }};
                     }
-                }};
+                    if here == R {
+                        group!(R);
+                    } else {
+                        group!(1);
+                    }
+                    r += here;
+                }
+                b0 = b1;
             }
-            if here == R {
-                group!(R);
-            } else {
-                group!(1);
-            }
-            for (r, accr) in acc.iter().enumerate().take(here) {
-                let row = r0 + r;
-                let rs = row_scale(&w[row * rb..(row + 1) * rb]);
-                for (j, a) in accr.iter().enumerate().take(p.ncp) {
-                    let s = if A == 2 { _mm256_add_ps(a[0], a[A - 1]) } else { a[0] };
-                    out[row * p.nc + p.j0 + j] = hsum8(s) * rs;
+            for i in 0..gr {
+                let row = g0 + i;
+                let scale = row_scale(&w[row * rb..(row + 1) * rb]);
+                for j in 0..p.ncp {
+                    out[row * p.nc + p.j0 + j] = hsum8(buf[i * C + j]) * scale;
                 }
             }
-            r0 += here;
+            g0 += gr;
         }
     }
 }

@@ -2,7 +2,7 @@
 //! arithmetic and its bound, c = 0.5).
 //!
 //! Layout: once per call, each activation column of the tile is copied into a per-thread
-//! buffer with every 32-element block de-interleaved (its 16 even elements, then its 16 odd
+//! buffer (`hfp4.rs`, slice-major: the slice a row tile works on is contiguous) with every 32-element block de-interleaved (its 16 even elements, then its 16 odd
 //! ones: one `vpermt2ps` pair per block). A weight block then decodes in five operations:
 //! `vpmovzxbd` of the 16 nibble bytes (lane `i` = byte `i`), `vpsrld` by 4, the scaled
 //! 16-entry table `t = E2M1 * f` (one multiply), and two `vpermps` (which read bits 0..3 of
@@ -14,64 +14,40 @@
 #![allow(clippy::incompatible_msrv)]
 
 use std::arch::x86_64::*;
-use std::cell::Cell;
 
-use lowbit_core::scalar::E2M1_VALUES;
+use super::hfp4::{row_scale, tile_rows, Lut16, Pass, ACC_VECS, BLOCK, HEADER, PREFETCH};
 
-use super::hfp4::{row_scale, Pass, BLOCK, HEADER};
-
-thread_local! {
-    /// The de-interleaved activations of the current call (reused across calls).
-    static XBUF: Cell<Vec<f32>> = const { Cell::new(Vec::new()) };
-}
-
-/// Entry: de-interleaves the `nc` activation columns of `x` (each `32 nb` values) and runs the
-/// body for the tile.
+/// Entry: runs the body for the tile.
 ///
 /// # Safety
 /// AVX-512 F/BW/VL, AVX2, FMA and F16C are available; `w` holds whole rows of `rb = 16 + 17
-/// nb` bytes, `x.len() == nc * 32 nb`, `1 <= nc <= 16`, `out.len() == rows * nc`.
+/// p.nb` bytes; `p.x` holds `p.ncp` (1..=16) de-interleaved columns of `32 p.nb` values
+/// staged by `stage` with slices of `p.sb` blocks; `p.nc == p.ncp`, `p.j0 == 0`, `out.len() == rows * p.nc`.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
-pub(super) unsafe fn entry(
-    w: &[u8],
-    rb: usize,
-    nb: usize,
-    fac: &'static [f32; 256],
-    x: &[f32],
-    nc: usize,
-    out: &mut [f32],
-) {
-    let mut buf = XBUF.take();
-    if buf.len() < x.len() {
-        buf.resize(x.len(), 0.0);
-    }
-    // SAFETY: the caller guarantees the features; `buf` holds at least `x.len()` values.
-    unsafe { deinterleave(x, &mut buf[..x.len()]) };
-    let p = Pass { nb, fac, x: &buf[..x.len()], ncp: nc, nc, j0: 0 };
-    // SAFETY: the caller guarantees the features and the row and output lengths; `p.x` holds
-    // `nc` columns of `32 nb` values.
+pub(super) unsafe fn entry(w: &[u8], rb: usize, lut: &Lut16, p: &Pass, out: &mut [f32]) {
+    // SAFETY: the caller guarantees the features and the `Pass` invariants.
     unsafe {
-        match nc {
-            1 => body::<4, 1>(w, rb, &p, out),
-            2 => body::<4, 2>(w, rb, &p, out),
-            3 => body::<4, 3>(w, rb, &p, out),
-            4 => body::<2, 4>(w, rb, &p, out),
-            5 | 6 => body::<2, 6>(w, rb, &p, out),
-            7 | 8 => body::<2, 8>(w, rb, &p, out),
-            9..=12 => body::<1, 12>(w, rb, &p, out),
-            _ => body::<1, 16>(w, rb, &p, out),
+        match p.ncp {
+            1 => body::<4, 1>(w, rb, lut, p, out),
+            2 => body::<4, 2>(w, rb, lut, p, out),
+            3 => body::<4, 3>(w, rb, lut, p, out),
+            4 => body::<2, 4>(w, rb, lut, p, out),
+            5 | 6 => body::<2, 6>(w, rb, lut, p, out),
+            7 | 8 => body::<2, 8>(w, rb, lut, p, out),
+            9..=12 => body::<1, 12>(w, rb, lut, p, out),
+            _ => body::<1, 16>(w, rb, lut, p, out),
         }
     }
-    XBUF.set(buf);
 }
 
-/// `dst[32 b + i] = src[32 b + 2 i]`, `dst[32 b + 16 + i] = src[32 b + 2 i + 1]` (i < 16).
+/// `dst[32 b + i] = src[32 b + 2 i]`, `dst[32 b + 16 + i] = src[32 b + 2 i + 1]` (i < 16)
+/// for every 32-value block `b`.
 ///
 /// # Safety
 /// AVX-512 F is available; `src.len() == dst.len()`, a multiple of 32.
 #[target_feature(enable = "avx512f")]
-unsafe fn deinterleave(src: &[f32], dst: &mut [f32]) {
-    // SAFETY: 32-value reads and writes at `32 b < len` (caller: lengths equal, multiples of
+pub(super) unsafe fn deinterleave(src: &[f32], dst: &mut [f32]) {
+    // SAFETY: 32-value reads and writes at `32 b < len` (caller: equal lengths, multiples of
     // 32); AVX-512 F is available.
     unsafe {
         let ev = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
@@ -85,66 +61,100 @@ unsafe fn deinterleave(src: &[f32], dst: &mut [f32]) {
     }
 }
 
-/// The body: rows in groups of `R` (then single rows), `C >= p.ncp` columns (extra ones repeat
-/// the last column and are not stored).
+/// The body: cache tiles of `tile_shape` rows x blocks, rows in groups of `R` (then single
+/// rows), `C >= p.ncp` columns (extra ones repeat the last column and are not stored).
 ///
 /// # Safety
 /// AVX-512 F/BW/VL and FMA are available; `w` holds whole rows of `rb = 16 + 17 p.nb` bytes;
 /// `p.x` holds `p.ncp` (1..=C) de-interleaved columns of `32 p.nb` values; `out.len() == rows
 /// * p.nc`, `p.j0 + p.ncp <= p.nc`.
 #[inline(always)]
-unsafe fn body<const R: usize, const C: usize>(w: &[u8], rb: usize, p: &Pass, out: &mut [f32]) {
+unsafe fn body<const R: usize, const C: usize>(
+    w: &[u8],
+    rb: usize,
+    lut: &Lut16,
+    p: &Pass,
+    out: &mut [f32],
+) {
     let nrows = w.len() / rb;
-    let k = 32 * p.nb;
+    let rs = tile_rows(C, R, 64);
+    // Prefetch distance: along the row (one column), or the same blocks `2 R` rows down
+    // (tiles visit the rows of a slice before the next slice).
+    let pf = if C == 1 { PREFETCH } else { 2 * R * rb };
     // SAFETY: weight reads: the scale byte at `16 + 17 b` and 16 bytes at `16 + 17 b + 1` of
     // rows `< nrows`, inside `w`; activation reads: `x[c k + 32 b..][..32]` for `c < ncp`;
-    // register operations need AVX-512 F and FMA (caller).
+    // `buf` indices `< rs * C <= ACC_VECS`; prefetches never fault; register operations need
+    // AVX-512 F and FMA (caller).
     unsafe {
-        let lut = _mm512_loadu_ps(E2M1_VALUES.as_ptr());
-        let xc: [*const f32; C] = core::array::from_fn(|j| p.x.as_ptr().add(j.min(p.ncp - 1) * k));
-        let mut r0 = 0;
-        while r0 < nrows {
-            let here = if r0 + R <= nrows { R } else { 1 };
-            let mut acc = [[_mm512_setzero_ps(); C]; R];
-            macro_rules! group {
-                ($rr:expr) => {{
-                    let rp: [*const u8; $rr] =
-                        core::array::from_fn(|r| w.as_ptr().add((r0 + r) * rb + HEADER));
-                    for b in 0..p.nb {
-                        let mut lo = [_mm512_setzero_ps(); $rr];
-                        let mut hi = [_mm512_setzero_ps(); $rr];
-                        for r in 0..$rr {
-                            let blk = rp[r].add(b * BLOCK);
-                            let f = _mm512_set1_ps(p.fac[usize::from(*blk)]);
-                            let t = _mm512_mul_ps(lut, f);
-                            let d = _mm512_cvtepu8_epi32(_mm_loadu_si128(blk.add(1).cast()));
-                            lo[r] = _mm512_permutexvar_ps(d, t);
-                            hi[r] = _mm512_permutexvar_ps(_mm512_srli_epi32::<4>(d), t);
-                        }
-                        for j in 0..C {
-                            let xl = _mm512_loadu_ps(xc[j].add(32 * b));
-                            let xh = _mm512_loadu_ps(xc[j].add(32 * b + 16));
-                            for r in 0..$rr {
-                                acc[r][j] = _mm512_fmadd_ps(lo[r], xl, acc[r][j]);
-                                acc[r][j] = _mm512_fmadd_ps(hi[r], xh, acc[r][j]);
+        let mut buf = [_mm512_setzero_ps(); ACC_VECS];
+        let mut g0 = 0;
+        while g0 < nrows {
+            let gr = rs.min(nrows - g0);
+            buf[..gr * C].fill(_mm512_setzero_ps());
+            let mut b0 = 0;
+            while b0 < p.nb {
+                let b1 = (b0 + p.sb).min(p.nb);
+                // This slice's columns (see `stage`), from block `b0` on.
+                let xc: [*const f32; C] = core::array::from_fn(|j| {
+                    let j = j.min(p.ncp - 1);
+                    p.x.as_ptr().add(32 * (b0 * p.ncp + j * (b1 - b0)))
+                });
+                let mut r = 0;
+                while r < gr {
+                    let here = if r + R <= gr { R } else { 1 };
+                    macro_rules! group {
+                        ($rr:expr) => {{
+                            let rp: [*const u8; $rr] = core::array::from_fn(|i| {
+                                w.as_ptr().add((g0 + r + i) * rb + HEADER)
+                            });
+                            let mut acc: [[__m512; C]; $rr] = core::array::from_fn(|i| {
+                                core::array::from_fn(|j| buf[(r + i) * C + j])
+                            });
+                            for b in b0..b1 {
+                                let mut lo = [_mm512_setzero_ps(); $rr];
+                                let mut hi = [_mm512_setzero_ps(); $rr];
+                                for i in 0..$rr {
+                                    let blk = rp[i].add(b * BLOCK);
+                                    _mm_prefetch::<_MM_HINT_T0>(blk.wrapping_add(pf).cast());
+                                    let t = _mm512_load_ps(lut.0[usize::from(*blk)].as_ptr());
+                                    let d =
+                                        _mm512_cvtepu8_epi32(_mm_loadu_si128(blk.add(1).cast()));
+                                    lo[i] = _mm512_permutexvar_ps(d, t);
+                                    hi[i] = _mm512_permutexvar_ps(_mm512_srli_epi32::<4>(d), t);
+                                }
+                                for j in 0..C {
+                                    let xl = _mm512_loadu_ps(xc[j].add(32 * (b - b0)));
+                                    let xh = _mm512_loadu_ps(xc[j].add(32 * (b - b0) + 16));
+                                    for i in 0..$rr {
+                                        acc[i][j] = _mm512_fmadd_ps(lo[i], xl, acc[i][j]);
+                                        acc[i][j] = _mm512_fmadd_ps(hi[i], xh, acc[i][j]);
+                                    }
+                                }
                             }
-                        }
+                            for i in 0..$rr {
+                                for j in 0..C {
+                                    buf[(r + i) * C + j] = acc[i][j];
+                                }
+                            }
+                        }};
                     }
-                }};
+                    if here == R {
+                        group!(R);
+                    } else {
+                        group!(1);
+                    }
+                    r += here;
+                }
+                b0 = b1;
             }
-            if here == R {
-                group!(R);
-            } else {
-                group!(1);
-            }
-            for (r, accr) in acc.iter().enumerate().take(here) {
-                let row = r0 + r;
-                let rs = row_scale(&w[row * rb..(row + 1) * rb]);
-                for (j, a) in accr.iter().enumerate().take(p.ncp) {
-                    out[row * p.nc + p.j0 + j] = _mm512_reduce_add_ps(*a) * rs;
+            for i in 0..gr {
+                let row = g0 + i;
+                let scale = row_scale(&w[row * rb..(row + 1) * rb]);
+                for j in 0..p.ncp {
+                    out[row * p.nc + p.j0 + j] = _mm512_reduce_add_ps(buf[i * C + j]) * scale;
                 }
             }
-            r0 += here;
+            g0 += gr;
         }
     }
 }
