@@ -7,15 +7,16 @@
 //! Row layout (from the core's `format::hipfire`): a 16-byte header (f16 row scale at 0), then
 //! 17-byte blocks (scale byte, 16 bytes of E2M1 nibbles, low nibble = even element).
 //!
-//! Arithmetic (both ISAs): per row and block, the block factor `f` (2^(e - 127), or the E4M3
-//! value for MFP4G32P, read from a 256-entry table) scales the E2M1 value table once
-//! (`t = E2M1 * f`, exact: a power of two, or a 2-bit by 4-bit significand product); each
+//! Arithmetic (both ISAs): per row and block, the scale byte `e` selects a precomputed table
+//! `t = E2M1 * f` (`f` = 2^(e - 127), or the E4M3 value for MFP4G32P; built once per process,
+//! exact: a power of two, or a 2-bit by 4-bit significand product); each
 //! nibble then selects its scaled weight from `t` with one `vpermps` (the AVX-512 table has
 //! all 16 signed values; the AVX2 one has the 8 magnitudes and the sign bit is XORed in), and
 //! the weights go into per-lane f32 accumulators with FMA (the product is exact inside the
 //! FMA, one rounding per term and lane). At the end of the row the lanes are summed (a fixed
 //! tree) and multiplied by the row scale. Each decoded block serves every column of the tile
-//! (n = 2..16) from registers.
+//! (n = 2..16) from registers; tiles run over L1-sized row x block tiles (`tile_rows`,
+//! `slice_blocks`) with activations staged slice-major (`stage`).
 //!
 //! Bound: a term passes through at most `K/8` FMA roundings in its lane (AVX2: 4 per block and
 //! lane with one accumulator, fewer with two; AVX-512: 2 per block), one add joining two

@@ -2,12 +2,14 @@
 //! arithmetic and its bound, c = 0.5).
 //!
 //! Layout: once per call, each activation column of the tile is copied into a per-thread
-//! buffer (`hfp4.rs`, slice-major: the slice a row tile works on is contiguous) with every 32-element block de-interleaved (its 16 even elements, then its 16 odd
-//! ones: one `vpermt2ps` pair per block). A weight block then decodes in five operations:
-//! `vpmovzxbd` of the 16 nibble bytes (lane `i` = byte `i`), `vpsrld` by 4, the scaled
-//! 16-entry table `t = E2M1 * f` (one multiply), and two `vpermps` (which read bits 0..3 of
-//! each lane: the low nibble, element `2 i`, and the high one, element `2 i + 1`). Two FMAs per
-//! block and column follow; rows go in groups of `R`, sharing each activation load.
+//! buffer (`hfp4.rs`, slice-major: the slice a row tile works on is contiguous) with every
+//! 32-element block de-interleaved (its 16 even elements, then its 16 odd ones: one
+//! `vpermt2ps` pair per block). A weight block then decodes in four operations: `vpmovzxbd`
+//! of the 16 nibble bytes (lane `i` = byte `i`), `vpsrld` by 4, and two `vpermps` on the
+//! scaled 16-entry table `t = E2M1 * f` of the block's scale byte (one load; `vpermps` reads
+//! bits 0..3 of each lane: the low nibble, element `2 i`, and the high one, element `2 i + 1`).
+//! Two FMAs per block and column follow; rows go in groups of `R`, sharing each activation
+//! load.
 //!
 //! What must not live here: AVX2 code, length checks (the safe wrapper in `hfp4.rs`).
 
