@@ -17,6 +17,7 @@ pub(crate) mod avx512;
 mod ext;
 mod fp3;
 mod hfp4;
+mod hfp4_512;
 mod kquant;
 mod rocmfpx;
 mod ternary;
