@@ -15,6 +15,7 @@
 //!
 //! What must not live here: x86 kernels, threading, activation preparation.
 
+mod hfp4;
 mod int;
 mod q8;
 mod ternary;
@@ -27,7 +28,7 @@ use crate::kernels::Kernel;
 /// The NEON kernel for `(isa, format)`, if one exists.
 pub(crate) fn kernel(isa: Isa, format: FormatId) -> Option<Kernel> {
     match isa {
-        Isa::Neon => int::kernel(format),
+        Isa::Neon => int::kernel(format).or_else(|| hfp4::kernel(format)),
         _ => None,
     }
 }
