@@ -130,6 +130,7 @@ const E2M1_X2: [i8; 16] = [0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -
 /// # Safety
 /// NEON is available; each `p[i] .. p[i] + 16` is readable.
 #[inline(always)]
+#[allow(clippy::needless_range_loop)] // `h` indexes the rows' halves and `tv` alike
 unsafe fn decode4(p: &[*const u8; 4], tv: &mut [float32x4_t; 32]) {
     // SAFETY: 16-byte reads at each `p[i]` (caller) and of the 16-byte table; register-only
     // NEON operations otherwise.
