@@ -1,6 +1,7 @@
 //! Instruction-set selection: detected once per process and stored, as RustFFT does.
 //!
-//! [`selected`] reads `LOWBIT_CPU` (`scalar`, `avx2`, `avx512` or `neon`) the first time it is
+//! [`selected`] reads `LOWBIT_CPU` (`scalar`, `avx2`, `avx512`, `neon` or
+//! `neon-dotprod`) the first time it is
 //! called;
 //! if set, that ISA is used (an error if the CPU lacks it), otherwise the best available one.
 //! The answer (or the error) is kept in a [`OnceLock`] and never recomputed.
@@ -10,6 +11,9 @@
 //! * [`Isa::Avx512`]: the AVX2 set plus AVX-512 F, BW and VL.
 //! * [`Isa::Neon`]: aarch64 Advanced SIMD (baseline on aarch64, still detected at run time so
 //!   every ISA goes through the same check).
+//! * [`Isa::NeonDot`]: NEON plus the dot-product extension (`sdot`, Armv8.2 `dotprod`); a
+//!   separate ISA so that tests can force, and check, both the plain and the `sdot` kernels on
+//!   one machine.
 
 use std::sync::OnceLock;
 
@@ -26,11 +30,13 @@ pub enum Isa {
     Avx512,
     /// aarch64 NEON (Advanced SIMD).
     Neon,
+    /// aarch64 NEON with the dot-product extension (`sdot`).
+    NeonDot,
 }
 
 impl Isa {
     /// Every ISA, from the most portable.
-    pub const ALL: [Isa; 4] = [Isa::Scalar, Isa::Avx2, Isa::Avx512, Isa::Neon];
+    pub const ALL: [Isa; 5] = [Isa::Scalar, Isa::Avx2, Isa::Avx512, Isa::Neon, Isa::NeonDot];
 
     /// The name `LOWBIT_CPU` uses.
     pub const fn name(self) -> &'static str {
@@ -39,6 +45,7 @@ impl Isa {
             Isa::Avx2 => "avx2",
             Isa::Avx512 => "avx512",
             Isa::Neon => "neon",
+            Isa::NeonDot => "neon-dotprod",
         }
     }
 
@@ -68,8 +75,12 @@ impl Isa {
             Isa::Avx2 | Isa::Avx512 => false,
             #[cfg(target_arch = "aarch64")]
             Isa::Neon => std::arch::is_aarch64_feature_detected!("neon"),
+            #[cfg(target_arch = "aarch64")]
+            Isa::NeonDot => {
+                Isa::Neon.available() && std::arch::is_aarch64_feature_detected!("dotprod")
+            }
             #[cfg(not(target_arch = "aarch64"))]
-            Isa::Neon => false,
+            Isa::Neon | Isa::NeonDot => false,
         }
     }
 

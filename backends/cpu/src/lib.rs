@@ -4,8 +4,8 @@
 //! every weight format the core can decode.
 //!
 //! * The instruction set ([`Isa`]) is detected once per process and the choice stored
-//!   ([`isa::selected`]); `LOWBIT_CPU=scalar|avx2|avx512|neon` forces one (an error if the CPU
-//!   lacks it); [`CpuBackend::with_isa`] picks one explicitly (tests).
+//!   ([`isa::selected`]); `LOWBIT_CPU=scalar|avx2|avx512|neon|neon-dotprod` forces one (an
+//!   error if the CPU lacks it); [`CpuBackend::with_isa`] picks one explicitly (tests).
 //! * Kernels are chosen once, when the backend is built, from a per-format table of function
 //!   pointers ([`kernels`]): a SIMD kernel where one exists for the ISA, otherwise the scalar
 //!   fallback, which is the core's reference dot product (correct by construction).

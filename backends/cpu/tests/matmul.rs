@@ -185,7 +185,7 @@ const NEON_FORMATS: [FormatId; 10] = [
 /// the fallback on the same shapes).
 fn simd_formats(isa: Isa) -> &'static [FormatId] {
     match isa {
-        Isa::Neon => &NEON_FORMATS,
+        Isa::Neon | Isa::NeonDot => &NEON_FORMATS,
         _ => &SIMD_FORMATS,
     }
 }

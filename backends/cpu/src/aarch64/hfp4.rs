@@ -33,14 +33,22 @@ use crate::kernels::{Kernel, MAX_TILE};
 const HEADER: usize = 16;
 const BLOCK: usize = 17;
 
-/// The NEON kernel for `format`, if this module has one.
-pub(crate) fn kernel(format: FormatId) -> Option<Kernel> {
-    match format {
-        FormatId::Hfp4G32 => Some(Kernel { name: "neon-hfp4g32", f: run }),
-        FormatId::Mfp4G32 => Some(Kernel { name: "neon-mfp4g32", f: run }),
-        FormatId::Mfp4G32P => Some(Kernel { name: "neon-mfp4g32p", f: run }),
-        _ => None,
-    }
+/// The NEON kernel for `format`, if this module has one, named for [`Isa::Neon`] or (`DOT`)
+/// [`Isa::NeonDot`] (the same code: it has no integer dot products for `sdot`).
+///
+/// [`Isa::Neon`]: crate::isa::Isa::Neon
+/// [`Isa::NeonDot`]: crate::isa::Isa::NeonDot
+pub(crate) fn kernel<const DOT: bool>(format: FormatId) -> Option<Kernel> {
+    let name = match (format, DOT) {
+        (FormatId::Hfp4G32, false) => "neon-hfp4g32",
+        (FormatId::Hfp4G32, true) => "neon-dotprod-hfp4g32",
+        (FormatId::Mfp4G32, false) => "neon-mfp4g32",
+        (FormatId::Mfp4G32, true) => "neon-dotprod-mfp4g32",
+        (FormatId::Mfp4G32P, false) => "neon-mfp4g32p",
+        (FormatId::Mfp4G32P, true) => "neon-dotprod-mfp4g32p",
+        _ => return None,
+    };
+    Some(Kernel { name, f: run })
 }
 
 /// Checks `rb == 16 + nb * 17` with `nb * 32 == acts.k`, whole rows, a tile of 1..=16 columns
@@ -93,8 +101,8 @@ fn run(
 ) -> Result<(), Error> {
     let (x, nb) = check(format, w, rb, acts, &cols, out)?;
     // SAFETY: reachable only through `kernel`, which `KernelTable::new` reaches only for
-    // `Isa::Neon` after `Isa::Neon.available()` detected NEON; the lengths the body relies on
-    // were checked by `check`.
+    // `Isa::Neon` / `Isa::NeonDot` after their `available()` detected NEON; the lengths the
+    // body relies on were checked by `check`.
     unsafe { entry(format, w, rb, nb, x, acts.k, cols, out) };
     Ok(())
 }

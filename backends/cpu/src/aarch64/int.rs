@@ -11,8 +11,9 @@
 //! 2 * 128 * 127 = 32512: Q8_0 weights may hold -128, the core's Q8_0 / Q8_K encoders write
 //! activations in -127..=127), `saddlp` widens them to 4 i32 lanes, and `addp` folds the two
 //! halves so that i32 lanes 0, 1 cover elements 0..16 and lanes 2, 3 cover 16..32 (ROCmFP2's two
-//! half-block scales). The lanes are converted to f32 (exact: |partial| <= 8 * 128 * 127 < 2^24)
-//! and FMA'd with `s_w * d_a` into an f32 accumulator of 4 lanes per (row, column). After the
+//! half-block scales). With [`Isa::NeonDot`](crate::isa::Isa::NeonDot) two `sdot` replace the
+//! multiplies and widenings (4-element i32 sums, then the same `addp`). The lanes are
+//! converted to f32 (exact: |partial| <= 8 * 128 * 127 < 2^24) and FMA'd with `s_w * d_a` into an f32 accumulator of 4 lanes per (row, column). After the
 //! last sub-block the 4 lanes are summed (`faddp` pairwise).
 //!
 //! Accumulation order and bound. Per (row, column), lane l accumulates, in sub-block order,
@@ -20,10 +21,10 @@
 //! term carries one rounding of its scale product `fl(s_w * d_a)` (the weight scales are f16
 //! or UE4M3 values widened exactly) and at most `K/32 + 2` roundings of the sums, so with
 //! `u = 2^-24`: `|y - y_exact| <= c * K * u * sum|w_i a_i|` with **c = 1** (`K/32 + 3 <= K`
-//! for `K >= 32`), against the exact sum of decoded weights times decoded activations. The
-//! reference dot products state c = 1 (ROCmFP2, PQ2_0, PTQ1_0), c = 2 (Q8_0, Q4_0) and c = 3
-//! per 256 elements (TQ2_0, TQ1_0); this kernel's c = 1 over K terms is within all of them
-//! for the shapes the tests use, and is what `tests/matmul.rs` checks.
+//! for `K >= 32`), against the exact sum of decoded weights times decoded activations; this
+//! is what `tests/matmul.rs` checks (the reference dot products state their own constants:
+//! c = 1 for ROCmFP2, PQ2_0, PTQ1_0, c = 2 for Q8_0, Q4_0, c = 3 per 256 elements for TQ2_0,
+//! TQ1_0).
 //!
 //! What must not live here: weight decoding (per-format files), f32-activation formats.
 
@@ -37,7 +38,7 @@ use lowbit_core::{Error, FormatId};
 use super::q8::{Fp2, Q4_0, Q8_0};
 use super::ternary::{Pq2, Ptq1, Tq1, Tq2};
 use crate::act::{ActData, Acts};
-use crate::kernels::{Kernel, MAX_TILE};
+use crate::kernels::{Kernel, RowsKernel, MAX_TILE};
 
 /// A weight format the integer body can run.
 pub(crate) trait IntFormat {
@@ -57,18 +58,27 @@ pub(crate) trait IntFormat {
     unsafe fn decode(p: *const u8, t: usize) -> (int8x16_t, int8x16_t, float32x4_t);
 }
 
-/// The NEON kernel for `format`, if this module has one.
-pub(crate) fn kernel(format: FormatId) -> Option<Kernel> {
-    match format {
-        FormatId::Q8_0 => Some(Kernel { name: "neon-q8_0", f: run::<Q8_0> }),
-        FormatId::Q4_0 => Some(Kernel { name: "neon-q4_0", f: run::<Q4_0> }),
-        FormatId::RocmFp2 => Some(Kernel { name: "neon-rocmfp2", f: run::<Fp2> }),
-        FormatId::Pq2_0 => Some(Kernel { name: "neon-pq2_0", f: run::<Pq2> }),
-        FormatId::Ptq1_0 => Some(Kernel { name: "neon-ptq1_0", f: run::<Ptq1> }),
-        FormatId::Tq2_0 => Some(Kernel { name: "neon-tq2_0", f: run::<Tq2> }),
-        FormatId::Tq1_0 => Some(Kernel { name: "neon-tq1_0", f: run::<Tq1> }),
-        _ => None,
-    }
+/// The NEON kernel for `format`, if this module has one: with `sdot` (`DOT`, for
+/// [`Isa::NeonDot`](crate::isa::Isa::NeonDot)) or without.
+pub(crate) fn kernel<const DOT: bool>(format: FormatId) -> Option<Kernel> {
+    let (name, f): (&'static str, RowsKernel) = match (format, DOT) {
+        (FormatId::Q8_0, false) => ("neon-q8_0", run::<Q8_0, false>),
+        (FormatId::Q8_0, true) => ("neon-dotprod-q8_0", run::<Q8_0, true>),
+        (FormatId::Q4_0, false) => ("neon-q4_0", run::<Q4_0, false>),
+        (FormatId::Q4_0, true) => ("neon-dotprod-q4_0", run::<Q4_0, true>),
+        (FormatId::RocmFp2, false) => ("neon-rocmfp2", run::<Fp2, false>),
+        (FormatId::RocmFp2, true) => ("neon-dotprod-rocmfp2", run::<Fp2, true>),
+        (FormatId::Pq2_0, false) => ("neon-pq2_0", run::<Pq2, false>),
+        (FormatId::Pq2_0, true) => ("neon-dotprod-pq2_0", run::<Pq2, true>),
+        (FormatId::Ptq1_0, false) => ("neon-ptq1_0", run::<Ptq1, false>),
+        (FormatId::Ptq1_0, true) => ("neon-dotprod-ptq1_0", run::<Ptq1, true>),
+        (FormatId::Tq2_0, false) => ("neon-tq2_0", run::<Tq2, false>),
+        (FormatId::Tq2_0, true) => ("neon-dotprod-tq2_0", run::<Tq2, true>),
+        (FormatId::Tq1_0, false) => ("neon-tq1_0", run::<Tq1, false>),
+        (FormatId::Tq1_0, true) => ("neon-dotprod-tq1_0", run::<Tq1, true>),
+        _ => return None,
+    };
+    Some(Kernel { name, f })
 }
 
 /// What the body may rely on (checked by [`check`]).
@@ -135,7 +145,7 @@ fn check<'a, F: IntFormat>(
     Ok(Shape { a0, ad, ak, ng })
 }
 
-fn run<F: IntFormat>(
+fn run<F: IntFormat, const DOT: bool>(
     format: FormatId,
     w: &[u8],
     rb: usize,
@@ -144,11 +154,42 @@ fn run<F: IntFormat>(
     out: &mut [f32],
 ) -> Result<(), Error> {
     let s = check::<F>(format, w, rb, acts, &cols, out)?;
-    // SAFETY: this wrapper is reachable only through `kernel`, which `KernelTable::new` calls
-    // only for `Isa::Neon` after `Isa::Neon.available()` detected NEON; the lengths the body
-    // relies on were checked by `check`.
-    unsafe { entry::<F>(w, rb, s, cols, out) };
+    if DOT {
+        // SAFETY: `run::<_, true>` is reachable only through `kernel::<true>`, which
+        // `KernelTable::new` calls only for `Isa::NeonDot` after `Isa::NeonDot.available()`
+        // detected NEON and dotprod; the lengths the body relies on were checked by `check`.
+        unsafe { entry_dot::<F>(w, rb, s, cols, out) };
+    } else {
+        // SAFETY: reachable only through `kernel`, which `KernelTable::new` calls only for
+        // `Isa::Neon` (or `Isa::NeonDot`) after `available()` detected NEON; the lengths the
+        // body relies on were checked by `check`.
+        unsafe { entry::<F>(w, rb, s, cols, out) };
+    }
     Ok(())
+}
+
+/// Dispatch on the tile size.
+///
+/// # Safety
+/// NEON (and dotprod if `DOT`) is available; the `check` invariants hold.
+#[inline(always)]
+unsafe fn dispatch<F: IntFormat, const DOT: bool>(
+    w: &[u8],
+    rb: usize,
+    s: Shape<'_>,
+    cols: Range<usize>,
+    out: &mut [f32],
+) {
+    // SAFETY: forwarded from the caller.
+    unsafe {
+        match cols.len() {
+            1 => body::<F, DOT, 1, 4>(w, rb, s, cols, out),
+            2 => body::<F, DOT, 2, 4>(w, rb, s, cols, out),
+            3 | 4 => body::<F, DOT, 4, 2>(w, rb, s, cols, out),
+            5..=8 => body::<F, DOT, 8, 1>(w, rb, s, cols, out),
+            _ => body::<F, DOT, 16, 1>(w, rb, s, cols, out),
+        }
+    }
 }
 
 #[target_feature(enable = "neon")]
@@ -160,29 +201,68 @@ unsafe fn entry<F: IntFormat>(
     out: &mut [f32],
 ) {
     // SAFETY: the caller guarantees NEON and the `check` invariants.
+    unsafe { dispatch::<F, false>(w, rb, s, cols, out) }
+}
+
+#[target_feature(enable = "neon,dotprod")]
+unsafe fn entry_dot<F: IntFormat>(
+    w: &[u8],
+    rb: usize,
+    s: Shape<'_>,
+    cols: Range<usize>,
+    out: &mut [f32],
+) {
+    // SAFETY: the caller guarantees NEON, dotprod and the `check` invariants.
+    unsafe { dispatch::<F, true>(w, rb, s, cols, out) }
+}
+
+/// `acc + (4-byte dot products of a and b)`: the `sdot` instruction (Armv8.2 dotprod), by
+/// inline assembly because its intrinsic is not stable Rust.
+///
+/// # Safety
+/// NEON and dotprod are available.
+#[inline(always)]
+unsafe fn sdot(acc: int32x4_t, a: int8x16_t, b: int8x16_t) -> int32x4_t {
+    let mut r = acc;
+    // SAFETY: a register-only instruction the caller's CPU has (dotprod); no memory, stack or
+    // flags are touched.
     unsafe {
-        match cols.len() {
-            1 => body::<F, 1, 4>(w, rb, s, cols, out),
-            2 => body::<F, 2, 4>(w, rb, s, cols, out),
-            3 | 4 => body::<F, 4, 2>(w, rb, s, cols, out),
-            5..=8 => body::<F, 8, 1>(w, rb, s, cols, out),
-            _ => body::<F, 16, 1>(w, rb, s, cols, out),
-        }
+        std::arch::asm!(
+            "sdot {r:v}.4s, {a:v}.16b, {b:v}.16b",
+            r = inout(vreg) r,
+            a = in(vreg) a,
+            b = in(vreg) b,
+            options(pure, nomem, nostack, preserves_flags)
+        );
     }
+    r
 }
 
 /// Exact i32 partial sums of `w · a` over 32 elements: lanes 0, 1 cover elements 0..16 and
-/// lanes 2, 3 cover 16..32 (see the module doc for why nothing overflows).
+/// lanes 2, 3 cover 16..32 (see the module doc for why nothing overflows). With `DOT`, two
+/// `sdot` and one `addp`; otherwise `smull`, `smlal2`, `saddlp` per half and one `addp`. The
+/// two group the elements of a half differently between lanes 0 and 1 (2 and 3), so their f32
+/// results may differ in the last bits; both satisfy the bound.
 ///
 /// # Safety
-/// NEON is available.
+/// NEON (and dotprod if `DOT`) is available.
 #[inline(always)]
-unsafe fn dot32(w0: int8x16_t, w1: int8x16_t, a0: int8x16_t, a1: int8x16_t) -> int32x4_t {
-    // SAFETY: register-only NEON operations.
+unsafe fn dot32<const DOT: bool>(
+    w0: int8x16_t,
+    w1: int8x16_t,
+    a0: int8x16_t,
+    a1: int8x16_t,
+) -> int32x4_t {
+    // SAFETY: register-only NEON (and dotprod) operations.
     unsafe {
-        let p0 = vmlal_high_s8(vmull_s8(vget_low_s8(w0), vget_low_s8(a0)), w0, a0);
-        let p1 = vmlal_high_s8(vmull_s8(vget_low_s8(w1), vget_low_s8(a1)), w1, a1);
-        vpaddq_s32(vpaddlq_s16(p0), vpaddlq_s16(p1))
+        if DOT {
+            let z = vdupq_n_s32(0);
+            vpaddq_s32(sdot(z, w0, a0), sdot(z, w1, a1))
+        } else {
+            let p0 = vmlal_high_s8(vmull_s8(vget_low_s8(w0), vget_low_s8(a0)), w0, a0);
+            let p1 = vmlal_high_s8(vmull_s8(vget_low_s8(w1), vget_low_s8(a1)), w1, a1);
+            vpaddq_s32(vpaddlq_s16(p0), vpaddlq_s16(p1))
+        }
     }
 }
 
@@ -190,13 +270,13 @@ unsafe fn dot32(w0: int8x16_t, w1: int8x16_t, a0: int8x16_t, a1: int8x16_t) -> i
 /// group.
 ///
 /// # Safety
-/// NEON is available, and the `check` invariants hold: `w` is whole rows of
-/// `rb = nb * F::BYTES` bytes with `nb * F::SUB == s.ng`; the activation arrays hold `s.ng`
-/// Q8_0 blocks (or `s.ng / 8` Q8_K blocks) per column for every column in `cols`;
+/// NEON (and dotprod if `DOT`) is available, and the `check` invariants hold: `w` is whole
+/// rows of `rb = nb * F::BYTES` bytes with `nb * F::SUB == s.ng`; the activation arrays hold
+/// `s.ng` Q8_0 blocks (or `s.ng / 8` Q8_K blocks) per column for every column in `cols`;
 /// `out.len() == rows * cols.len()`; `1 <= cols.len()`.
 #[inline(always)]
 #[allow(clippy::needless_range_loop)]
-unsafe fn body<F: IntFormat, const CT: usize, const R: usize>(
+unsafe fn body<F: IntFormat, const DOT: bool, const CT: usize, const R: usize>(
     w: &[u8],
     rb: usize,
     s: Shape<'_>,
@@ -248,7 +328,7 @@ unsafe fn body<F: IntFormat, const CT: usize, const R: usize>(
                         let av1 = vld1q_s8(qp.add(16).cast());
                         let dv = vdupq_n_f32(da);
                         for i in 0..R {
-                            let si = dot32(w0[i], w1[i], av0, av1);
+                            let si = dot32::<DOT>(w0[i], w1[i], av0, av1);
                             let sc = vmulq_f32(sw[i], dv);
                             acc[i][jj] = vfmaq_f32(acc[i][jj], vcvtq_f32_s32(si), sc);
                         }
