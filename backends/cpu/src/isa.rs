@@ -1,9 +1,8 @@
 //! Instruction-set selection: detected once per process and stored, as RustFFT does.
 //!
-//! [`selected`] reads `LOWBIT_CPU` (`scalar`, `avx2`, `avx512`, `neon` or
-//! `neon-dotprod`) the first time it is
-//! called;
-//! if set, that ISA is used (an error if the CPU lacks it), otherwise the best available one.
+//! [`selected`] reads `LOWBIT_CPU` (`scalar`, `avx2`, `avx512`, `neon` or `neon-dotprod`) the
+//! first time it is called; if set, that ISA is used (an error if the CPU lacks it), otherwise
+//! the best available one.
 //! The answer (or the error) is kept in a [`OnceLock`] and never recomputed.
 //!
 //! What each ISA needs:
