@@ -19,7 +19,8 @@ pub enum CpuError {
         /// What was asked for.
         isa: Isa,
     },
-    /// `LOWBIT_CPU` holds something other than `scalar`, `avx2` or `avx512`.
+    /// `LOWBIT_CPU` holds something other than `scalar`, `avx2`, `avx512`, `neon` or
+    /// `neon-dotprod`.
     BadIsaName(String),
     /// No kernel for the format (the core cannot decode it yet).
     Unsupported {
@@ -44,7 +45,8 @@ impl fmt::Display for CpuError {
                 write!(f, "instruction set {} is not available on this CPU", isa.name())
             }
             CpuError::BadIsaName(s) => {
-                write!(f, "LOWBIT_CPU={s:?}: expected one of scalar, avx2, avx512")
+                let names: Vec<&str> = Isa::ALL.iter().map(|i| i.name()).collect();
+                write!(f, "LOWBIT_CPU={s:?}: expected one of {}", names.join(", "))
             }
             CpuError::Unsupported { format } => {
                 write!(f, "{format}: the CPU backend has no kernel for this format")

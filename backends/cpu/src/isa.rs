@@ -1,12 +1,18 @@
 //! Instruction-set selection: detected once per process and stored, as RustFFT does.
 //!
-//! [`selected`] reads `LOWBIT_CPU` (`scalar`, `avx2` or `avx512`) the first time it is called;
-//! if set, that ISA is used (an error if the CPU lacks it), otherwise the best available one.
+//! [`selected`] reads `LOWBIT_CPU` (`scalar`, `avx2`, `avx512`, `neon` or `neon-dotprod`) the
+//! first time it is called; if set, that ISA is used (an error if the CPU lacks it), otherwise
+//! the best available one.
 //! The answer (or the error) is kept in a [`OnceLock`] and never recomputed.
 //!
 //! What each ISA needs:
 //! * [`Isa::Avx2`]: AVX2, FMA and F16C (f16 scales are widened with `vcvtph2ps`).
 //! * [`Isa::Avx512`]: the AVX2 set plus AVX-512 F, BW and VL.
+//! * [`Isa::Neon`]: aarch64 Advanced SIMD (baseline on aarch64, still detected at run time so
+//!   every ISA goes through the same check).
+//! * [`Isa::NeonDot`]: NEON plus the dot-product extension (`sdot`, Armv8.2 `dotprod`); a
+//!   separate ISA so that tests can force, and check, both the plain and the `sdot` kernels on
+//!   one machine.
 
 use std::sync::OnceLock;
 
@@ -21,11 +27,15 @@ pub enum Isa {
     Avx2,
     /// x86-64 AVX-512 F/BW/VL (plus the AVX2 set).
     Avx512,
+    /// aarch64 NEON (Advanced SIMD).
+    Neon,
+    /// aarch64 NEON with the dot-product extension (`sdot`).
+    NeonDot,
 }
 
 impl Isa {
     /// Every ISA, from the most portable.
-    pub const ALL: [Isa; 3] = [Isa::Scalar, Isa::Avx2, Isa::Avx512];
+    pub const ALL: [Isa; 5] = [Isa::Scalar, Isa::Avx2, Isa::Avx512, Isa::Neon, Isa::NeonDot];
 
     /// The name `LOWBIT_CPU` uses.
     pub const fn name(self) -> &'static str {
@@ -33,6 +43,8 @@ impl Isa {
             Isa::Scalar => "scalar",
             Isa::Avx2 => "avx2",
             Isa::Avx512 => "avx512",
+            Isa::Neon => "neon",
+            Isa::NeonDot => "neon-dotprod",
         }
     }
 
@@ -60,6 +72,14 @@ impl Isa {
             }
             #[cfg(not(target_arch = "x86_64"))]
             Isa::Avx2 | Isa::Avx512 => false,
+            #[cfg(target_arch = "aarch64")]
+            Isa::Neon => std::arch::is_aarch64_feature_detected!("neon"),
+            #[cfg(target_arch = "aarch64")]
+            Isa::NeonDot => {
+                Isa::Neon.available() && std::arch::is_aarch64_feature_detected!("dotprod")
+            }
+            #[cfg(not(target_arch = "aarch64"))]
+            Isa::Neon | Isa::NeonDot => false,
         }
     }
 

@@ -5,7 +5,7 @@
 //! every format the core can decode, the best kernel the ISA has (SIMD where written, else the
 //! scalar fallback); formats the core cannot decode have no entry.
 //!
-//! What must not live here: kernel bodies (`scalar/`, `x86/`) and threading (`matmul.rs`).
+//! What must not live here: kernel bodies (`scalar/`, `x86/`, `aarch64/`) and threading (`matmul.rs`).
 
 use std::ops::Range;
 
@@ -102,7 +102,12 @@ fn simd_kernel(isa: Isa, format: FormatId) -> Option<Kernel> {
     crate::x86::kernel(isa, format)
 }
 
-#[cfg(not(target_arch = "x86_64"))]
+#[cfg(target_arch = "aarch64")]
+fn simd_kernel(isa: Isa, format: FormatId) -> Option<Kernel> {
+    crate::aarch64::kernel(isa, format)
+}
+
+#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
 fn simd_kernel(_isa: Isa, _format: FormatId) -> Option<Kernel> {
     None
 }

@@ -4,8 +4,8 @@
 //! every weight format the core can decode.
 //!
 //! * The instruction set ([`Isa`]) is detected once per process and the choice stored
-//!   ([`isa::selected`]); `LOWBIT_CPU=scalar|avx2|avx512` forces one (an error if the CPU
-//!   lacks it); [`CpuBackend::with_isa`] picks one explicitly (tests).
+//!   ([`isa::selected`]); `LOWBIT_CPU=scalar|avx2|avx512|neon|neon-dotprod` forces one (an
+//!   error if the CPU lacks it); [`CpuBackend::with_isa`] picks one explicitly (tests).
 //! * Kernels are chosen once, when the backend is built, from a per-format table of function
 //!   pointers ([`kernels`]): a SIMD kernel where one exists for the ISA, otherwise the scalar
 //!   fallback, which is the core's reference dot product (correct by construction).
@@ -15,8 +15,9 @@
 //!   column of the tile.
 //!
 //! Layout: `isa.rs` (detection), `act.rs` (activation preparation), `kernels.rs` (tables),
-//! `matmul.rs` (threads and tiles), `scalar/` (fallback), `x86/` (AVX2 and AVX-512 kernels).
-//! `unsafe` lives only in the SIMD modules (`x86/`), each block with a `// SAFETY:` line.
+//! `matmul.rs` (threads and tiles), `scalar/` (fallback), `x86/` (AVX2 and AVX-512 kernels),
+//! `aarch64/` (NEON kernels). `unsafe` lives only in the SIMD modules (`x86/`, `aarch64/`),
+//! each block with a `// SAFETY:` line.
 //!
 //! NaN and infinite activations: formats whose activations are quantized (Q8_0, Q8_1, Q8_K)
 //! reject them with [`lowbit_core::Error::BadInput`] (index into `x`), as the reference backend
@@ -26,6 +27,8 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
 
+#[cfg(target_arch = "aarch64")]
+mod aarch64;
 mod act;
 mod error;
 pub mod isa;

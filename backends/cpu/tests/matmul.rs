@@ -183,10 +183,33 @@ const SIMD_FORMATS: [FormatId; 11] = [
     FormatId::Q6K,
 ];
 
+/// Every format with a NEON kernel (aarch64).
+const NEON_FORMATS: [FormatId; 10] = [
+    FormatId::Q8_0,
+    FormatId::Q4_0,
+    FormatId::RocmFp2,
+    FormatId::Tq2_0,
+    FormatId::Tq1_0,
+    FormatId::Pq2_0,
+    FormatId::Ptq1_0,
+    FormatId::Hfp4G32,
+    FormatId::Mfp4G32,
+    FormatId::Mfp4G32P,
+];
+
+/// The formats `isa` has SIMD kernels for (the scalar backend runs the x86 list, as a check of
+/// the fallback on the same shapes).
+fn simd_formats(isa: Isa) -> &'static [FormatId] {
+    match isa {
+        Isa::Neon | Isa::NeonDot => &NEON_FORMATS,
+        _ => &SIMD_FORMATS,
+    }
+}
+
 #[test]
 fn simd_formats_larger_shapes() {
     for cpu in backends() {
-        for format in SIMD_FORMATS {
+        for &format in simd_formats(cpu.isa()) {
             let kmin = format.geometry().row_multiple;
             check_case(
                 &cpu,
@@ -206,7 +229,7 @@ fn simd_formats_larger_shapes() {
 fn simd_kernels_are_selected() {
     for isa in Isa::available_all() {
         let cpu = CpuBackend::with_isa(isa).unwrap();
-        for format in SIMD_FORMATS {
+        for &format in simd_formats(isa) {
             let name = cpu.table().kernel_name(format).unwrap();
             match isa {
                 Isa::Scalar => assert_eq!(name, "scalar-reference"),
@@ -214,6 +237,10 @@ fn simd_kernels_are_selected() {
             }
         }
         assert_eq!(cpu.table().kernel_name(FormatId::Q3K), Some("scalar-reference"));
+    }
+    // On aarch64 the NEON kernels must be among those tested.
+    if cfg!(target_arch = "aarch64") {
+        assert!(Isa::available_all().contains(&Isa::Neon), "NEON not detected on aarch64");
     }
 }
 
@@ -355,7 +382,9 @@ fn isa_names_parse() {
         assert_eq!(Isa::parse(isa.name()), Some(isa));
     }
     assert_eq!(Isa::parse("AVX2"), Some(Isa::Avx2));
-    assert_eq!(Isa::parse("neon"), None);
+    assert_eq!(Isa::parse("NEON"), Some(Isa::Neon));
+    assert_eq!(Isa::parse("sve"), None);
+    assert_eq!(Isa::Neon.available(), cfg!(target_arch = "aarch64"));
     assert!(Isa::available_all().contains(&Isa::Scalar));
     assert!(lowbit_cpu::isa::selected().is_ok());
 }

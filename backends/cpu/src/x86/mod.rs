@@ -52,7 +52,7 @@ pub(crate) const fn block_bytes(f: u8) -> usize {
 /// The SIMD kernel for `(isa, format)`, if one exists.
 pub(crate) fn kernel(isa: Isa, format: FormatId) -> Option<Kernel> {
     rocmfpx::kernel(isa, format).or_else(|| match isa {
-        Isa::Scalar => None,
+        Isa::Scalar | Isa::Neon | Isa::NeonDot => None,
         Isa::Avx2 => avx2::kernel(format).or_else(|| ext::kernel_avx2(format)),
         Isa::Avx512 => avx512::kernel(format).or_else(|| ext::kernel_avx512(format)),
     })
