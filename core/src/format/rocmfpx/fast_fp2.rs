@@ -75,7 +75,7 @@ pub(crate) const SCALE: [f64; 128] = {
 /// the f64 bits) and `t' = fl(t + 2^-7) - 2^-7` otherwise (the linear range `b / 1024`, read the
 /// same way after the shift; `|t' - t| <= 2^-60`). Branch-free.
 #[inline(always)]
-fn floor_byte(t: f64) -> usize {
+pub(super) fn floor_byte(t: f64) -> usize {
     // For x in [2^-7, 2^8): bits >> 49 = 8 * biased exponent + top 3 fraction bits, and the byte
     // is 8 * (exponent + 8) + fraction bits = (bits >> 49) - 8 * 1015.
     let normal = (t.to_bits() >> 49) as i64 - 8120;
@@ -208,6 +208,9 @@ impl Model for Prep {
 /// The fast ROCmFP2 search: the same byte as the exhaustive search on every half (module docs).
 #[allow(clippy::needless_range_loop)]
 pub(crate) fn search_fp2(h: &Half, table: &[f64; NB]) -> u8 {
+    super::quad_fp2::search_fp2_quad(h, table)
+}
+pub(crate) fn search_fp2_window(h: &Half, table: &[f64; NB]) -> u8 {
     let mut p = Prep { a: [0.0; 16], w: h.w };
     let mut x2 = [0f64; 16];
     for i in 0..16 {
