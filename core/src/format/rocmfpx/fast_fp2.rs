@@ -1,4 +1,5 @@
-//! ROCmFP2's fast scale search (`Rule::Reference`): the byte the exhaustive search
+//! ROCmFP2's window search (formerly `Rule::Reference`, now the fallback of `quad_fp2.rs`)
+//! and the window driver shared with ROCmFP3: the byte the exhaustive search
 //! ([`super::scale_search::search_exhaustive`]) returns, found by evaluating a small window of
 //! bytes with rigorous floating-point bounds. The FP2 model and the window driver
 //! ([`search_window`], generic over a [`Model`]: steps 3 and 4 below, shared with ROCmFP3's
@@ -205,11 +206,10 @@ impl Model for Prep {
     }
 }
 
-/// The fast ROCmFP2 search: the same byte as the exhaustive search on every half (module docs).
+/// ROCmFP2's window search: the same byte as the exhaustive search on every half (module docs).
+/// `Rule::Reference` uses the faster envelope search of `quad_fp2.rs`, which hands over to this
+/// one only for halves whose values are not widened f32 (never from the codec).
 #[allow(clippy::needless_range_loop)]
-pub(crate) fn search_fp2(h: &Half, table: &[f64; NB]) -> u8 {
-    super::quad_fp2::search_fp2_quad(h, table)
-}
 pub(crate) fn search_fp2_window(h: &Half, table: &[f64; NB]) -> u8 {
     let mut p = Prep { a: [0.0; 16], w: h.w };
     let mut x2 = [0f64; 16];
@@ -349,7 +349,7 @@ mod tests {
                 }
             }
             assert_eq!(
-                search_fp2(&h, &table),
+                search_fp2_window(&h, &table),
                 search_exhaustive(Codebook::Fp2, &h, &table),
                 "{h:?}"
             );

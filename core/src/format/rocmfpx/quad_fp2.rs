@@ -1,9 +1,54 @@
-//! prototype: piecewise-quadratic envelope search for ROCmFP2.
+//! ROCmFP2's fast scale search (`Rule::Reference`): the byte the exhaustive search
+//! ([`super::scale_search::search_exhaustive`]) returns, found from the lower envelope of 17
+//! quadratics built from the half's sorted magnitudes. Only this search lives here (codes and
+//! packing are in `fp2.rs`); it never allocates and never panics.
+//!
+//! # Why it returns the exhaustive search's byte, on every input
+//!
+//! Notation: `a_i = |x_i|` (f32 values widened), `w_i >= 0`, `u = 2^-53`. For scale `s` the
+//! exhaustive search sums the rounded terms `w_i (min((a_i-s)^2, (a_i-4s)^2))` left to right
+//! into `S(s)` and keeps the lowest byte of the smallest `S`. Let `E(s)` be the same sum in exact
+//! arithmetic.
+//!
+//! 1. **Rounding.** Every term is `w (a - c s)^2` up to three roundings (`c s` is exact), the
+//!    minimum of two such values is within the same factor of the exact minimum, and the sum of
+//!    16 non-negative terms adds 15 more: `S = E (1 ± 19u)`, `19u < 2^-48`. No term is subnormal
+//!    (inputs are f32, scales multiples of 2^-13, so every nonzero `|a - c s| >= 2^-149`; weights
+//!    are 0 or `>= 2^-310`) and nothing overflows.
+//! 2. **Envelope.** Sort the keys `a_i` descending (ties by index; the index is stored in the
+//!    four low bits of the f64, which are zero for widened f32 values — a half without them is
+//!    handed to the window search of `fast_fp2.rs`). For `k = 0..=16` let `q_k(s)` be the exact
+//!    error when the first `k` sorted elements take the outer level 4 and the rest level 1:
+//!    `q_k(s) = A - 2 s B_k + s^2 C_k`, `A = Σ w a^2`, `B_k = Σ w a + 3 P_k`,
+//!    `C_k = Σ w + 15 Q_k` (`P_k`, `Q_k` the prefix sums of `w a` and `w`). Each `q_k` is an
+//!    assignment's error, so `q_k >= E`; and at every `s` the per-element optimum (outer iff
+//!    `a > 2.5 s`) is such a prefix, so `E(s) = min_k q_k(s)` exactly.
+//! 3. **Model error.** `A`, `B_k`, `C_k` are sums of non-negative terms (relative error
+//!    `< 25u`), so the computed `q_k(s)` is within `2^-45 D_k(s)` of the exact one,
+//!    `D_k = A + 2 s B_k + s^2 C_k`; the computed minimum `m_k = A - B_k (B_k / C_k)` is within
+//!    `2^-44 A` of `min_s q_k(s)` (`B_k^2 / C_k <= A` by Cauchy-Schwarz).
+//! 4. **Threshold.** `T_E` = the smallest `q_k + 2^-45 D_k` over the two bytes around the vertex
+//!    `B_k / C_k` of the quadratic with the smallest `m_k`: `E(b_T) <= T_E` for one of them.
+//!    `T' = T_E (1 + 2^-46)`: any byte with `E > T'` has `S > S(b_T)` (step 1), so it can
+//!    neither win nor tie.
+//! 5. **Candidates.** A quadratic with `m_k - 2^-44 A > T'` is above `T'` everywhere. For the
+//!    others (usually one), the bytes with `q_k - 2^-45 D_k <= T'` are marked, walking down and
+//!    up from the vertex; by convexity a walk stops at the first byte above `T'` that lies
+//!    safely beyond the vertex (`s < v (1 - 2^-30)` or `s > v (1 + 2^-30)`, far wider than the
+//!    vertex's rounding error). Every unmarked byte has `E > T'`.
+//! 6. **Decision.** One marked byte: the answer. Several: each gets `lb`/`ub` = the smallest
+//!    `q_k ∓ 2^-45 D_k` over the surviving quadratics (`E >= lb` because every other quadratic is
+//!    above `T' >= lb`). If only the byte with the smallest `ub` has `lb <= ub_min (1 + 2^-47)`,
+//!    its `S` is strictly the smallest; otherwise the live bytes' exact `S`, computed by the
+//!    exhaustive search's own `objective`, decide, ties to the lower byte.
+//!
+//! Degenerate halves: `A = 0` (every element has `w = 0` or `a = 0`) means `S(0) = 0 <= S(s)`:
+//! byte 0, as the exhaustive search returns.
 
 use super::fast_fp2::{floor_byte, NB, SCALE};
-use super::scale_search::{objective, search_exhaustive, Codebook, Half};
+use super::scale_search::{objective, Codebook, Half};
 
-/// Sorts 16 keys in descending order (Batcher's odd-even merge sort, 63 comparators).
+/// Sorts 16 keys (positive f64 bit patterns, so integer order is numeric order) in descending order (Batcher's odd-even merge sort, 63 comparators).
 #[inline(always)]
 fn sort16_desc(k: &mut [u64; 16]) {
     macro_rules! cx {
@@ -19,10 +64,15 @@ fn sort16_desc(k: &mut [u64; 16]) {
         1 9, 5 13, 5 9, 3 11, 7 15, 7 11, 3 5, 7 9, 11 13, 1 2, 3 4, 5 6, 7 8, 9 10, 11 12, 13 14);
 }
 
+/// `2^-45`: error bound of a computed `q_k(s)` relative to `D_k(s)` (module docs, step 3).
 const EPS_Q: f64 = 1.0 / 35_184_372_088_832.0; // 2^-45
+/// `2^-44`: error bound of a computed `m_k` relative to `A`.
 const EPS_M: f64 = 1.0 / 17_592_186_044_416.0; // 2^-44
+/// Slack between `E` and `S` of two bytes (`(1 + 2^-48) / (1 - 2^-48)`, rounded up).
 const GROW46: f64 = 1.0 + 1.0 / 70_368_744_177_664.0; // 1 + 2^-46
+/// The same slack for the final comparison.
 const GROW47: f64 = 1.0 + 1.0 / 140_737_488_355_328.0; // 1 + 2^-47
+/// A walk may stop only beyond `v (1 ∓ 2^-30)` (module docs, step 5).
 const VLO: f64 = 1.0 - 1.0 / 1_073_741_824.0; // 1 - 2^-30
 const VHI: f64 = 1.0 + 1.0 / 1_073_741_824.0;
 
@@ -34,7 +84,9 @@ fn quad(a: f64, b: f64, c: f64, s: f64) -> (f64, f64) {
     (x - y, x + y)
 }
 
-pub(crate) fn search_fp2_quad(h: &Half, table: &[f64; NB]) -> u8 {
+/// The fast ROCmFP2 search: the same byte as the exhaustive search on every half (module docs).
+#[allow(clippy::needless_range_loop)]
+pub(crate) fn search_fp2(h: &Half, table: &[f64; NB]) -> u8 {
     let mut key = [0u64; 16];
     let mut low = 0u64;
     for i in 0..16 {
@@ -43,7 +95,7 @@ pub(crate) fn search_fp2_quad(h: &Half, table: &[f64; NB]) -> u8 {
         key[i] = bits | i as u64;
     }
     if low != 0 {
-        return search_exhaustive(Codebook::Fp2, h, table);
+        return super::fast_fp2::search_fp2_window(h, table);
     }
     sort16_desc(&mut key);
     // prefix sums over the descending order
@@ -177,57 +229,4 @@ pub(crate) fn search_fp2_quad(h: &Half, table: &[f64; NB]) -> u8 {
         }
     }
     bb as u8
-}
-
-#[cfg(test)]
-mod bench_tmp {
-    extern crate std;
-    use super::*;
-    use crate::format::rocmfpx::scale_search::scale_table_f64;
-    use std::println;
-    use std::time::Instant;
-    fn halves(kind: u32) -> std::vec::Vec<Half> {
-        let mut st = 99u64;
-        let mut u = || {
-            st = st.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-            ((st >> 11) as f64 + 0.5) / ((1u64 << 53) as f64)
-        };
-        let mut v = std::vec::Vec::new();
-        for _ in 0..4096 {
-            let mut h = Half { x: [0.0; 16], w: [1.0; 16] };
-            for i in 0..16 {
-                let (a, b) = (u(), u());
-                let mut g = libm::sqrt(-2.0 * libm::log(a)) * libm::cos(6.283185307179586 * b);
-                if kind == 1 { g /= libm::sqrt(-libm::log(u())); }
-                h.x[i] = f64::from((0.02 * g) as f32);
-                if kind == 2 { h.w[i] = (0.1 - libm::log(u())) * libm::sqrt(h.x[i]*h.x[i] + 4e-4); }
-            }
-            v.push(h);
-        }
-        v
-    }
-    #[test]
-    #[ignore]
-    fn bench() {
-        let table = scale_table_f64();
-        for kind in 0..3 {
-            let hs = halves(kind);
-            let one = |f: &dyn Fn(&Half) -> u8| {
-                let t = Instant::now();
-                let mut acc = 0usize;
-                for h in &hs { acc += f(core::hint::black_box(h)) as usize; }
-                core::hint::black_box(acc);
-                t.elapsed().as_secs_f64() / hs.len() as f64 * 1e9
-            };
-            let mut ex = f64::INFINITY;
-            for _ in 0..3 { ex = ex.min(one(&|h| search_exhaustive(Codebook::Fp2, h, &table))); }
-            let (mut qd, mut wn, mut so) = (f64::INFINITY, f64::INFINITY, f64::INFINITY);
-            for _ in 0..100 {
-                qd = qd.min(one(&|h| search_fp2_quad(h, &table)));
-                wn = wn.min(one(&|h| crate::format::rocmfpx::fast_fp2::search_fp2_window(h, &table)));
-                so = so.min(one(&|h| { let mut k = h.x.map(|v| v.to_bits()); sort16_desc(&mut k); core::hint::black_box(&k); 0 }));
-            }
-            println!("kind {kind}: exhaustive {ex:.0} ns, quad {qd:.0} ns, window {wn:.0} ns, sort {so:.0}, ratio {:.1}", ex / qd);
-        }
-    }
 }
