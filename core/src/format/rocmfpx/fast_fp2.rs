@@ -1,4 +1,5 @@
-//! ROCmFP2's fast scale search (`Rule::Reference`): the byte the exhaustive search
+//! ROCmFP2's window search (formerly `Rule::Reference`, now the fallback of `quad_fp2.rs`)
+//! and the window driver shared with ROCmFP3: the byte the exhaustive search
 //! ([`super::scale_search::search_exhaustive`]) returns, found by evaluating a small window of
 //! bytes with rigorous floating-point bounds. The FP2 model and the window driver
 //! ([`search_window`], generic over a [`Model`]: steps 3 and 4 below, shared with ROCmFP3's
@@ -75,7 +76,7 @@ pub(crate) const SCALE: [f64; 128] = {
 /// the f64 bits) and `t' = fl(t + 2^-7) - 2^-7` otherwise (the linear range `b / 1024`, read the
 /// same way after the shift; `|t' - t| <= 2^-60`). Branch-free.
 #[inline(always)]
-fn floor_byte(t: f64) -> usize {
+pub(super) fn floor_byte(t: f64) -> usize {
     // For x in [2^-7, 2^8): bits >> 49 = 8 * biased exponent + top 3 fraction bits, and the byte
     // is 8 * (exponent + 8) + fraction bits = (bits >> 49) - 8 * 1015.
     let normal = (t.to_bits() >> 49) as i64 - 8120;
@@ -205,9 +206,11 @@ impl Model for Prep {
     }
 }
 
-/// The fast ROCmFP2 search: the same byte as the exhaustive search on every half (module docs).
+/// ROCmFP2's window search: the same byte as the exhaustive search on every half (module docs).
+/// `Rule::Reference` uses the faster envelope search of `quad_fp2.rs`, which hands over to this
+/// one only for halves whose values are not widened f32 (never from the codec).
 #[allow(clippy::needless_range_loop)]
-pub(crate) fn search_fp2(h: &Half, table: &[f64; NB]) -> u8 {
+pub(crate) fn search_fp2_window(h: &Half, table: &[f64; NB]) -> u8 {
     let mut p = Prep { a: [0.0; 16], w: h.w };
     let mut x2 = [0f64; 16];
     for i in 0..16 {
@@ -346,7 +349,7 @@ mod tests {
                 }
             }
             assert_eq!(
-                search_fp2(&h, &table),
+                search_fp2_window(&h, &table),
                 search_exhaustive(Codebook::Fp2, &h, &table),
                 "{h:?}"
             );

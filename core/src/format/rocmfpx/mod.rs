@@ -4,9 +4,11 @@
 //! * `fp2.rs`, `fp3.rs`: block types, decode, code choice, packing.
 //! * `scale_search.rs`: the per-half objective and the exhaustive search (`Rule::Exhaustive`),
 //!   with optional importance weights.
-//! * `fast_fp2.rs`: ROCmFP2's fast search (`Rule::Reference`, provably the same bytes): a
-//!   window of estimates built from the exhaustive search's own terms, closed by monotone tail
-//!   bounds; its window driver is shared with `fast_fp3.rs`.
+//! * `quad_fp2.rs`: ROCmFP2's fast search (`Rule::Reference`, provably the same bytes): the
+//!   lower envelope of 17 quadratics from the sorted magnitudes, with rigorous error bounds.
+//! * `fast_fp2.rs`: the window driver shared with `fast_fp3.rs` (estimates from the exhaustive
+//!   search's own terms, closed by monotone tail bounds) and ROCmFP2's window search, the
+//!   envelope search's fallback.
 //! * `fast_fp3.rs`: ROCmFP3's fast search (`Rule::Reference`, provably the same bytes): FP3's
 //!   terms and tail bounds on the same driver.
 //! * `dot.rs`: reference dot products against Q8_0 activations.
@@ -25,6 +27,7 @@ mod fast_fp2;
 mod fast_fp3;
 mod fp2;
 mod fp3;
+mod quad_fp2;
 mod scale_search;
 
 pub use fp2::{BlockRocmFp2, FP2_LEVELS};
@@ -104,7 +107,7 @@ pub(crate) fn encode_row(
             let b = if exhaustive {
                 scale_search::search_exhaustive(cb, &half, &table)
             } else if cb == Codebook::Fp2 {
-                fast_fp2::search_fp2(&half, &table)
+                quad_fp2::search_fp2(&half, &table)
             } else {
                 fast_fp3::search_fp3(&half, &table)
             };

@@ -1,6 +1,6 @@
 //! The per-half objective of ROCmFP2 and ROCmFP3 and the exhaustive reference search
 //! ([`search_exhaustive`], `Rule::Exhaustive`). The fast searches of `Rule::Reference`, which
-//! provably return the same byte, are in `fast_fp2.rs` and `fast_fp3.rs`. Only the choice of
+//! provably return the same byte, are in `quad_fp2.rs` and `fast_fp3.rs`. Only the choice of
 //! the scale byte lives here; codes and packing are in `fp2.rs` / `fp3.rs`.
 //!
 //! # The rule (the objective both searches minimise)
@@ -125,7 +125,7 @@ pub(crate) fn half_codes(cb: Codebook, h: &Half, s: f64) -> [u8; 16] {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::format::rocmfpx::{fast_fp2::search_fp2, fast_fp3::search_fp3};
+    use crate::format::rocmfpx::{fast_fp3::search_fp3, quad_fp2::search_fp2};
 
     fn search_fast(cb: Codebook, h: &Half, table: &[f64; NSCALES]) -> u8 {
         match cb {

@@ -1,0 +1,232 @@
+//! ROCmFP2's fast scale search (`Rule::Reference`): the byte the exhaustive search
+//! ([`super::scale_search::search_exhaustive`]) returns, found from the lower envelope of 17
+//! quadratics built from the half's sorted magnitudes. Only this search lives here (codes and
+//! packing are in `fp2.rs`); it never allocates and never panics.
+//!
+//! # Why it returns the exhaustive search's byte, on every input
+//!
+//! Notation: `a_i = |x_i|` (f32 values widened), `w_i >= 0`, `u = 2^-53`. For scale `s` the
+//! exhaustive search sums the rounded terms `w_i (min((a_i-s)^2, (a_i-4s)^2))` left to right
+//! into `S(s)` and keeps the lowest byte of the smallest `S`. Let `E(s)` be the same sum in exact
+//! arithmetic.
+//!
+//! 1. **Rounding.** Every term is `w (a - c s)^2` up to three roundings (`c s` is exact), the
+//!    minimum of two such values is within the same factor of the exact minimum, and the sum of
+//!    16 non-negative terms adds 15 more: `S = E (1 ± 19u)`, `19u < 2^-48`. No term is subnormal
+//!    (inputs are f32, scales multiples of 2^-13, so every nonzero `|a - c s| >= 2^-149`; weights
+//!    are 0 or `>= 2^-310`) and nothing overflows.
+//! 2. **Envelope.** Sort the keys `a_i` descending (ties by index; the index is stored in the
+//!    four low bits of the f64, which are zero for widened f32 values — a half without them is
+//!    handed to the window search of `fast_fp2.rs`). For `k = 0..=16` let `q_k(s)` be the exact
+//!    error when the first `k` sorted elements take the outer level 4 and the rest level 1:
+//!    `q_k(s) = A - 2 s B_k + s^2 C_k`, `A = Σ w a^2`, `B_k = Σ w a + 3 P_k`,
+//!    `C_k = Σ w + 15 Q_k` (`P_k`, `Q_k` the prefix sums of `w a` and `w`). Each `q_k` is an
+//!    assignment's error, so `q_k >= E`; and at every `s` the per-element optimum (outer iff
+//!    `a > 2.5 s`) is such a prefix, so `E(s) = min_k q_k(s)` exactly.
+//! 3. **Model error.** `A`, `B_k`, `C_k` are sums of non-negative terms (relative error
+//!    `< 25u`), so the computed `q_k(s)` is within `2^-45 D_k(s)` of the exact one,
+//!    `D_k = A + 2 s B_k + s^2 C_k`; the computed minimum `m_k = A - B_k (B_k / C_k)` is within
+//!    `2^-44 A` of `min_s q_k(s)` (`B_k^2 / C_k <= A` by Cauchy-Schwarz).
+//! 4. **Threshold.** `T_E` = the smallest `q_k + 2^-45 D_k` over the two bytes around the vertex
+//!    `B_k / C_k` of the quadratic with the smallest `m_k`: `E(b_T) <= T_E` for one of them.
+//!    `T' = T_E (1 + 2^-46)`: any byte with `E > T'` has `S > S(b_T)` (step 1), so it can
+//!    neither win nor tie.
+//! 5. **Candidates.** A quadratic with `m_k - 2^-44 A > T'` is above `T'` everywhere. For the
+//!    others (usually one), the bytes with `q_k - 2^-45 D_k <= T'` are marked, walking down and
+//!    up from the vertex; by convexity a walk stops at the first byte above `T'` that lies
+//!    safely beyond the vertex (`s < v (1 - 2^-30)` or `s > v (1 + 2^-30)`, far wider than the
+//!    vertex's rounding error). Every unmarked byte has `E > T'`.
+//! 6. **Decision.** One marked byte: the answer. Several: each gets `lb`/`ub` = the smallest
+//!    `q_k ∓ 2^-45 D_k` over the surviving quadratics (`E >= lb` because every other quadratic is
+//!    above `T' >= lb`). If only the byte with the smallest `ub` has `lb <= ub_min (1 + 2^-47)`,
+//!    its `S` is strictly the smallest; otherwise the live bytes' exact `S`, computed by the
+//!    exhaustive search's own `objective`, decide, ties to the lower byte.
+//!
+//! Degenerate halves: `A = 0` (every element has `w = 0` or `a = 0`) means `S(0) = 0 <= S(s)`:
+//! byte 0, as the exhaustive search returns.
+
+use super::fast_fp2::{floor_byte, NB, SCALE};
+use super::scale_search::{objective, Codebook, Half};
+
+/// Sorts 16 keys (positive f64 bit patterns, so integer order is numeric order) in descending order (Batcher's odd-even merge sort, 63 comparators).
+#[inline(always)]
+fn sort16_desc(k: &mut [u64; 16]) {
+    macro_rules! cx {
+        ($($i:literal $j:literal),*) => {$(
+            let (x, y) = (k[$i], k[$j]);
+            k[$i] = x.max(y);
+            k[$j] = x.min(y);
+        )*};
+    }
+    cx!(0 1, 2 3, 0 2, 1 3, 1 2, 4 5, 6 7, 4 6, 5 7, 5 6, 0 4, 2 6, 2 4, 1 5, 3 7, 3 5, 1 2, 3 4,
+        5 6, 8 9, 10 11, 8 10, 9 11, 9 10, 12 13, 14 15, 12 14, 13 15, 13 14, 8 12, 10 14, 10 12,
+        9 13, 11 15, 11 13, 9 10, 11 12, 13 14, 0 8, 4 12, 4 8, 2 10, 6 14, 6 10, 2 4, 6 8, 10 12,
+        1 9, 5 13, 5 9, 3 11, 7 15, 7 11, 3 5, 7 9, 11 13, 1 2, 3 4, 5 6, 7 8, 9 10, 11 12, 13 14);
+}
+
+/// `2^-45`: error bound of a computed `q_k(s)` relative to `D_k(s)` (module docs, step 3).
+const EPS_Q: f64 = 1.0 / 35_184_372_088_832.0; // 2^-45
+/// `2^-44`: error bound of a computed `m_k` relative to `A`.
+const EPS_M: f64 = 1.0 / 17_592_186_044_416.0; // 2^-44
+/// Slack between `E` and `S` of two bytes (`(1 + 2^-48) / (1 - 2^-48)`, rounded up).
+const GROW46: f64 = 1.0 + 1.0 / 70_368_744_177_664.0; // 1 + 2^-46
+/// The same slack for the final comparison.
+const GROW47: f64 = 1.0 + 1.0 / 140_737_488_355_328.0; // 1 + 2^-47
+/// A walk may stop only beyond `v (1 ∓ 2^-30)` (module docs, step 5).
+const VLO: f64 = 1.0 - 1.0 / 1_073_741_824.0; // 1 - 2^-30
+const VHI: f64 = 1.0 + 1.0 / 1_073_741_824.0;
+
+/// `(q, D)`: the quadratic `A - 2sB + s^2 C` and its error scale `A + 2sB + s^2 C`.
+#[inline(always)]
+fn quad(a: f64, b: f64, c: f64, s: f64) -> (f64, f64) {
+    let x = a + s * s * c;
+    let y = 2.0 * s * b;
+    (x - y, x + y)
+}
+
+/// The fast ROCmFP2 search: the same byte as the exhaustive search on every half (module docs).
+#[allow(clippy::needless_range_loop)]
+pub(crate) fn search_fp2(h: &Half, table: &[f64; NB]) -> u8 {
+    let mut key = [0u64; 16];
+    let mut low = 0u64;
+    for i in 0..16 {
+        let bits = h.x[i].abs().to_bits();
+        low |= bits & 15;
+        key[i] = bits | i as u64;
+    }
+    if low != 0 {
+        return super::fast_fp2::search_fp2_window(h, table);
+    }
+    sort16_desc(&mut key);
+    // prefix sums over the descending order
+    let mut p = [0f64; 17];
+    let mut q = [0f64; 17];
+    let mut aa = 0f64;
+    for j in 0..16 {
+        let bits = key[j];
+        let a = f64::from_bits(bits & !15);
+        let w = h.w[(bits & 15) as usize];
+        p[j + 1] = p[j] + w * a;
+        q[j + 1] = q[j] + w;
+        aa += w * (a * a);
+    }
+    if aa == 0.0 {
+        return 0;
+    }
+    let (pt, wt) = (p[16], q[16]);
+    let mut bk = [0f64; 17];
+    let mut ck = [0f64; 17];
+    let mut vk = [0f64; 17];
+    let mut mk = [0f64; 17];
+    let mut best_m = f64::INFINITY;
+    let mut k0 = 0;
+    for k in 0..17 {
+        let b = pt + 3.0 * p[k];
+        let c = wt + 15.0 * q[k];
+        let v = b / c;
+        let m = aa - b * v;
+        bk[k] = b;
+        ck[k] = c;
+        vk[k] = v;
+        mk[k] = m;
+        if m < best_m {
+            best_m = m;
+            k0 = k;
+        }
+    }
+    // Upper bound T_E from the best quadratic's two bytes around its vertex.
+    let f = floor_byte(vk[k0]);
+    let mut te = f64::INFINITY;
+    for b in [f, (f + 1).min(NB - 1)] {
+        let (qq, d) = quad(aa, bk[k0], ck[k0], SCALE[b]);
+        let u = qq + EPS_Q * d;
+        te = if u < te { u } else { te };
+    }
+    let tp = te * GROW46;
+    let mcut = tp + EPS_M * aa;
+    // Survivors and their candidate bytes.
+    let mut surv = [0usize; 17];
+    let mut ns = 0;
+    let mut mask = 0u128;
+    for k in 0..17 {
+        if mk[k] > mcut {
+            continue;
+        }
+        surv[ns] = k;
+        ns += 1;
+        let (a, b, c, v) = (aa, bk[k], ck[k], vk[k]);
+        let f = floor_byte(v);
+        let mut bb = f as isize;
+        while bb >= 0 {
+            let s = SCALE[bb as usize];
+            let (qq, d) = quad(a, b, c, s);
+            if qq - EPS_Q * d <= tp {
+                mask |= 1u128 << bb;
+            } else if s < v * VLO {
+                break;
+            }
+            bb -= 1;
+        }
+        let mut bb = f + 1;
+        while bb < NB {
+            let s = SCALE[bb];
+            let (qq, d) = quad(a, b, c, s);
+            if qq - EPS_Q * d <= tp {
+                mask |= 1u128 << bb;
+            } else if s > v * VHI {
+                break;
+            }
+            bb += 1;
+        }
+    }
+    if mask.count_ones() == 1 {
+        return mask.trailing_zeros() as u8;
+    }
+    // Several candidates: bounds from the surviving quadratics.
+    let mut lbs = [0f64; NB];
+    let mut best_ub = f64::INFINITY;
+    let mut best_b = 0usize;
+    let mut m = mask;
+    while m != 0 {
+        let b = m.trailing_zeros() as usize;
+        m &= m - 1;
+        let s = SCALE[b];
+        let (mut lb, mut ub) = (f64::INFINITY, f64::INFINITY);
+        for &k in &surv[..ns] {
+            let (qq, d) = quad(aa, bk[k], ck[k], s);
+            let (l, u) = (qq - EPS_Q * d, qq + EPS_Q * d);
+            lb = if l < lb { l } else { lb };
+            ub = if u < ub { u } else { ub };
+        }
+        lbs[b] = lb;
+        if ub < best_ub {
+            best_ub = ub;
+            best_b = b;
+        }
+    }
+    let cut = best_ub * GROW47;
+    let mut live = 0;
+    let mut m = mask;
+    while m != 0 {
+        let b = m.trailing_zeros() as usize;
+        m &= m - 1;
+        live += usize::from(lbs[b] <= cut);
+    }
+    if live == 1 {
+        return best_b as u8;
+    }
+    let (mut bs, mut bb) = (f64::INFINITY, 0);
+    let mut m = mask;
+    while m != 0 {
+        let b = m.trailing_zeros() as usize;
+        m &= m - 1;
+        if lbs[b] <= cut {
+            let v = objective(Codebook::Fp2, h, table[b]);
+            if v < bs {
+                bs = v;
+                bb = b;
+            }
+        }
+    }
+    bb as u8
+}
