@@ -15,7 +15,8 @@ JSON layout (one object per file):
   version, alignment, data_offset (absolute byte offset of the data section),
   kv: [{key, value}] in file order, without gguf-py's synthetic GGUF.* header fields,
   tensors: [{name, dims (ggml order: dims[0] = row length), type (raw id), offset (relative to
-  the data section), data_offset (absolute), n_bytes, data (hex of the bytes)}].
+  the data section), data_offset (absolute), n_bytes, data (hex of the bytes; for tensors over
+  64 KiB, head and tail: hex of the first and last 64 bytes)}].
 A value is {"type": NAME, "v": ...} with NAME a GGUFValueType name; FLOAT32/FLOAT64 carry their
 IEEE bit pattern as an integer (exact, no decimal round trip); ARRAY carries
 {"type": "ARRAY", "elem": NAME, "v": [values]} (nested arrays nest).
@@ -34,6 +35,9 @@ from gguf import GGUFValueType as T
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OUT = os.path.join(ROOT, "tests", "fixtures", "gguf")
+# Tensors up to this size are dumped whole; larger ones (real models) by their first and last
+# 64 bytes.
+MAX_HEX = 65536
 
 
 # ----------------------------------------------------------------------------- reading
@@ -79,15 +83,20 @@ def dump(path):
         offset = int(t.field.parts[-1][0])
         raw = np.asarray(t.data).tobytes()
         assert len(raw) == t.n_bytes, t.name
-        tensors.append({
+        entry = {
             "name": t.name,
             "dims": [int(d) for d in t.shape],
             "type": int(t.tensor_type),
             "offset": offset,
             "data_offset": int(t.data_offset),
             "n_bytes": int(t.n_bytes),
-            "data": raw.hex(),
-        })
+        }
+        if len(raw) <= MAX_HEX:
+            entry["data"] = raw.hex()
+        else:
+            entry["head"] = raw[:64].hex()
+            entry["tail"] = raw[-64:].hex()
+        tensors.append(entry)
     version = int(r.fields["GGUF.version"].parts[-1][0])
     return {
         "version": version,

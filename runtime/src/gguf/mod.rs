@@ -48,6 +48,12 @@ pub fn tensor_bytes(format: FormatId, dims: &[u64]) -> Result<u64, String> {
         .ok_or_else(|| format!("dims {dims:?}: element count overflows"))?;
     let k_usize =
         usize::try_from(k).map_err(|_| format!("row length {k} does not fit in memory"))?;
+    // FormatId::row_bytes does not guard its own arithmetic: check that it cannot overflow.
+    let g = format.geometry();
+    (k_usize / g.block_elems)
+        .checked_mul(g.block_bytes)
+        .and_then(|b| b.checked_add(g.row_header_bytes))
+        .ok_or_else(|| format!("dims {dims:?}: row length {k} overflows"))?;
     let row = format.row_bytes(k_usize).map_err(|e| format!("dims {dims:?}: {e}"))?;
     let total = (row as u64)
         .checked_mul(rows)

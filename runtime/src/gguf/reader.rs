@@ -146,6 +146,17 @@ impl<'a> Cursor<'a> {
     fn string(&mut self, ctx: &Context, what: &str) -> Result<String> {
         let at = self.offset();
         let len = self.u64(ctx, what)?;
+        if len > self.remaining() as u64 {
+            // Point at the length field, the value that is wrong.
+            return Err(GgufError::malformed(
+                ctx.clone(),
+                at,
+                format!(
+                    "{what} of {len} bytes runs past the end ({} bytes remain)",
+                    self.remaining()
+                ),
+            ));
+        }
         let bytes = self.take(len, ctx, what)?;
         String::from_utf8(bytes.to_vec()).map_err(|e| {
             GgufError::malformed(
