@@ -175,7 +175,10 @@ fn pattern(n: usize, seed: u8) -> Vec<u8> {
     (0..n).map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed)).collect()
 }
 
-fn written_file(dir: &Path) -> (PathBuf, Vec<(String, Value)>, Vec<TensorSpec>, Vec<Vec<u8>>) {
+/// What `written_file` wrote: path, metadata given, tensor specs, tensor data.
+type Written = (PathBuf, Vec<(String, Value)>, Vec<TensorSpec>, Vec<Vec<u8>>);
+
+fn written_file(dir: &Path) -> Written {
     let path = dir.join("written.gguf");
     let meta = every_type_metadata();
     let specs = vec![
