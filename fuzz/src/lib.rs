@@ -2,7 +2,8 @@
 //! tested) on stable Rust without libFuzzer: `cargo test --manifest-path fuzz/Cargo.toml`
 //! feeds them a fixed set of inputs; `cargo +nightly fuzz run decode` feeds them libFuzzer's.
 //!
-//! Both targets cover every format in `FormatId::ALL`; the first input byte picks the format.
+//! `decode` and `encode_decode` cover every format in `FormatId::ALL` (the first input byte
+//! picks the format); `gguf_read` feeds whole files to the GGUF reader.
 
 use lowbit_core::{codec, EncodeOptions, Error, FormatId, Rule};
 
@@ -91,9 +92,76 @@ pub fn encode_decode(data: &[u8]) {
     }
 }
 
+/// Target `gguf_read`: parses the input as a GGUF file (dialect from its metadata, then under
+/// every stated dialect). Never panics; on success every tensor's data range lies inside the
+/// input and has the size its dims and format give; every error that points at a byte offset
+/// points inside the input (or at its end) and says so in its message.
+pub fn gguf_read(data: &[u8]) {
+    use lowbit_runtime::gguf;
+    let stated = [None].into_iter().chain(lowbit_core::Dialect::ALL.map(Some));
+    for dialect in stated {
+        match gguf::parse(data, dialect) {
+            Ok(h) => {
+                for t in &h.tensors {
+                    let end = t.data_offset() as usize + t.bytes();
+                    assert!(end <= data.len(), "tensor '{}' ends at {end}", t.name);
+                    assert_eq!(t.data_offset() % h.alignment, 0);
+                    let want = gguf::tensor_bytes(t.format, &t.dims);
+                    assert_eq!(want, Ok(t.bytes() as u64), "tensor '{}'", t.name);
+                }
+            }
+            Err(e) => {
+                let text = e.to_string();
+                if let Some(off) = e.offset() {
+                    assert!(off <= data.len() as u64, "offset {off} past the input: {text}");
+                    assert!(text.contains(&off.to_string()), "{text}");
+                }
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The GGUF corpus: the oracle fixtures (gguf-py wrote them), every truncation of the
+    /// smallest, and byte flips of each.
+    fn gguf_corpus() -> Vec<Vec<u8>> {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/gguf");
+        let mut files: Vec<Vec<u8>> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|x| x == "gguf"))
+            .map(|p| std::fs::read(p).unwrap())
+            .collect();
+        files.sort_by_key(Vec::len);
+        assert!(files.len() >= 3, "fixtures missing in {}", dir.display());
+        let mut out = files.clone();
+        out.extend((0..files[0].len()).map(|n| files[0][..n].to_vec()));
+        let mut s = 0x9E37_79B9u32;
+        for f in &files {
+            for _ in 0..300 {
+                let mut v = f.clone();
+                s ^= s << 13;
+                s ^= s >> 17;
+                s ^= s << 5;
+                let i = s as usize % v.len();
+                v[i] ^= (s >> 24) as u8 | 1;
+                out.push(v);
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn gguf_read_target_on_the_corpus() {
+        for input in gguf_corpus() {
+            gguf_read(&input);
+        }
+        gguf_read(&[]);
+        gguf_read(b"GGUF");
+    }
 
     /// A small deterministic corpus: every format, a few row lengths, assorted bytes.
     fn corpus() -> Vec<Vec<u8>> {

@@ -1,13 +1,19 @@
 //! lowbit-runtime: the pieces behind the `lowbit` command that applications can also call.
 //!
 //! Today: the format table ([`formats`]), raw-file codec conversion ([`rawcodec`]), the
-//! built-in demo ([`demo`]) and the CPU benchmark ([`bench`](mod@bench)). GGUF, quantization
-//! recipes and inference arrive with their issues.
+//! built-in demo ([`demo`]), the CPU benchmark ([`bench`](mod@bench)), GGUF files
+//! ([`gguf`]: read, write, dialects), safetensors input ([`safetensors`]) and `lowbit inspect`
+//! ([`inspect`]). Quantization recipes and inference arrive with their issues.
+//! `unsafe` is denied everywhere except the one memory-map call in `gguf::mmap`.
 //! What must not live here: format layouts and codecs (those are `lowbit-core`'s).
-#![forbid(unsafe_code)]
+#![deny(unsafe_code)]
+#![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
 
 pub mod bench;
 pub mod demo;
 pub mod formats;
+pub mod gguf;
+pub mod inspect;
 pub mod rawcodec;
+pub mod safetensors;

@@ -1,15 +1,15 @@
-//! The `lowbit` command: the format table, raw-file codec conversion, and (with no subcommand)
-//! the built-in demo. Argument parsing and printing only; the work is in `lowbit_runtime`.
+//! The `lowbit` command: the format table, raw-file codec conversion, the benchmark, file
+//! inspection, and (with no subcommand) the built-in demo. Argument parsing and printing only; the work is in `lowbit_runtime`.
 
 use std::io::{self, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use lowbit_core::{FormatId, Rule};
+use lowbit_core::{Dialect, FormatId, Rule};
 use lowbit_cpu::Isa;
 use lowbit_runtime::rawcodec::{self, CliError, EncodeRequest};
-use lowbit_runtime::{bench, demo, formats};
+use lowbit_runtime::{bench, demo, formats, gguf, inspect};
 
 /// lowbit: sub-4-bit LLM weight formats (ggml types, ROCmFP2/3, HFP4/MFP4, Prism ternary).
 ///
@@ -36,6 +36,29 @@ enum Cmd {
     Demo(DemoArgs),
     /// Time the CPU backend's matmul against this machine's read bandwidth (and encoders).
     Bench(BenchArgs),
+    /// Describe a GGUF or safetensors file: metadata, tensors (shape, format, bytes, bpw),
+    /// totals.
+    Inspect(InspectArgs),
+}
+
+#[derive(Args, Debug)]
+struct InspectArgs {
+    /// The file (GGUF, or .safetensors).
+    file: PathBuf,
+    /// Read GGUF type ids in this dialect (ggml, rocmfpx, prism, hipfire). Default: the one
+    /// the file's metadata names, else ggml.
+    #[arg(long, value_parser = parse_dialect)]
+    dialect: Option<Dialect>,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+fn parse_dialect(s: &str) -> Result<Dialect, String> {
+    gguf::dialect::parse_dialect(s).ok_or_else(|| {
+        let names: Vec<&str> = Dialect::ALL.iter().map(|d| d.name()).collect();
+        format!("unknown dialect '{s}'; known: {}", names.join(", "))
+    })
 }
 
 #[derive(Args, Debug)]
@@ -256,6 +279,15 @@ fn run(cli: Cli) -> Result<ExitCode, CliError> {
             emit(&format!("{s}\nNRMSE {:.6}, max abs error {:.6}\n", st.nrmse, st.max_abs))?;
         }
         Cmd::Bench(a) => return run_bench(a),
+        Cmd::Inspect(a) => match inspect::inspect(&a.file, a.dialect) {
+            Ok(r) => {
+                emit(&if a.json { inspect::render_json(&r) } else { inspect::render_text(&r) })?
+            }
+            Err(e) => {
+                eprintln!("error: {e}");
+                return Ok(ExitCode::FAILURE);
+            }
+        },
         Cmd::Demo(a) => {
             if a.rows == 0 || a.cols == 0 || a.cols % 256 != 0 {
                 return Err(CliError::Usage(format!(
