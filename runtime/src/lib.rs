@@ -10,4 +10,5 @@
 pub mod bench;
 pub mod demo;
 pub mod formats;
+pub mod quant;
 pub mod rawcodec;
