@@ -279,3 +279,59 @@ fn peak_memory_is_a_few_tensors() {
     assert!(s.peak_bytes < largest, "peak {} vs largest f32 tensor {largest}", s.peak_bytes);
     assert!(s.peak_bytes > 0);
 }
+
+/// Figures for the docs: every built-in recipe on the default synthetic model (bpw, NRMSE,
+/// peak buffers, wall time on 1 thread and on every core). Run with
+/// `cargo test -p lowbit-runtime --test quant_pipeline -- --ignored --nocapture`.
+#[test]
+#[ignore]
+fn figures_builtin_recipes_on_synthetic() {
+    use lowbit_runtime::quant::eval::{compare_encoded, EvalReport};
+    let m = synthetic_llama(&LlamaShape::default(), lowbit_runtime::quant::synthetic::DEFAULT_SEED)
+        .unwrap();
+    let blobs: Vec<Vec<u8>> = m.tensors.iter().map(|t| f32_bytes(&t.data)).collect();
+    let srcs = || -> Vec<SourceTensor<'_>> {
+        m.tensors
+            .iter()
+            .zip(&blobs)
+            .map(|(t, b)| SourceTensor {
+                name: t.name.clone(),
+                dims: t.dims.clone(),
+                format: FormatId::F32,
+                data: Cow::Borrowed(&b[..]),
+            })
+            .collect()
+    };
+    let all = std::thread::available_parallelism().map_or(1, |n| n.get());
+    println!(
+        "recipe    bpw     NRMSE(w)  NRMSE(pooled) fallbacks peak_bytes  s(1 thr)  s({all} thr)"
+    );
+    for name in BUILTIN_NAMES {
+        let r = Recipe::builtin(name).unwrap();
+        let mut times = Vec::new();
+        let mut last = None;
+        for threads in [1, all] {
+            let t0 = std::time::Instant::now();
+            let res = run(srcs(), &r, None, threads).unwrap();
+            times.push(t0.elapsed().as_secs_f64());
+            last = Some(res);
+        }
+        let (out, s) = last.unwrap();
+        let mut ev = EvalReport::default();
+        for ((t, b), q) in m.tensors.iter().zip(&blobs).zip(&out) {
+            ev.tensors.push(
+                compare_encoded(&t.name, &t.dims, FormatId::F32, b, q.format, &q.data).unwrap(),
+            );
+        }
+        println!(
+            "{name:<9} {:.4}  {:.5}   {:.5}        {:>3}     {:>9}   {:.3}     {:.3}",
+            s.bpw(),
+            ev.weighted_nrmse(),
+            ev.pooled_nrmse(),
+            s.fallbacks().count(),
+            s.peak_bytes,
+            times[0],
+            times[1]
+        );
+    }
+}

@@ -87,6 +87,7 @@ impl std::error::Error for QuantError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             QuantError::Sink { source, .. } => Some(source.as_ref()),
+            QuantError::Codec { source, .. } => Some(source),
             _ => None,
         }
     }
