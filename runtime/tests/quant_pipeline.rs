@@ -8,7 +8,8 @@ use std::collections::BTreeMap;
 use lowbit_core::{codec, EncodeOptions, Error as CoreError, FormatId, Rule};
 use lowbit_runtime::quant::imatrix::{ImportanceEntry, ImportanceMatrix};
 use lowbit_runtime::quant::pipeline::{
-    quantize, takes_importance, Action, ImportanceUse, QuantizedTensor, SourceTensor, Summary,
+    quantize, quantize_with_progress, takes_importance, Action, ImportanceUse, QuantizedTensor,
+    SourceTensor, Summary,
 };
 use lowbit_runtime::quant::recipe::{Recipe, BUILTIN_NAMES};
 use lowbit_runtime::quant::synthetic::{synthetic_llama, LlamaShape, SyntheticModel};
@@ -334,4 +335,36 @@ fn figures_builtin_recipes_on_synthetic() {
             times[1]
         );
     }
+}
+
+#[test]
+fn progress_adds_up_and_synthetic_sources_stream() {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    let m = small_model();
+    let done = AtomicU64::new(0);
+    let calls = AtomicU64::new(0);
+    let progress = |_: &str, n: u64| {
+        done.fetch_add(n, Ordering::Relaxed);
+        calls.fetch_add(1, Ordering::Relaxed);
+    };
+    let mut seen = 0;
+    let s = quantize_with_progress(
+        m.sources(),
+        &Recipe::builtin("q4_0").unwrap(),
+        None,
+        &progress,
+        |q, _| {
+            seen += 1;
+            assert_eq!(q.name, m.tensors[seen - 1].name);
+            Ok(())
+        },
+    )
+    .unwrap();
+    let total: u64 = m.tensors.iter().map(|t| t.data.len() as u64).sum();
+    assert_eq!((s.elements(), done.load(Ordering::Relaxed)), (total, total));
+    assert!(calls.load(Ordering::Relaxed) >= m.tensors.len() as u64);
+    // The streamed sources equal the hand-made ones.
+    let (a, _) = run(sources(&m), &Recipe::builtin("q4_0").unwrap(), None, 1).unwrap();
+    let (b, _) = run(m.sources().collect(), &Recipe::builtin("q4_0").unwrap(), None, 1).unwrap();
+    assert_eq!(a, b);
 }

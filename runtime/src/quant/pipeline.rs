@@ -181,6 +181,7 @@ pub fn quantize_tensor(
     recipe: &Recipe,
     imatrix: Option<&ImportanceMatrix>,
     mem: &MemTracker,
+    progress: &Progress<'_>,
 ) -> Result<(QuantizedTensor, TensorReport), QuantError> {
     let name = src.name.as_str();
     let _src_guard = match &src.data {
@@ -274,6 +275,7 @@ pub fn quantize_tensor(
                         }
                     })?;
                 }
+                progress(name, (chunk.len() / rb * k) as u64);
                 Ok(())
             })
             .collect();
@@ -283,6 +285,9 @@ pub fn quantize_tensor(
         drop(out_guard);
         out
     };
+    if copy {
+        progress(name, elements);
+    }
     let report = TensorReport {
         name: name.to_owned(),
         dims: src.dims.clone(),
@@ -309,12 +314,33 @@ pub fn quantize_tensor(
 /// The sink's error type.
 pub type SinkError = Box<dyn std::error::Error + Send + Sync>;
 
+/// A progress callback: `(tensor name, elements just finished)`. Called from worker threads
+/// after each group of rows (about 64 Ki elements), in no particular order; the elements of a
+/// run add up to [`Summary::elements`].
+pub type Progress<'p> = dyn Fn(&str, u64) + Sync + 'p;
+
 /// Quantizes every tensor of `inputs` in order under `recipe` (with `imatrix`, if any) and
 /// hands each result to `sink` in the same order, with its report. Stops at the first error.
 pub fn quantize<'a, I, S>(
     inputs: I,
     recipe: &Recipe,
     imatrix: Option<&ImportanceMatrix>,
+    sink: S,
+) -> Result<Summary, QuantError>
+where
+    I: IntoIterator<Item = SourceTensor<'a>>,
+    S: FnMut(QuantizedTensor, &TensorReport) -> Result<(), SinkError>,
+{
+    quantize_with_progress(inputs, recipe, imatrix, &|_, _| {}, sink)
+}
+
+/// [`quantize`] with a progress callback for the elements encoded inside large tensors
+/// (copied tensors and tensors with no rows report all their elements at once).
+pub fn quantize_with_progress<'a, I, S>(
+    inputs: I,
+    recipe: &Recipe,
+    imatrix: Option<&ImportanceMatrix>,
+    progress: &Progress<'_>,
     mut sink: S,
 ) -> Result<Summary, QuantError>
 where
@@ -324,7 +350,7 @@ where
     let mem = MemTracker::default();
     let mut summary = Summary::default();
     for src in inputs {
-        let (q, report) = quantize_tensor(&src, recipe, imatrix, &mem)?;
+        let (q, report) = quantize_tensor(&src, recipe, imatrix, &mem, progress)?;
         drop(src);
         // The output buffer stays ours until the sink has it.
         let g = mem.hold(q.data.len());

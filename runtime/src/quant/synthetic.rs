@@ -18,8 +18,13 @@
 //! pieces) so the file is structurally complete, not a usable tokenizer.
 //! What must not live here: file writing.
 
+use std::borrow::Cow;
+
+use lowbit_core::FormatId;
+
 use crate::demo::Pcg32;
 
+use super::pipeline::SourceTensor;
 use super::MetaValue;
 
 /// The shape of the synthetic model.
@@ -117,6 +122,19 @@ pub struct SyntheticModel {
     pub tensors: Vec<SynthTensor>,
     /// Metadata (GGUF keys).
     pub metadata: Vec<(String, MetaValue)>,
+}
+
+impl SyntheticModel {
+    /// The tensors as F32 pipeline sources (little-endian bytes), converted one at a time as
+    /// the iterator is consumed.
+    pub fn sources(&self) -> impl Iterator<Item = SourceTensor<'static>> + '_ {
+        self.tensors.iter().map(|t| SourceTensor {
+            name: t.name.clone(),
+            dims: t.dims.clone(),
+            format: FormatId::F32,
+            data: Cow::Owned(t.data.iter().flat_map(|v| v.to_le_bytes()).collect()),
+        })
+    }
 }
 
 /// The default seed of the built-in model.
