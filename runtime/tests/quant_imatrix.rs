@@ -127,3 +127,31 @@ fn gguf_layout_matches_oracle() {
     let e = from_gguf_parts(&t2, &meta).unwrap_err().to_string();
     assert!(e.contains("blk.1.ffn_gate_exps.weight"), "{e}");
 }
+
+/// Every single-byte corruption of the fixture is either read or refused; never a panic.
+#[test]
+fn legacy_dat_byte_mutations_never_panic() {
+    let good = std::fs::read(fixture("legacy.dat")).unwrap();
+    for i in 0..good.len() {
+        for v in [0x00u8, 0x7f, 0x80, 0xff] {
+            let mut b = good.clone();
+            b[i] = v;
+            if let Ok(m) = read_legacy(&b) {
+                for e in m.entries.values() {
+                    assert!(e.values.iter().all(|x| x.is_finite() && *x >= 0.0), "byte {i}={v}");
+                }
+            }
+        }
+    }
+    let huge = [(u64::MAX, 2u64)];
+    let t = [
+        GgufImatrixTensor { name: "w.in_sum2", dims: &[huge[0].0, huge[0].1], data: &[1.0] },
+        GgufImatrixTensor { name: "w.counts", dims: &[1, 1], data: &[1.0] },
+    ];
+    let meta = vec![
+        ("imatrix.datasets".to_owned(), MetaValue::StringArray(vec![])),
+        ("imatrix.chunk_count".to_owned(), MetaValue::U32(1)),
+        ("imatrix.chunk_size".to_owned(), MetaValue::U32(1)),
+    ];
+    assert!(from_gguf_parts(&t, &meta).is_err());
+}
