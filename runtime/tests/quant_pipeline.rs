@@ -305,10 +305,16 @@ fn figures_builtin_recipes_on_synthetic() {
     };
     let all = std::thread::available_parallelism().map_or(1, |n| n.get());
     println!(
-        "recipe    bpw     NRMSE(w)  NRMSE(pooled) fallbacks peak_bytes  s(1 thr)  s({all} thr)"
+        "recipe      bpw     NRMSE(w)  NRMSE(pooled) fallbacks peak_bytes  s(1 thr)  s({all} thr)"
     );
-    for name in BUILTIN_NAMES {
-        let r = Recipe::builtin(name).unwrap();
+    let mut recipes: Vec<(String, Recipe)> =
+        BUILTIN_NAMES.iter().map(|n| (n.to_string(), Recipe::builtin(n).unwrap())).collect();
+    for n in ["hfp4", "mfp4", "ternary"] {
+        let r = Recipe::builtin(n).unwrap().with_encoder(Rule::Reference);
+        recipes.push((format!("{n}/ref"), r));
+    }
+    for (name, r) in &recipes {
+        let r = r.clone();
         let mut times = Vec::new();
         let mut last = None;
         for threads in [1, all] {
@@ -325,7 +331,7 @@ fn figures_builtin_recipes_on_synthetic() {
             );
         }
         println!(
-            "{name:<9} {:.4}  {:.5}   {:.5}        {:>3}     {:>9}   {:.3}     {:.3}",
+            "{name:<11} {:.4}  {:.5}   {:.5}        {:>3}     {:>9}   {:.3}     {:.3}",
             s.bpw(),
             ev.weighted_nrmse(),
             ev.pooled_nrmse(),
