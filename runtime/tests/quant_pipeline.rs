@@ -213,6 +213,24 @@ fn requantize_and_copy() {
     assert_eq!((s.tensors[0].action, out[0].format), (Action::Copied, FormatId::Q8_0));
     assert!(out[0].data == q8);
 
+    // A copied tensor is still checked: a NaN scale in row 3 is refused, naming the row.
+    let mut bad = q8.clone();
+    let rb = FormatId::Q8_0.row_bytes(k).unwrap();
+    bad[3 * rb..3 * rb + 2].copy_from_slice(&0x7e00u16.to_le_bytes());
+    let s = SourceTensor { data: Cow::Borrowed(&bad[..]), ..src() };
+    match run(vec![s], &Recipe::builtin("q8_0").unwrap(), None, 2) {
+        Err(QuantError::Codec { row: 3, stage: "decoding the source", .. }) => {}
+        other => panic!("{other:?}"),
+    }
+    let nan_norm = SourceTensor {
+        name: "output_norm.weight".into(),
+        dims: vec![2],
+        format: FormatId::F32,
+        data: Cow::Owned(f32_bytes(&[1.0, f32::NAN])),
+    };
+    let e = run(vec![nan_norm], &Recipe::builtin("q8_0").unwrap(), None, 1).unwrap_err();
+    assert!(e.to_string().contains("output_norm.weight") && e.to_string().contains("element 1"));
+
     // F16 norms become F32 exactly.
     let h: Vec<u8> =
         [1.0f32, -2.5, 0.125].iter().flat_map(|v| half::f16::from_f32(*v).to_le_bytes()).collect();

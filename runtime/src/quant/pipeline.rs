@@ -2,7 +2,8 @@
 //! core decodes), encoded tensors out, in the same order, through a sink callback.
 //!
 //! For each tensor: the recipe plans its format ([`Recipe::plan`]); if the source already is
-//! in that format its bytes are copied unchanged; otherwise each row is decoded exactly to
+//! in that format its bytes are copied unchanged (after decoding every row once to refuse
+//! invalid bytes and non-finite values, as the encoding path does); otherwise each row is decoded exactly to
 //! f32 with `lowbit_core::codec` (a quantized source is recorded as *requantized*) and encoded
 //! with the planned encoder rule, passing the row's importance vector (from the imatrix entry
 //! of the tensor, per expert for stacked expert tensors) to every encoder that takes one.
@@ -175,6 +176,46 @@ fn tensor_err(name: &str, what: String) -> QuantError {
 /// Elements per rayon task (rows are grouped up to about this many elements).
 const TASK_ELEMS: usize = 1 << 16;
 
+/// Decodes every row of a tensor that is copied unchanged, so invalid bytes (an illegal scale
+/// byte, a NaN scale) and non-finite values are refused as the encoding path refuses them.
+fn validate_rows(
+    src: &SourceTensor<'_>,
+    name: &str,
+    rows: usize,
+    k: usize,
+    src_rb: usize,
+    mem: &MemTracker,
+) -> Result<(), QuantError> {
+    let rows_per_task = (TASK_ELEMS / k).max(1);
+    let tasks = rows.div_ceil(rows_per_task);
+    let results: Vec<Result<(), QuantError>> = (0..tasks)
+        .into_par_iter()
+        .map(|ti| {
+            let _g = mem.hold(k * 4);
+            let mut buf = vec![0f32; k];
+            for r in ti * rows_per_task..((ti + 1) * rows_per_task).min(rows) {
+                let srow = &src.data[r * src_rb..(r + 1) * src_rb];
+                codec::decode_row(src.format, srow, &mut buf).map_err(|source| {
+                    QuantError::Codec {
+                        tensor: name.to_owned(),
+                        stage: "decoding the source",
+                        row: r,
+                        source,
+                    }
+                })?;
+                if let Some(i) = buf.iter().position(|x| !x.is_finite()) {
+                    return Err(tensor_err(
+                        name,
+                        format!("row {r} element {i} is {} (copied unchanged otherwise)", buf[i]),
+                    ));
+                }
+            }
+            Ok(())
+        })
+        .collect();
+    results.into_iter().find_map(Result::err).map_or(Ok(()), Err)
+}
+
 /// Quantizes one tensor under `recipe` (see the module documentation).
 pub fn quantize_tensor(
     src: &SourceTensor<'_>,
@@ -234,7 +275,8 @@ pub fn quantize_tensor(
         Action::Requantized
     };
 
-    let data = if copy && plan.format == src.format {
+    let data = if copy && plan.format == src.format && elements > 0 {
+        validate_rows(src, name, rows, k, src_rb, mem)?;
         let _g = mem.hold(src.data.len());
         src.data.to_vec()
     } else if elements == 0 {
