@@ -210,7 +210,8 @@ impl EvalReport {
         }
         let _ = writeln!(
             s,
-            "total: {} tensors, {} elements, NRMSE {:.6} (element-weighted) {:.6} (pooled), max abs err {:.6}",
+            "total: {} tensors, {} elements, NRMSE {:.6} (element-weighted) {:.6} (pooled), \
+             max abs err {:.6}",
             self.tensors.len(),
             self.elements(),
             self.weighted_nrmse(),

@@ -3,10 +3,11 @@
 //!
 //! For each tensor: the recipe plans its format ([`Recipe::plan`]); if the source already is
 //! in that format its bytes are copied unchanged (after decoding every row once to refuse
-//! invalid bytes and non-finite values, as the encoding path does); otherwise each row is decoded exactly to
-//! f32 with `lowbit_core::codec` (a quantized source is recorded as *requantized*) and encoded
-//! with the planned encoder rule, passing the row's importance vector (from the imatrix entry
-//! of the tensor, per expert for stacked expert tensors) to every encoder that takes one.
+//! invalid bytes and non-finite values, as the encoding path does); otherwise each row is
+//! decoded exactly to f32 with `lowbit_core::codec` (a quantized source is recorded as
+//! *requantized*) and encoded with the planned encoder rule, passing the row's importance
+//! vector (from the imatrix entry of the tensor, per expert for stacked expert tensors) to
+//! every encoder that takes one.
 //!
 //! Parallelism and determinism: rows are split into tasks of a fixed number of rows (from the
 //! row length only, never from the thread count) across rayon's current pool; each row's
