@@ -15,5 +15,7 @@ pub mod demo;
 pub mod formats;
 pub mod gguf;
 pub mod inspect;
+
+pub mod quant;
 pub mod rawcodec;
 pub mod safetensors;
