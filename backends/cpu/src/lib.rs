@@ -35,6 +35,7 @@ pub mod isa;
 pub mod kernels;
 mod matmul;
 mod scalar;
+mod shape;
 #[cfg(target_arch = "x86_64")]
 mod x86;
 

@@ -22,16 +22,14 @@
 use std::arch::aarch64::*;
 use std::ops::Range;
 
-use lowbit_core::error::Buffer;
 use lowbit_core::format::hipfire::block::block_factor;
 use lowbit_core::format::hipfire::header::RowHeader;
 use lowbit_core::{Error, FormatId};
 
-use crate::act::{ActData, Acts};
-use crate::kernels::{Kernel, MAX_TILE};
+use crate::act::Acts;
+use crate::kernels::Kernel;
 
-const HEADER: usize = 16;
-const BLOCK: usize = 17;
+use crate::shape::{check_hfp4, HFP4_BLOCK as BLOCK, HFP4_HEADER as HEADER};
 
 /// The NEON kernel for `format`, if this module has one, named for [`Isa::Neon`] or (`DOT`)
 /// [`Isa::NeonDot`] (the same code: it has no integer dot products for `sdot`).
@@ -51,46 +49,6 @@ pub(crate) fn kernel<const DOT: bool>(format: FormatId) -> Option<Kernel> {
     Some(Kernel { name, f: run })
 }
 
-/// Checks `rb == 16 + nb * 17` with `nb * 32 == acts.k`, whole rows, a tile of 1..=16 columns
-/// inside `acts`, `out.len() == rows * tile`, f32 activations of `n * k` values; returns the
-/// activations and `nb`.
-fn check<'a>(
-    format: FormatId,
-    w: &[u8],
-    rb: usize,
-    acts: &'a Acts,
-    cols: &Range<usize>,
-    out: &[f32],
-) -> Result<(&'a [f32], usize), Error> {
-    let ActData::F32(x) = &acts.data else {
-        return Err(Error::WrongActivation {
-            format,
-            expected: format.info().activation,
-            got: acts.row(0).format(),
-        });
-    };
-    let nb = rb.saturating_sub(HEADER) / BLOCK;
-    let nc = cols.len();
-    let rows = w.len().checked_div(rb).unwrap_or(0);
-    let ok = nb != 0
-        && rb == HEADER + nb * BLOCK
-        && nb * 32 == acts.k
-        && w.len() == rows * rb
-        && (1..=MAX_TILE).contains(&nc)
-        && cols.end <= acts.n
-        && x.len() == acts.n * acts.k
-        && out.len() == rows * nc;
-    if !ok {
-        return Err(Error::Length {
-            format,
-            buffer: Buffer::Activations,
-            got: x.len(),
-            expected: acts.n * acts.k,
-        });
-    }
-    Ok((x, nb))
-}
-
 fn run(
     format: FormatId,
     w: &[u8],
@@ -99,7 +57,7 @@ fn run(
     cols: Range<usize>,
     out: &mut [f32],
 ) -> Result<(), Error> {
-    let (x, nb) = check(format, w, rb, acts, &cols, out)?;
+    let (x, nb) = check_hfp4(format, w, rb, acts, &cols, out)?;
     // SAFETY: reachable only through `kernel`, which `KernelTable::new` reaches only for
     // `Isa::Neon` / `Isa::NeonDot` after their `available()` detected NEON; the lengths the
     // body relies on were checked by `check`.

@@ -1,4 +1,4 @@
-//! AVX2 kernels (AVX2 + FMA + F16C) for Q8_0, Q4_0 and ROCmFP2 weights against Q8_0
+//! AVX2 kernels (AVX2 + FMA + F16C) for Q8_0 and Q4_0 weights against Q8_0
 //! activations, and the shared kernel body the AVX-512 entry points also compile.
 //!
 //! Shape of the body (the ggml-style bandwidth layout): rows in groups of `R` (the last group
@@ -31,13 +31,6 @@
 //!   256-bit body skips the sign trick here: `maddubs(q, a)` on the unsigned nibbles, minus
 //!   `8 * sum(a)` per 4-element lane (computed once per column and block), which is the same
 //!   exact i32 partial sum with 3 fewer vector operations per row.
-//! * ROCmFP2: the 8 code bytes broadcast, each byte copied to 4 lanes by `pshufb`, masked
-//!   with `[0x03, 0x0C, 0x30, 0xC0]` so lane 4j+i keeps code i of byte j at bits 2i; then
-//!   `(m | m >> 4) & 0x0F` folds the codes of positions 2 and 3 down, giving an index in
-//!   {c, 4c} whose level a second `pshufb` looks up (`{-4,-1,1,4}` at 0..3 and at 0,4,8,12;
-//!   code 0 is index 0 in both cases). The two half-block scales `e[0]`, `e[1]` are looked up
-//!   in [`UE4M3_B8`] (a test checks all 127 legal bytes against the core) and broadcast to
-//!   lanes 0..4 and 4..8 (elements 0..16 and 16..32).
 
 use std::arch::x86_64::*;
 use std::ops::Range;
@@ -46,7 +39,7 @@ use std::ptr;
 use lowbit_core::format::ggml::BlockQ8_0;
 use lowbit_core::{Error, FormatId};
 
-use super::{block_bytes, check_q8_0, W_FP2, W_Q4_0, W_Q8_0};
+use super::{block_bytes, check_q8_0, W_Q4_0, W_Q8_0};
 use crate::act::Acts;
 use crate::kernels::Kernel;
 
@@ -55,7 +48,6 @@ pub(crate) fn kernel(format: FormatId) -> Option<Kernel> {
     match format {
         FormatId::Q8_0 => Some(Kernel { name: "avx2-q8_0", f: run::<W_Q8_0> }),
         FormatId::Q4_0 => Some(Kernel { name: "avx2-q4_0", f: run::<W_Q4_0> }),
-        FormatId::RocmFp2 => Some(Kernel { name: "avx2-rocmfp2", f: run::<W_FP2> }),
         _ => None,
     }
 }
@@ -119,31 +111,6 @@ unsafe fn load_q4_0(p: *const u8) -> __m256i {
     }
 }
 
-/// ROCmFP2 weights: the levels {-4,-1,1,4} of the 32 codes as signed bytes in element order.
-#[inline(always)]
-unsafe fn load_fp2(p: *const u8) -> __m256i {
-    // SAFETY: `p` points at a whole 10-byte block; bytes 0..8 are read.
-    unsafe {
-        let q = ptr::read_unaligned(p.cast::<i64>());
-        let v = _mm256_set1_epi64x(q);
-        #[rustfmt::skip]
-        let spread = _mm256_setr_epi8(
-            0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3,
-            4, 4, 4, 4, 5, 5, 5, 5, 6, 6, 6, 6, 7, 7, 7, 7,
-        );
-        let rep = _mm256_shuffle_epi8(v, spread);
-        let m = _mm256_and_si256(rep, _mm256_set1_epi32(0xC030_0C03_u32 as i32));
-        let idx =
-            _mm256_and_si256(_mm256_or_si256(m, _mm256_srli_epi16::<4>(m)), _mm256_set1_epi8(0x0F));
-        #[rustfmt::skip]
-        let lut = _mm256_setr_epi8(
-            -4, -1, 1, 4, -1, 0, 0, 0, 1, 0, 0, 0, 4, 0, 0, 0,
-            -4, -1, 1, 4, -1, 0, 0, 0, 1, 0, 0, 0, 4, 0, 0, 0,
-        );
-        _mm256_shuffle_epi8(lut, idx)
-    }
-}
-
 /// The sum of the 8 lanes of `v`, in the fixed order `((l0+l4)+(l2+l6))+((l1+l5)+(l3+l7))`.
 #[inline(always)]
 pub(crate) unsafe fn hsum_ps(v: __m256) -> f32 {
@@ -155,22 +122,6 @@ pub(crate) unsafe fn hsum_ps(v: __m256) -> f32 {
         _mm_cvtss_f32(s)
     }
 }
-
-/// UE4M3-b8 byte (index `b & 0x7F`) to f32, exactly:
-/// `m * 2^(max(E, 1) - 11)` with `m = M + 8` for E > 0 and `m = M` for E = 0; entry 0x7F (an illegal byte, rejected at upload) is 0. A test
-/// checks every legal byte against the core.
-static UE4M3_B8: [f32; 128] = {
-    let mut t = [0f32; 128];
-    let mut b = 0;
-    while b < 0x7F {
-        let e = b >> 3;
-        let m = if e > 0 { (b & 7) + 8 } else { b & 7 };
-        let emax = if e > 1 { e } else { 1 };
-        t[b] = m as f32 * f32::from_bits(((emax + 127 - 11) as u32) << 23);
-        b += 1;
-    }
-    t
-};
 
 /// One Q4_0 block as unsigned nibbles 0..=15 in element order (no -8) and its scale
 /// broadcast; `maddubs(q, a)` cannot saturate (2 * 15 * 127 < 32767).
@@ -194,19 +145,10 @@ unsafe fn decode_q4_0_unsigned(p: *const u8) -> (__m256i, __m256) {
 pub(crate) unsafe fn decode_block<const F: u8>(p: *const u8) -> (__m256i, __m256i, __m256) {
     // SAFETY: `p` points at a whole block of `block_bytes(F)` bytes; AVX2/F16C available.
     unsafe {
-        let (wv, sw) = if F == W_FP2 {
-            let e0 = usize::from(*p.add(8) & 0x7F);
-            let e1 = usize::from(*p.add(9) & 0x7F);
-            let s0 = _mm_broadcast_ss(&UE4M3_B8[e0]);
-            let s1 = _mm_broadcast_ss(&UE4M3_B8[e1]);
-            (load_fp2(p), _mm256_set_m128(s1, s0))
-        } else {
-            let d = ptr::read_unaligned(p.cast::<u16>());
-            let dv = _mm_cvtph_ps(_mm_cvtsi32_si128(i32::from(d)));
-            let wv = if F == W_Q8_0 { load_q8_0(p) } else { load_q4_0(p) };
-            (wv, _mm256_broadcastss_ps(dv))
-        };
-        (wv, _mm256_abs_epi8(wv), sw)
+        let d = ptr::read_unaligned(p.cast::<u16>());
+        let dv = _mm_cvtph_ps(_mm_cvtsi32_si128(i32::from(d)));
+        let wv = if F == W_Q8_0 { load_q8_0(p) } else { load_q4_0(p) };
+        (wv, _mm256_abs_epi8(wv), _mm256_broadcastss_ps(dv))
     }
 }
 
@@ -311,16 +253,3 @@ pub(crate) unsafe fn body<const F: u8, const CT: usize, const R: usize>(
 
 /// Bytes ahead of the current block that each row stream prefetches.
 pub(crate) const PREFETCH: usize = 512;
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn ue4m3_b8_table_matches_core() {
-        for b in 0u8..=0x7E {
-            let want = lowbit_core::scalar::try_ue4m3_b8_to_f32(b).unwrap();
-            assert_eq!(UE4M3_B8[usize::from(b)].to_bits(), want.to_bits(), "byte {b:#04x}");
-        }
-    }
-}

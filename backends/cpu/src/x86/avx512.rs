@@ -1,4 +1,4 @@
-//! AVX-512 (F/BW/VL) kernels for Q8_0, Q4_0 and ROCmFP2 against Q8_0 activations. Formats
+//! AVX-512 (F/BW/VL) kernels for Q8_0 and Q4_0 against Q8_0 activations. Formats
 //! that [`super::z512`] covers (Q4_0 up to 4 columns, the K-quants, the ternary types, MXFP4,
 //! IQ4_NL) are routed there first by [`kernel`].
 //!
@@ -26,7 +26,7 @@ use lowbit_core::format::ggml::BlockQ8_0;
 use lowbit_core::{Error, FormatId};
 
 use super::avx2::{body, decode_block, hsum_ps, PREFETCH};
-use super::{block_bytes, check_q8_0, W_FP2, W_Q4_0, W_Q8_0};
+use super::{block_bytes, check_q8_0, W_Q4_0, W_Q8_0};
 use crate::act::Acts;
 use crate::kernels::Kernel;
 
@@ -38,7 +38,6 @@ pub(crate) fn kernel(format: FormatId) -> Option<Kernel> {
     match format {
         FormatId::Q8_0 => Some(Kernel { name: "avx512-q8_0", f: run::<W_Q8_0> }),
         FormatId::Q4_0 => Some(Kernel { name: "avx512-q4_0", f: run::<W_Q4_0> }),
-        FormatId::RocmFp2 => Some(Kernel { name: "avx512-rocmfp2", f: run::<W_FP2> }),
         _ => None,
     }
 }

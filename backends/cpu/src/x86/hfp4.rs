@@ -32,20 +32,17 @@ use std::cell::Cell;
 use std::ops::Range;
 use std::sync::OnceLock;
 
-use lowbit_core::error::Buffer;
 use lowbit_core::format::hipfire::block::block_factor;
 use lowbit_core::format::hipfire::header::RowHeader;
 use lowbit_core::scalar::E2M1_VALUES;
 use lowbit_core::{Error, FormatId};
 
 use super::hfp4_512;
-use crate::act::{ActData, Acts};
-use crate::kernels::{Kernel, MAX_TILE};
+use crate::act::Acts;
+use crate::kernels::Kernel;
 
-/// Bytes of the row header.
-pub(super) const HEADER: usize = 16;
-/// Bytes of a block (scale byte + 16 nibble bytes).
-pub(super) const BLOCK: usize = 17;
+use crate::shape::check_hfp4;
+pub(super) use crate::shape::{HFP4_BLOCK as BLOCK, HFP4_HEADER as HEADER};
 
 /// The AVX2 kernel for `format`, if this module has one.
 pub(crate) fn kernel_avx2(format: FormatId) -> Option<Kernel> {
@@ -65,46 +62,6 @@ pub(crate) fn kernel_avx512(format: FormatId) -> Option<Kernel> {
         FormatId::Mfp4G32P => Some(Kernel { name: "avx512-mfp4g32p", f: run_avx512 }),
         _ => None,
     }
-}
-
-/// Checks `rb == 16 + nb * 17` with `nb * 32 == acts.k`, whole rows, a tile of 1..=16 columns
-/// inside `acts`, `out.len() == rows * tile`, f32 activations of `n * k` values; returns the
-/// activations and `nb`.
-fn check<'a>(
-    format: FormatId,
-    w: &[u8],
-    rb: usize,
-    acts: &'a Acts,
-    cols: &Range<usize>,
-    out: &[f32],
-) -> Result<(&'a [f32], usize), Error> {
-    let ActData::F32(x) = &acts.data else {
-        return Err(Error::WrongActivation {
-            format,
-            expected: format.info().activation,
-            got: acts.row(0).format(),
-        });
-    };
-    let nb = rb.saturating_sub(HEADER) / BLOCK;
-    let nc = cols.len();
-    let rows = w.len().checked_div(rb).unwrap_or(0);
-    let ok = nb != 0
-        && rb == HEADER + nb * BLOCK
-        && nb * 32 == acts.k
-        && w.len() == rows * rb
-        && (1..=MAX_TILE).contains(&nc)
-        && cols.end <= acts.n
-        && x.len() == acts.n * acts.k
-        && out.len() == rows * nc;
-    if !ok {
-        return Err(Error::Length {
-            format,
-            buffer: Buffer::Activations,
-            got: x.len(),
-            expected: acts.n * acts.k,
-        });
-    }
-    Ok((x, nb))
 }
 
 /// The 16 signed E2M1 values scaled by the block factor of scale byte `e`, for every `e`
@@ -255,7 +212,7 @@ fn run_avx2(
     cols: Range<usize>,
     out: &mut [f32],
 ) -> Result<(), Error> {
-    let (x, nb) = check(format, w, rb, acts, &cols, out)?;
+    let (x, nb) = check_hfp4(format, w, rb, acts, &cols, out)?;
     let k = acts.k;
     let lut = lut8(format);
     let nc = cols.len();
@@ -294,7 +251,7 @@ fn run_avx512(
     cols: Range<usize>,
     out: &mut [f32],
 ) -> Result<(), Error> {
-    let (x, nb) = check(format, w, rb, acts, &cols, out)?;
+    let (x, nb) = check_hfp4(format, w, rb, acts, &cols, out)?;
     let k = acts.k;
     let nc = cols.len();
     let xt = &x[cols.start * k..cols.end * k];

@@ -1,8 +1,10 @@
-//! x86-64 SIMD kernels: AVX2 ([`avx2`]) and AVX-512 ([`avx512`]) for Q8_0, Q4_0 and ROCmFP2
-//! weights against Q8_0 activations; TQ2_0, PQ2_0, ROCmFP3 (`ext`, `ternary`, `fp3`) and the
-//! HFP4 family (`hfp4`). Every other format falls back to the scalar kernel.
+//! x86-64 SIMD kernels: AVX2 ([`avx2`]) and AVX-512 ([`avx512`]) for Q8_0 and Q4_0 against
+//! Q8_0 activations; AVX-512 `z512` for Q4_0 tiles of up to 4 columns, the K-quants, the
+//! ternary types, MXFP4 and IQ4_NL; `rocmfpx` (ROCmFP2, tried first), `fp3` (ROCmFP3), `ext`
+//! and `ternary` (AVX2 ternary), `kquant` (AVX2 K-quants) and `hfp4`/`hfp4_512` (the HFP4
+//! family). Every other format falls back to the scalar kernel.
 //!
-//! Each kernel is a safe `fn` matching [`RowsKernel`] that checks every length the unsafe body
+//! Each kernel is a safe `fn` matching `RowsKernel` that checks every length the unsafe body
 //! relies on ([`check_q8_0`]) and then calls a `#[target_feature]` entry point. Those safe
 //! wrappers are private and reachable only through [`kernel`], which `KernelTable::new` calls
 //! only after [`Isa::available`] confirmed the features: that is what makes the calls sound.
@@ -37,15 +39,12 @@ use crate::kernels::{Kernel, MAX_TILE};
 pub(crate) const W_Q8_0: u8 = 0;
 /// Q4_0.
 pub(crate) const W_Q4_0: u8 = 1;
-/// ROCmFP2.
-pub(crate) const W_FP2: u8 = 2;
 
 /// Block bytes of each weight code.
 pub(crate) const fn block_bytes(f: u8) -> usize {
     match f {
         W_Q8_0 => 34,
-        W_Q4_0 => 18,
-        _ => 10,
+        _ => 18,
     }
 }
 
