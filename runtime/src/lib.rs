@@ -19,3 +19,5 @@ pub mod inspect;
 pub mod quant;
 pub mod rawcodec;
 pub mod safetensors;
+pub mod sample;
+pub mod score;
