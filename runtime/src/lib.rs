@@ -16,6 +16,7 @@ pub mod formats;
 pub mod gguf;
 pub mod inspect;
 
+pub mod prompt_cache;
 pub mod quant;
 pub mod rawcodec;
 pub mod safetensors;
