@@ -13,6 +13,7 @@
 //! * -inf logits are legal ("never this expert") but an expert with probability 0 is never
 //!   chosen: fewer than `k` experts with a finite logit is an error, not a silent pick;
 //! * ties go to the lower expert id, so routing is deterministic.
+//!
 //! What must not live here: the expert matmuls (the model applies the route).
 
 use std::fmt;
