@@ -17,6 +17,7 @@
 pub mod eval;
 mod glob;
 pub mod imatrix;
+pub mod imatrix_collect;
 pub mod pipeline;
 pub mod recipe;
 pub mod synthetic;

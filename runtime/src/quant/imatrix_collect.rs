@@ -1,0 +1,210 @@
+//! Computing an importance matrix: sums of squared activations per input column of every
+//! weight matrix, gathered while a model runs over calibration text, written in llama.cpp's
+//! GGUF imatrix layout (described in [`super::imatrix`]) so that both llama.cpp's quantizer and
+//! lowbit read it.
+//!
+//! What is summed follows llama.cpp's collector (ggml-org/llama.cpp `tools/imatrix/imatrix.cpp`,
+//! `IMatrixCollector::collect_imatrix`): for every matrix-vector product `y = W x` of a weight
+//! `W` with rows of `k`, each activation column `x` adds `x_j^2` to `in_sum2[j]` and 1 to the
+//! count; for stacked experts, the column goes to the expert it was routed to. Sums are kept in
+//! f64 and written as f32. Files also carry `imatrix.datasets`, `imatrix.chunk_count` and
+//! `imatrix.chunk_size`, which llama.cpp's quantizer requires.
+//! What must not live here: the forward pass (it calls [`ImatrixCollector::add`]) and reading
+//! imatrix files ([`super::imatrix`]).
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use lowbit_core::{Dialect, FormatId};
+
+use crate::gguf::{GgufError, GgufWriter, TensorSpec, Value};
+
+/// Sums for one weight tensor.
+#[derive(Clone, Debug)]
+struct Sums {
+    k: usize,
+    in_sum2: Vec<f64>,
+    counts: Vec<u64>,
+}
+
+/// Accumulates squared activations per weight tensor.
+#[derive(Clone, Debug, Default)]
+pub struct ImatrixCollector {
+    sums: BTreeMap<String, Sums>,
+    chunks: u64,
+}
+
+/// A misuse of the collector: a weight seen with two row lengths or expert counts, or an
+/// activation block of the wrong size.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CollectError(pub String);
+
+impl std::fmt::Display for CollectError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for CollectError {}
+
+impl ImatrixCollector {
+    /// An empty collector.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds `x`, `n` activation columns of `k` values back to back, multiplied by `weight`
+    /// (expert `expert` of `n_mat` stacked matrices; 0 of 1 for a plain matrix).
+    pub fn add(
+        &mut self,
+        weight: &str,
+        k: usize,
+        n_mat: usize,
+        expert: usize,
+        x: &[f32],
+        n: usize,
+    ) -> Result<(), CollectError> {
+        if k == 0 || expert >= n_mat || x.len() != k * n {
+            return Err(CollectError(format!(
+                "{weight}: {} activations for {n} columns of {k} (expert {expert} of {n_mat})",
+                x.len()
+            )));
+        }
+        let s = self.sums.entry(weight.to_owned()).or_insert_with(|| Sums {
+            k,
+            in_sum2: vec![0.0; k * n_mat],
+            counts: vec![0; n_mat],
+        });
+        if s.k != k || s.counts.len() != n_mat {
+            return Err(CollectError(format!(
+                "{weight}: seen as {} x {} matrices, now as {k} x {n_mat}",
+                s.k,
+                s.counts.len()
+            )));
+        }
+        let dst = &mut s.in_sum2[expert * k..(expert + 1) * k];
+        for col in x.chunks_exact(k) {
+            for (d, &v) in dst.iter_mut().zip(col) {
+                *d += f64::from(v) * f64::from(v);
+            }
+        }
+        s.counts[expert] += n as u64;
+        Ok(())
+    }
+
+    /// Counts one finished chunk of calibration text.
+    pub fn end_chunk(&mut self) {
+        self.chunks += 1;
+    }
+
+    /// Chunks counted so far.
+    pub fn chunks(&self) -> u64 {
+        self.chunks
+    }
+
+    /// Weight tensors seen so far.
+    pub fn len(&self) -> usize {
+        self.sums.len()
+    }
+
+    /// Whether nothing was collected.
+    pub fn is_empty(&self) -> bool {
+        self.sums.is_empty()
+    }
+
+    /// The mean squared activation per column of `weight` (what a quantizer uses), 1 where a
+    /// matrix saw no tokens, as [`super::imatrix::from_gguf_parts`] reads it back.
+    pub fn means(&self, weight: &str) -> Option<Vec<f32>> {
+        let s = self.sums.get(weight)?;
+        Some(
+            s.in_sum2
+                .chunks_exact(s.k)
+                .zip(&s.counts)
+                .flat_map(|(v, &c)| {
+                    v.iter().map(move |&x| if c > 0 { (x / c as f64) as f32 } else { 1.0 })
+                })
+                .collect(),
+        )
+    }
+
+    /// Writes the GGUF imatrix file (atomically: temp file, then rename): for each weight
+    /// `W`, `W.in_sum2` (F32, dims `[k, n_mat]`) and `W.counts` (F32, dims `[1, n_mat]`), plus
+    /// `general.type = "imatrix"`, `imatrix.datasets`, `imatrix.chunk_count`,
+    /// `imatrix.chunk_size`.
+    pub fn write_gguf(
+        &self,
+        path: &Path,
+        datasets: &[String],
+        chunk_size: u32,
+    ) -> Result<(), GgufError> {
+        let metadata = vec![
+            ("general.type".to_owned(), Value::String("imatrix".into())),
+            ("imatrix.datasets".to_owned(), Value::string_array(datasets)),
+            (
+                "imatrix.chunk_count".to_owned(),
+                Value::U32(u32::try_from(self.chunks).unwrap_or(u32::MAX)),
+            ),
+            ("imatrix.chunk_size".to_owned(), Value::U32(chunk_size)),
+        ];
+        let mut specs = Vec::new();
+        for (name, s) in &self.sums {
+            let n_mat = s.counts.len() as u64;
+            specs.push(TensorSpec::new(
+                format!("{name}.in_sum2"),
+                &[s.k as u64, n_mat],
+                FormatId::F32,
+            ));
+            specs.push(TensorSpec::new(format!("{name}.counts"), &[1, n_mat], FormatId::F32));
+        }
+        let mut w = GgufWriter::create(path, Dialect::Ggml, &metadata, &specs)?;
+        for (name, s) in &self.sums {
+            let sums: Vec<u8> = s.in_sum2.iter().flat_map(|&v| (v as f32).to_le_bytes()).collect();
+            w.write_tensor(&format!("{name}.in_sum2"), &sums)?;
+            let counts: Vec<u8> = s.counts.iter().flat_map(|&c| (c as f32).to_le_bytes()).collect();
+            w.write_tensor(&format!("{name}.counts"), &counts)?;
+        }
+        w.finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gguf::GgufFile;
+
+    fn f32s(b: &[u8]) -> Vec<f32> {
+        b.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()
+    }
+
+    #[test]
+    fn sums_counts_and_the_written_file() {
+        let mut c = ImatrixCollector::new();
+        // Two columns of k = 3 into a plain matrix, one column into expert 1 of 2.
+        c.add("blk.0.attn_q.weight", 3, 1, 0, &[1.0, -2.0, 0.5, 3.0, 0.0, -1.0], 2).unwrap();
+        c.add("blk.0.ffn_up_exps.weight", 2, 2, 1, &[2.0, -4.0], 1).unwrap();
+        c.end_chunk();
+        assert_eq!(c.means("blk.0.attn_q.weight").unwrap(), vec![5.0, 2.0, 0.625]);
+        assert_eq!(c.means("blk.0.ffn_up_exps.weight").unwrap(), vec![1.0, 1.0, 4.0, 16.0]);
+        // Misuse is an error naming the weight.
+        let e = c.add("blk.0.attn_q.weight", 4, 1, 0, &[0.0; 4], 1).unwrap_err();
+        assert!(e.0.contains("blk.0.attn_q.weight"), "{e}");
+        assert!(c.add("w", 2, 1, 1, &[0.0; 2], 1).is_err());
+        assert!(c.add("w", 2, 1, 0, &[0.0; 3], 1).is_err());
+
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("imatrix.gguf");
+        c.write_gguf(&path, &["licenses.txt".to_owned()], 512).unwrap();
+        let g = GgufFile::open(&path, None).unwrap();
+        assert_eq!(g.get("general.type").and_then(|v| v.as_str()), Some("imatrix"));
+        assert_eq!(g.get("imatrix.chunk_count").and_then(|v| v.as_u64()), Some(1));
+        assert_eq!(g.get("imatrix.chunk_size").and_then(|v| v.as_u64()), Some(512));
+        let by_name = |n: &str| g.tensors().iter().find(|t| t.name == n).unwrap().clone();
+        let s = by_name("blk.0.ffn_up_exps.weight.in_sum2");
+        assert_eq!(s.dims, vec![2, 2]);
+        assert_eq!(f32s(g.tensor_data(&s)), vec![0.0, 0.0, 4.0, 16.0]);
+        let n = by_name("blk.0.ffn_up_exps.weight.counts");
+        assert_eq!((n.dims.clone(), f32s(g.tensor_data(&n))), (vec![1, 2], vec![0.0, 1.0]));
+        let q = by_name("blk.0.attn_q.weight.in_sum2");
+        assert_eq!(f32s(g.tensor_data(&q)), vec![10.0, 4.0, 1.25]);
+    }
+}
