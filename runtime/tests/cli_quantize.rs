@@ -490,7 +490,17 @@ fn eval_tensors_errors_name_the_tensor() {
     let err = fails(d, &["eval-tensors", "a.gguf", "b.gguf"]);
     assert!(err.contains("x.weight") && err.contains("dims"), "{err}");
     let err = fails(d, &["eval-tensors", "a.gguf", "c.gguf"]);
-    assert!(err.contains("y.weight") || err.contains("x.weight"), "{err}");
+    assert!(err.contains("y.weight") && err.contains("not in the source"), "{err}");
+    let two = f32_bytes(&[0.5; 64]);
+    write_gguf(
+        &d.join("d.gguf"),
+        &[
+            ("x.weight", &[32, 2], FormatId::F32, two.clone()),
+            ("z.weight", &[32, 2], FormatId::F32, two),
+        ],
+    );
+    let err = fails(d, &["eval-tensors", "d.gguf", "a.gguf"]);
+    assert!(err.contains("z.weight") && err.contains("missing from the quantized"), "{err}");
     let s = ok(d, &["eval-tensors", "a.gguf", "a.gguf"]);
     assert!(s.contains("total: 1 tensors, 64 elements, NRMSE 0.000000"), "{s}");
 }

@@ -4,6 +4,7 @@
 //! too), measured by [`crate::quant::eval`]; as a table or JSON.
 //! What must not live here: the metrics themselves (`quant::eval`).
 
+use std::collections::{HashMap, HashSet};
 use std::path::Path;
 
 use lowbit_core::Dialect;
@@ -20,7 +21,10 @@ pub fn compare(
     source: &[SourceTensor<'_>],
     quant: &[SourceTensor<'_>],
 ) -> Result<EvalReport, CmdError> {
-    if let Some(q) = quant.iter().find(|q| !source.iter().any(|s| s.name == q.name)) {
+    let by_name: HashMap<&str, &SourceTensor<'_>> =
+        quant.iter().map(|q| (q.name.as_str(), q)).collect();
+    let source_names: HashSet<&str> = source.iter().map(|s| s.name.as_str()).collect();
+    if let Some(q) = quant.iter().find(|q| !source_names.contains(q.name.as_str())) {
         return Err(CmdError::new(format!(
             "tensor {}: in the quantized file, not in the source",
             q.name
@@ -28,7 +32,7 @@ pub fn compare(
     }
     let mut report = EvalReport::default();
     for s in source {
-        let q = quant.iter().find(|q| q.name == s.name).ok_or_else(|| {
+        let q = by_name.get(s.name.as_str()).ok_or_else(|| {
             CmdError::new(format!(
                 "tensor {}: in the source, missing from the quantized file",
                 s.name
