@@ -446,3 +446,30 @@ fn assert_within_bound(
         );
     }
 }
+
+/// A matrix repacked at upload for one instruction set's kernel is refused by a backend with
+/// another (its bytes would be misread), and accepted by its own.
+#[test]
+fn repacked_matrices_stay_with_their_kernel() {
+    let all = backends();
+    let mut rng = Rng(31);
+    let (format, rows, k) = (FormatId::RocmFp2, 9, 512);
+    let w = random_matrix(&mut rng, format, rows, k);
+    let desc = MatrixDesc { format, rows, cols: k };
+    let x = random_acts(&mut rng, 1, k);
+    for up in &all {
+        let m = up.upload(desc, &w).unwrap();
+        for run in &all {
+            let mut y = vec![0f32; rows];
+            let same_kernel = up.table().kernel_name(format) == run.table().kernel_name(format);
+            match (m.repacked_for(), run.matmul(&m, &x, 1, &mut y)) {
+                (Some(_), Err(CpuError::ForeignLayout { .. })) => assert!(!same_kernel),
+                (_, Ok(())) => assert!(same_kernel || m.repacked_for().is_none()),
+                (r, e) => panic!("{} -> {}: {r:?} {e:?}", up.name(), run.name()),
+            }
+        }
+        if up.isa() == Isa::Scalar {
+            assert_eq!(m.bytes(), &w[..]);
+        }
+    }
+}

@@ -57,6 +57,11 @@ pub(crate) fn kernel(isa: Isa, format: FormatId) -> Option<Kernel> {
     })
 }
 
+/// The repack and activation-layout hooks of the SIMD kernel for `(isa, format)`.
+pub(crate) fn extras(isa: Isa, format: FormatId) -> crate::kernels::Extras {
+    rocmfpx::extras(isa, format)
+}
+
 /// What the unsafe bodies may rely on, checked by [`check_q8_0`].
 pub(crate) struct Checked<'a> {
     /// Every activation block (`acts.n` columns of `nb` blocks).
