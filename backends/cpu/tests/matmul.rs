@@ -26,8 +26,8 @@ fn simd_c(format: FormatId) -> f64 {
     match format {
         // x86/avx2.rs, x86/avx512.rs: Q8_0, Q4_0 (AVX-512 Q4_0: x86/z512.rs, also c = 1).
         FormatId::Q8_0 | FormatId::Q4_0 => 1.0,
-        // ROCmFP2: x86/rocmfpx/fp2.rs (exact half-block sums, one rounding per 8-block group and
-        // lane, then a 16-lane tree: c = 1). ROCmFP3: x86/fp3.rs (bit-identical to the reference).
+        // ROCmFP2 and ROCmFP3: x86/rocmfpx/body.rs (exact half-block sums, one rounding per
+        // 8-block group and lane, then a 16-lane tree: c = 1).
         FormatId::RocmFp2 | FormatId::RocmFp3 => 1.0,
         // HFP4 family kernels (x86/hfp4.rs, x86/hfp4_512.rs: c = 0.5; aarch64/hfp4.rs keeps the
         // reference's order and its c = 2).

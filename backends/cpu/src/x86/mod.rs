@@ -1,6 +1,6 @@
 //! x86-64 SIMD kernels: AVX2 ([`avx2`]) and AVX-512 ([`avx512`]) for Q8_0 and Q4_0 against
 //! Q8_0 activations; AVX-512 `z512` for Q4_0 tiles of up to 4 columns, the K-quants, the
-//! ternary types, MXFP4 and IQ4_NL; `rocmfpx` (ROCmFP2, tried first), `fp3` (ROCmFP3), `ext`
+//! ternary types, MXFP4 and IQ4_NL; `rocmfpx` (ROCmFP2 and ROCmFP3, tried first), `ext`
 //! and `ternary` (AVX2 ternary), `kquant` (AVX2 K-quants) and `hfp4`/`hfp4_512` (the HFP4
 //! family). Every other format falls back to the scalar kernel.
 //!
@@ -17,7 +17,6 @@
 pub(crate) mod avx2;
 pub(crate) mod avx512;
 mod ext;
-mod fp3;
 mod hfp4;
 mod hfp4_512;
 mod kquant;
