@@ -31,6 +31,7 @@ pub struct Acts {
 
 /// A kernel-specific activation layout (type-erased; the kernel that built it downcasts it).
 #[derive(Clone)]
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 pub(crate) struct Layout(pub std::sync::Arc<dyn std::any::Any + Send + Sync>);
 
 impl std::fmt::Debug for Layout {

@@ -73,7 +73,7 @@ pub(crate) fn repack_row<C: Codec>(row: &mut [u8]) {
 
 /// Pointers to the `R` rows starting at `r0` (the last row repeated past `nrows`) and, for a
 /// row whose length is not a whole number of groups, its last (canonical, partial) group
-/// rewritten into `tail` in the repacked layout, zero-padded.
+/// rewritten into `tail` in the repacked layout, zero-padded (`tail` is left alone otherwise).
 ///
 /// # Safety
 /// `w` holds `nrows > r0` rows of `rb = nb * C::BLOCK` bytes.
@@ -92,9 +92,11 @@ unsafe fn rows<C: Codec, const R: usize>(
         let start = (r0 + i.min(here - 1)) * rb;
         let row = &w[start..start + rb];
         *p = row.as_ptr();
-        let mut canon = [0u8; MAX_GB];
-        canon[..rb - full].copy_from_slice(&row[full..]);
-        C::repack_group(&canon[..C::GB], &mut tail[i][..C::GB]);
+        if rb > full {
+            let mut canon = [0u8; MAX_GB];
+            canon[..rb - full].copy_from_slice(&row[full..]);
+            C::repack_group(&canon[..C::GB], &mut tail[i][..C::GB]);
+        }
     }
     (rp, here)
 }

@@ -91,14 +91,17 @@ impl Codec for Fp3 {
             let la = _mm512_broadcast_i32x4(_mm_loadu_si128(LUT_LO.as_ptr().cast()));
             let lb = _mm512_broadcast_i32x4(_mm_loadu_si128(LUT_HI.as_ptr().cast()));
             let eight = _mm512_set1_epi8(8);
-            let k = |t: usize| ptr::read_unaligned(p.add(64 + 8 * t).cast::<u64>());
-            let sgn = |v: __m512i, t: usize| _mm512_mask_sub_epi8(v, k(t), eight, v);
-            let w = [
-                sgn(_mm512_shuffle_epi8(la, lo), 0),
-                sgn(_mm512_shuffle_epi8(lb, lo), 1),
-                sgn(_mm512_shuffle_epi8(la, hi), 2),
-                sgn(_mm512_shuffle_epi8(lb, hi), 3),
+            let mut w = [
+                _mm512_shuffle_epi8(la, lo),
+                _mm512_shuffle_epi8(lb, lo),
+                _mm512_shuffle_epi8(la, hi),
+                _mm512_shuffle_epi8(lb, hi),
             ];
+            // (No closures here: they would not inherit the caller's target features.)
+            for (t, v) in w.iter_mut().enumerate() {
+                let k = ptr::read_unaligned(p.add(64 + 8 * t).cast::<u64>());
+                *v = _mm512_mask_sub_epi8(*v, k, eight, *v);
+            }
             let e = _mm_loadu_si128(p.add(96).cast());
             let h = _mm256_slli_epi16::<7>(_mm256_cvtepu8_epi16(e));
             (w, _mm512_cvtph_ps(h))
@@ -124,18 +127,18 @@ impl Codec for Fp3 {
                 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3,
             );
             let bit = _mm256_set1_epi64x(0x8040_2010_0804_0201u64 as i64);
-            let sgn = |v: __m256i, t: usize| {
+            let mut w = [
+                _mm256_shuffle_epi8(la, lo),
+                _mm256_shuffle_epi8(lb, lo),
+                _mm256_shuffle_epi8(la, hi),
+                _mm256_shuffle_epi8(lb, hi),
+            ];
+            for (t, v) in w.iter_mut().enumerate() {
                 let s = ptr::read_unaligned(p.add(64 + 8 * t + 4 * h).cast::<i32>());
                 let x = _mm256_and_si256(_mm256_shuffle_epi8(_mm256_set1_epi32(s), spread), bit);
                 let neg = _mm256_cmpeq_epi8(x, bit);
-                _mm256_blendv_epi8(v, _mm256_sub_epi8(eight, v), neg)
-            };
-            let w = [
-                sgn(_mm256_shuffle_epi8(la, lo), 0),
-                sgn(_mm256_shuffle_epi8(lb, lo), 1),
-                sgn(_mm256_shuffle_epi8(la, hi), 2),
-                sgn(_mm256_shuffle_epi8(lb, hi), 3),
-            ];
+                *v = _mm256_blendv_epi8(*v, _mm256_sub_epi8(eight, *v), neg);
+            }
             let e = _mm_loadl_epi64(p.add(96 + 8 * h).cast());
             let x = _mm_slli_epi16::<7>(_mm_cvtepu8_epi16(e));
             (w, _mm256_cvtph_ps(x))
