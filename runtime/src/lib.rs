@@ -19,3 +19,4 @@ pub mod inspect;
 pub mod quant;
 pub mod rawcodec;
 pub mod safetensors;
+pub mod tokenizer;
