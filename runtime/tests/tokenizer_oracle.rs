@@ -9,11 +9,11 @@
 
 use std::path::PathBuf;
 
+use lowbit_core::Dialect;
 use lowbit_runtime::gguf::{GgufFile, GgufWriter, Value};
 use lowbit_runtime::tokenizer::{
     ChatTemplate, Message, PreTokenizer, StreamDecoder, Tokenizer, TokenizerError,
 };
-use lowbit_core::Dialect;
 use serde_json::Value as Json;
 
 fn dir() -> PathBuf {
@@ -52,6 +52,7 @@ fn bpe_matches_hf_tokenizers() {
             failures.push(format!("{text:?}\n  want {want:?}\n  got  {got:?}"));
         }
         assert_eq!(tok.decode(&want), c["decoded"].as_str().unwrap(), "decode of {text:?}");
+        assert_eq!(tok.decode(&got), text);
         // SmolLM2 does not add BOS (tokenizer.ggml.add_bos_token = false).
         assert_eq!(tok.encode(text, true), got);
     }

@@ -50,14 +50,17 @@ impl Bpe {
         let merges_text =
             strings(f, KEY_MERGES)?.ok_or(TokenizerError::MissingKey { key: KEY_MERGES })?;
         let mut merges = HashMap::with_capacity(merges_text.len());
-        let bad = |index, reason: String| TokenizerError::BadElement { key: KEY_MERGES, index, reason };
+        let bad =
+            |index, reason: String| TokenizerError::BadElement { key: KEY_MERGES, index, reason };
         for (i, m) in merges_text.iter().enumerate() {
             let (l, r) = m
                 .split_once(' ')
                 .filter(|(l, r)| !l.is_empty() && !r.is_empty())
                 .ok_or_else(|| bad(i, format!("{m:?} is not \"LEFT RIGHT\"")))?;
             let id = |t: &str| {
-                vocab.id(t).ok_or_else(|| bad(i, format!("{m:?}: token {t:?} is not in the vocabulary")))
+                vocab
+                    .id(t)
+                    .ok_or_else(|| bad(i, format!("{m:?}: token {t:?} is not in the vocabulary")))
             };
             let (li, ri) = (id(l)?, id(r)?);
             let merged = id(&format!("{l}{r}"))?;

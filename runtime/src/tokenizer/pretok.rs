@@ -102,7 +102,9 @@ fn find_at(stage: Stage, s: &str, pos: usize) -> Option<usize> {
     match stage {
         Stage::EachNumber => is_number(c).then(|| pos + c.len_utf8()),
         Stage::PunctRun => {
-            let run = run_len(rest, |c| is_punct(c) || matches!(c, '$' | '+' | '<' | '=' | '>' | '^' | '~' | '|'));
+            let run = run_len(rest, |c| {
+                is_punct(c) || matches!(c, '$' | '+' | '<' | '=' | '>' | '^' | '~' | '|')
+            });
             (run > 0).then_some(pos + run)
         }
         Stage::NumberRun => {

@@ -75,11 +75,16 @@ pub(crate) struct Vocab {
     pub add_space_prefix: bool,
 }
 
-pub(crate) fn string<'a>(f: &'a GgufFile, key: &'static str) -> Result<Option<&'a str>, TokenizerError> {
+pub(crate) fn string<'a>(
+    f: &'a GgufFile,
+    key: &'static str,
+) -> Result<Option<&'a str>, TokenizerError> {
     match f.get(key) {
         None => Ok(None),
         Some(Value::String(s)) => Ok(Some(s)),
-        Some(v) => Err(TokenizerError::WrongType { key, expected: "STRING", found: v.value_type() }),
+        Some(v) => {
+            Err(TokenizerError::WrongType { key, expected: "STRING", found: v.value_type() })
+        }
     }
 }
 
