@@ -59,7 +59,7 @@ impl PreTokenizer {
     }
 
     /// Splits `text` into pieces (non-empty, in order, concatenating to `text`).
-    pub fn split<'a>(self, text: &'a str) -> Vec<&'a str> {
+    pub fn split(self, text: &str) -> Vec<&str> {
         let mut pieces: Vec<&str> = if text.is_empty() { Vec::new() } else { vec![text] };
         for &stage in self.stages() {
             let mut next = Vec::with_capacity(pieces.len() * 2);
