@@ -390,6 +390,7 @@ fn run_tokenize(a: TokenizeArgs) -> Result<ExitCode, CliError> {
         })?,
         (None, None) => return Err(CliError::Usage("give -p TEXT or -f FILE".into())),
     };
+    let t_load = std::time::Instant::now();
     let tok = match gguf::GgufFile::open(&a.model, None)
         .map_err(|e| e.to_string())
         .and_then(|f| Tokenizer::from_gguf(&f).map_err(|e| format!("{}: {e}", a.model.display())))
@@ -400,6 +401,7 @@ fn run_tokenize(a: TokenizeArgs) -> Result<ExitCode, CliError> {
             return Ok(ExitCode::FAILURE);
         }
     };
+    let load_ms = t_load.elapsed().as_secs_f64() * 1e3;
     let t0 = std::time::Instant::now();
     let ids = tok.encode_with(&text, !a.no_special, !a.no_special);
     let secs = t0.elapsed().as_secs_f64();
@@ -411,7 +413,7 @@ fn run_tokenize(a: TokenizeArgs) -> Result<ExitCode, CliError> {
     };
     emit(&out)?;
     eprintln!(
-        "{} tokens from {} bytes in {:.2} ms ({:.2} MB/s)",
+        "{} tokens from {} bytes in {:.2} ms ({:.2} MB/s; tokenizer loaded in {load_ms:.1} ms)",
         ids.len(),
         text.len(),
         secs * 1e3,
