@@ -243,3 +243,22 @@ fn broken_metadata_is_an_error_naming_the_key() {
         assert_eq!(t.decode(&t.encode(text, false)), text);
     }
 }
+
+/// The full SmolLM2 model file (tensors and all), when `LOWBIT_SMOLLM2` names it: its tokenizer
+/// gives the oracle ids too. Skips (with a message) when the variable is unset.
+#[test]
+fn real_model_file_when_available() {
+    let Some(path) = std::env::var_os("LOWBIT_SMOLLM2") else {
+        eprintln!("skipped: set LOWBIT_SMOLLM2 to SmolLM2-135M-Instruct's GGUF to run this test");
+        return;
+    };
+    let f = GgufFile::open(&path, None).unwrap();
+    let tok = Tokenizer::from_gguf(&f).unwrap();
+    for c in json("bpe_cases.json").as_array().unwrap() {
+        assert_eq!(tok.encode(c["text"].as_str().unwrap(), false), ids(&c["ids"]));
+    }
+    let chat = ChatTemplate::from_gguf(&f).unwrap();
+    let msgs = [Message::new("user", "What is the capital of France?")];
+    let prompt = chat.render(&msgs, true);
+    assert!(prompt.starts_with("<|im_start|>system\n") && prompt.ends_with("assistant\n"));
+}
