@@ -60,7 +60,11 @@ impl Hasher for FxHasher {
     }
 }
 
-type FxMap<K, V> = HashMap<K, V, BuildHasherDefault<FxHasher>>;
+pub(crate) type FxMap<K, V> = HashMap<K, V, BuildHasherDefault<FxHasher>>;
+
+/// A candidate merge: (rank, left symbol, right symbol, left id, right id, merged id); the
+/// heap pops the lowest rank, then the leftmost.
+type Candidate = (u32, usize, usize, u32, u32, u32);
 
 /// Buffers one word's merge loop reuses across words.
 #[derive(Default)]
@@ -68,7 +72,7 @@ pub(crate) struct Scratch {
     ids: Vec<Option<u32>>,
     prev: Vec<usize>,
     next: Vec<usize>,
-    heap: BinaryHeap<Reverse<(u32, usize, usize, u32, u32, u32)>>,
+    heap: BinaryHeap<Reverse<Candidate>>,
 }
 
 /// The merge table and byte tokens of a byte-level BPE vocabulary.
@@ -111,9 +115,12 @@ impl Bpe {
         for (b, c) in map.iter().enumerate() {
             byte_ids[b] = vocab.id(c.encode_utf8(&mut buf));
         }
-        let mut rev = HashMap::with_capacity(256);
+        // Every mapped character is below U+0144: a direct table.
+        let mut rev = [None; 0x144];
         for (b, c) in map.iter().enumerate() {
-            rev.insert(*c, b as u8);
+            if let Some(slot) = rev.get_mut(*c as usize) {
+                *slot = Some(b as u8);
+            }
         }
         let pieces = vocab
             .tokens
@@ -123,8 +130,8 @@ impl Bpe {
                 if *ty == super::TokenType::Normal {
                     let mut out = Vec::with_capacity(t.len());
                     for c in t.chars() {
-                        match rev.get(&c) {
-                            Some(b) => out.push(*b),
+                        match rev.get(c as usize).copied().flatten() {
+                            Some(b) => out.push(b),
                             // Not a mapped byte: keep the character's own UTF-8.
                             None => out.extend_from_slice(c.encode_utf8(&mut buf).as_bytes()),
                         }
