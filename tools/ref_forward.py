@@ -47,6 +47,22 @@ Q8_1_WEIGHTS = {T.Q4_1, T.Q5_1}
 FLOAT_WEIGHTS = {T.F32, T.F16, T.BF16}
 
 
+# When a list, q8_activations appends to it the number of quantized values that a relative
+# perturbation of FRAGILE_EPS (of the block's largest |x|) could round differently: a q within
+# reach of a rounding tie, or an f16 scale d (or block sum s) within reach of an f16 tie.
+# gen_model_fixture.py keeps only sequences where this count is 0, so that an f32 pass that
+# differs from this one by float rounding quantizes every activation identically.
+FRAGILE = None
+FRAGILE_EPS = 3e-7
+
+
+def _f16_unstable(v32, eps):
+    v = v32.astype(np.float64)
+    lo = (v * (1 - eps)).astype(np.float16)
+    hi = (v * (1 + eps)).astype(np.float16)
+    return int(np.count_nonzero(lo != hi))
+
+
 def q8_activations(x, want_s):
     """ggml's Q8_0 / Q8_1 reference quantization of the rows of x (n, k), in float32.
 
@@ -67,6 +83,14 @@ def q8_activations(x, want_s):
     if want_s:
         sumq = q.sum(axis=-1).astype(np.float32)
         s = (sumq * d).astype(np.float32).astype(np.float16).astype(np.float64)
+    if FRAGILE is not None:
+        reach = FRAGILE_EPS * 127.0
+        frac = np.abs(np.abs(v) - np.floor(np.abs(v)) - 0.5)
+        bad = int(np.count_nonzero((frac < reach) & (amax[..., None] > 0)))
+        bad += _f16_unstable(d, FRAGILE_EPS)
+        if want_s:
+            bad += _f16_unstable((q.sum(axis=-1).astype(np.float32) * d).astype(np.float32), FRAGILE_EPS)
+        FRAGILE.append(bad)
     deq = (q * d16[..., None]).reshape(n, k)
     return deq, q, d16, s
 

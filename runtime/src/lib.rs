@@ -15,6 +15,7 @@ pub mod demo;
 pub mod formats;
 pub mod gguf;
 pub mod inspect;
+pub mod model;
 
 pub mod quant;
 pub mod rawcodec;
