@@ -210,6 +210,15 @@ fn missing_key_and_tensor_are_named() {
     let e = load_err(b);
     assert!(e.to_string().contains("llama.block_count"), "{e}");
 
+    // head_count_kv (u32 value after the key and its u32 type code) = 3: does not divide 4.
+    let mut b = tiny_bytes();
+    let key = b"llama.attention.head_count_kv";
+    let at = b.windows(key.len()).position(|w| w == key).unwrap() + key.len();
+    assert_eq!(&b[at..at + 8], &[4, 0, 0, 0, 2, 0, 0, 0]);
+    b[at + 4] = 3;
+    let e = load_err(b);
+    assert!(matches!(&e, ModelError::BadKey { key, .. } if key == "llama.attention.head_count_kv"));
+
     let mut b = tiny_bytes();
     patch(&mut b, b"", b"blk.1.ffn_up.weight", b"blk.1.ffn_uq.weight");
     let e = load_err(b);
