@@ -27,7 +27,7 @@ for recipe in fpx-ifp2 hfp4 mfp4 ternary q4_0 q8_0; do
     q="$out/smollm2.$recipe.gguf"
     d="$out/smollm2.$recipe.f32.gguf"
     start=$SECONDS
-    "$lowbit" quantize "$model" "$q" --recipe "$recipe"
+    "$lowbit" quantize "$model" "$q" --recipe "$recipe" | tail -n 20
     echo "quantize: $((SECONDS - start)) s"
     "$lowbit" inspect "$q" | tail -n 3
     "$lowbit" dequantize "$q" "$d"
