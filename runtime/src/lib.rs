@@ -16,10 +16,10 @@ pub mod formats;
 pub mod gguf;
 pub mod inspect;
 pub mod moe_router;
-
 pub mod prompt_cache;
 pub mod quant;
 pub mod rawcodec;
 pub mod safetensors;
 pub mod sample;
 pub mod score;
+pub mod tokenizer;
