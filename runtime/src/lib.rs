@@ -15,6 +15,7 @@ pub mod demo;
 pub mod formats;
 pub mod gguf;
 pub mod inspect;
+pub mod model;
 pub mod moe_router;
 pub mod prompt_cache;
 pub mod quant;

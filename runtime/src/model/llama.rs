@@ -1,0 +1,317 @@
+//! The llama architecture as GGUF stores it ([`Llama`]): weights loaded from a [`GgufFile`],
+//! every matrix uploaded in its stored format through the backend trait and multiplied with its
+//! matmul, and the forward pass of a batch of tokens at the KV cache's position.
+//!
+//! Tensor names and shapes (ggml order, row length first) follow llama.cpp
+//! `src/llama-arch.cpp` (LLM_ARCH_LLAMA) and `src/llama-model.cpp` (load_tensors, build_llama):
+//! `token_embd.weight` [dim, vocab], `output_norm.weight` [dim], `output.weight` [dim, vocab]
+//! (absent: tied to token_embd), and per block `blk.N.`: `attn_norm` [dim], `attn_q` [dim,
+//! n_head*hd], `attn_k` / `attn_v` [dim, n_head_kv*hd], `attn_output` [n_head*hd, dim],
+//! `ffn_norm` [dim], `ffn_gate` / `ffn_up` [dim, ffn], `ffn_down` [ffn, dim].
+//!
+//! Activations travel as columns, one per token (`x[j * dim + i]`), the backend trait's
+//! convention, so a prefill of n tokens is one matmul with n columns per matrix.
+//! What must not live here: tokenization, sampling, the arithmetic of `ops.rs`.
+
+use lowbit_core::backend::{Backend, MatrixDesc};
+use lowbit_core::codec;
+use lowbit_core::FormatId;
+
+use crate::gguf::{GgufFile, TensorInfo};
+
+use super::config::LlamaConfig;
+use super::error::ModelError;
+use super::kv::KvCache;
+use super::ops::{self, AttnShape};
+
+/// Which positions of a batch get logits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Logits {
+    /// Only the last token (generation).
+    Last,
+    /// Every token (perplexity, KL divergence).
+    All,
+}
+
+/// A matrix on the backend, with its tensor name for errors.
+struct Weight<M> {
+    name: String,
+    rows: usize,
+    m: M,
+}
+
+/// A block's feed-forward network. An MoE variant (router, experts, top-k) joins later.
+enum Ffn<M> {
+    /// SwiGLU: `down(silu(gate x) * up x)`.
+    Dense { gate: Weight<M>, up: Weight<M>, down: Weight<M> },
+}
+
+/// One transformer block.
+struct Layer<M> {
+    attn_norm: Vec<f32>,
+    wq: Weight<M>,
+    wk: Weight<M>,
+    wv: Weight<M>,
+    wo: Weight<M>,
+    ffn_norm: Vec<f32>,
+    ffn: Ffn<M>,
+}
+
+/// A llama-family model on backend `B`.
+pub struct Llama<B: Backend> {
+    backend: B,
+    config: LlamaConfig,
+    embd_format: FormatId,
+    embd_row_bytes: usize,
+    /// `token_embd.weight` in its stored format; rows decoded per token.
+    embd: Vec<u8>,
+    output_norm: Vec<f32>,
+    /// `output.weight`, or `token_embd.weight` uploaded again when the embeddings are tied.
+    output: Weight<B::Matrix>,
+    tied: bool,
+    layers: Vec<Layer<B::Matrix>>,
+}
+
+impl<B: Backend> std::fmt::Debug for Llama<B> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Llama")
+            .field("backend", &self.backend.name())
+            .field("config", &self.config)
+            .field("tied", &self.tied)
+            .finish_non_exhaustive()
+    }
+}
+
+fn tensor<'a>(file: &'a GgufFile, name: &str) -> Result<&'a TensorInfo, ModelError> {
+    file.tensor(name).ok_or_else(|| ModelError::MissingTensor { name: name.to_owned() })
+}
+
+fn check_dims(t: &TensorInfo, expected: &[usize]) -> Result<(), ModelError> {
+    let want: Vec<u64> = expected.iter().map(|&d| d as u64).collect();
+    if t.dims != want {
+        return Err(ModelError::TensorShape {
+            name: t.name.clone(),
+            expected: want,
+            got: t.dims.clone(),
+        });
+    }
+    Ok(())
+}
+
+/// Decodes a vector tensor (norm weights) of `len` elements to f32.
+fn vector(file: &GgufFile, name: &str, len: usize) -> Result<Vec<f32>, ModelError> {
+    let t = tensor(file, name)?;
+    check_dims(t, &[len])?;
+    let mut out = vec![0f32; len];
+    codec::decode_row(t.format, file.tensor_data(t), &mut out)
+        .map_err(|source| ModelError::Decode { tensor: name.to_owned(), source })?;
+    Ok(out)
+}
+
+fn upload<B: Backend>(
+    backend: &B,
+    file: &GgufFile,
+    name: &str,
+    cols: usize,
+    rows: usize,
+) -> Result<Weight<B::Matrix>, ModelError> {
+    let t = tensor(file, name)?;
+    check_dims(t, &[cols, rows])?;
+    if !backend.supports(t.format) {
+        return Err(ModelError::TensorFormat {
+            name: name.to_owned(),
+            format: t.format,
+            backend: backend.name().to_owned(),
+        });
+    }
+    let desc = MatrixDesc { format: t.format, rows, cols };
+    let m = backend
+        .upload(desc, file.tensor_data(t))
+        .map_err(|e| ModelError::Backend { tensor: name.to_owned(), message: e.to_string() })?;
+    Ok(Weight { name: name.to_owned(), rows, m })
+}
+
+impl<B: Backend> Llama<B> {
+    /// Loads the model in `file` onto `backend`: reads the hyperparameters
+    /// ([`LlamaConfig::from_gguf`]), checks every tensor's shape, uploads every matrix in its
+    /// stored format, decodes the norm weights, and keeps a copy of `token_embd.weight`'s bytes
+    /// for embedding lookups.
+    pub fn load(backend: B, file: &GgufFile) -> Result<Self, ModelError> {
+        let config = LlamaConfig::from_gguf(file)?;
+        let c = &config;
+        let embd_t = tensor(file, "token_embd.weight")?;
+        check_dims(embd_t, &[c.dim, c.n_vocab])?;
+        let embd_format = embd_t.format;
+        let embd_row_bytes = embd_format
+            .row_bytes(c.dim)
+            .map_err(|source| ModelError::Decode { tensor: embd_t.name.clone(), source })?;
+        let embd = file.tensor_data(embd_t).to_vec();
+        let tied = file.tensor("output.weight").is_none();
+        let output_name = if tied { "token_embd.weight" } else { "output.weight" };
+        let output = upload(&backend, file, output_name, c.dim, c.n_vocab)?;
+        let output_norm = vector(file, "output_norm.weight", c.dim)?;
+        let mut layers = Vec::with_capacity(c.n_layer);
+        for l in 0..c.n_layer {
+            let n = |s: &str| format!("blk.{l}.{s}.weight");
+            let up = |s: &str, cols, rows| upload(&backend, file, &n(s), cols, rows);
+            if file.tensor(&n("ffn_gate_inp")).is_some() {
+                return Err(ModelError::Unsupported {
+                    what: format!("mixture-of-experts router {}", n("ffn_gate_inp")),
+                });
+            }
+            layers.push(Layer {
+                attn_norm: vector(file, &n("attn_norm"), c.dim)?,
+                wq: up("attn_q", c.dim, c.q_dim())?,
+                wk: up("attn_k", c.dim, c.kv_dim())?,
+                wv: up("attn_v", c.dim, c.kv_dim())?,
+                wo: up("attn_output", c.q_dim(), c.dim)?,
+                ffn_norm: vector(file, &n("ffn_norm"), c.dim)?,
+                ffn: Ffn::Dense {
+                    gate: up("ffn_gate", c.dim, c.ffn_dim)?,
+                    up: up("ffn_up", c.dim, c.ffn_dim)?,
+                    down: up("ffn_down", c.ffn_dim, c.dim)?,
+                },
+            });
+        }
+        Ok(Llama {
+            backend,
+            config,
+            embd_format,
+            embd_row_bytes,
+            embd,
+            output_norm,
+            output,
+            tied,
+            layers,
+        })
+    }
+
+    /// The hyperparameters.
+    pub fn config(&self) -> &LlamaConfig {
+        &self.config
+    }
+
+    /// The backend the matrices live on.
+    pub fn backend(&self) -> &B {
+        &self.backend
+    }
+
+    /// Whether the output matrix is `token_embd.weight` (no `output.weight` in the file).
+    pub fn tied_embeddings(&self) -> bool {
+        self.tied
+    }
+
+    /// An empty KV cache for this model holding `capacity` positions.
+    pub fn new_cache(&self, capacity: usize) -> KvCache {
+        KvCache::for_config(&self.config, capacity)
+    }
+
+    fn matmul(&self, w: &Weight<B::Matrix>, x: &[f32], n: usize) -> Result<Vec<f32>, ModelError> {
+        let mut y = vec![0f32; w.rows * n];
+        self.backend
+            .matmul(&w.m, x, n, &mut y)
+            .map_err(|e| ModelError::Backend { tensor: w.name.clone(), message: e.to_string() })?;
+        Ok(y)
+    }
+
+    /// Runs `tokens` at positions `cache.len()..`, stores their keys and values in `cache`, and
+    /// returns the logits: `n_vocab` floats for the last token ([`Logits::Last`]), or for every
+    /// token one after another ([`Logits::All`]). On error the cache keeps its previous
+    /// positions. Every matrix product is one backend matmul with `tokens.len()` columns.
+    pub fn forward(
+        &self,
+        cache: &mut KvCache,
+        tokens: &[u32],
+        logits: Logits,
+    ) -> Result<Vec<f32>, ModelError> {
+        let pos0 = cache.len();
+        let res = self.forward_inner(cache, tokens, logits);
+        if res.is_err() {
+            cache.truncate(pos0);
+        }
+        res
+    }
+
+    fn forward_inner(
+        &self,
+        cache: &mut KvCache,
+        tokens: &[u32],
+        logits: Logits,
+    ) -> Result<Vec<f32>, ModelError> {
+        let c = &self.config;
+        let n = tokens.len();
+        if n == 0 {
+            return Err(ModelError::EmptyBatch);
+        }
+        cache.check(c, n)?;
+        let pos0 = cache.len();
+        let dim = c.dim;
+
+        let mut x = vec![0f32; n * dim];
+        for (j, (&t, col)) in tokens.iter().zip(x.chunks_exact_mut(dim)).enumerate() {
+            let ti = t as usize;
+            if ti >= c.n_vocab {
+                return Err(ModelError::Token { index: j, token: t, n_vocab: c.n_vocab });
+            }
+            let row = &self.embd[ti * self.embd_row_bytes..][..self.embd_row_bytes];
+            codec::decode_row(self.embd_format, row, col).map_err(|source| ModelError::Decode {
+                tensor: "token_embd.weight".into(),
+                source: source.at(ti * self.embd_row_bytes),
+            })?;
+        }
+
+        let angles: Vec<_> =
+            (0..n).map(|j| ops::rope_angles(pos0 + j, c.n_rot, c.rope_freq_base)).collect();
+        let shape = AttnShape { n_head: c.n_head, n_head_kv: c.n_head_kv, head_dim: c.head_dim };
+        let mut xn = vec![0f32; n * dim];
+        let mut att = vec![0f32; n * c.q_dim()];
+        for (l, layer) in self.layers.iter().enumerate() {
+            norm_columns(&x, &layer.attn_norm, c.rms_eps, &mut xn);
+            let mut q = self.matmul(&layer.wq, &xn, n)?;
+            let mut k = self.matmul(&layer.wk, &xn, n)?;
+            let v = self.matmul(&layer.wv, &xn, n)?;
+            for (j, a) in angles.iter().enumerate() {
+                ops::rope(&mut q[j * c.q_dim()..][..c.q_dim()], c.head_dim, a);
+                ops::rope(&mut k[j * c.kv_dim()..][..c.kv_dim()], c.head_dim, a);
+            }
+            let (keys, values) = cache.store(l, &k, &v);
+            ops::attention(&shape, &q, keys, values, pos0, &mut att);
+            let o = self.matmul(&layer.wo, &att, n)?;
+            add(&mut x, &o);
+
+            norm_columns(&x, &layer.ffn_norm, c.rms_eps, &mut xn);
+            let f = match &layer.ffn {
+                Ffn::Dense { gate, up, down } => {
+                    let mut g = self.matmul(gate, &xn, n)?;
+                    let u = self.matmul(up, &xn, n)?;
+                    ops::swiglu(&mut g, &u);
+                    self.matmul(down, &g, n)?
+                }
+            };
+            add(&mut x, &f);
+        }
+        cache.advance(n);
+
+        let (x_out, n_out) = match logits {
+            Logits::Last => (&x[(n - 1) * dim..], 1),
+            Logits::All => (&x[..], n),
+        };
+        let mut xo = vec![0f32; n_out * dim];
+        norm_columns(x_out, &self.output_norm, c.rms_eps, &mut xo);
+        self.matmul(&self.output, &xo, n_out)
+    }
+}
+
+/// RMSNorm of every column of `x` (columns of `w.len()`) into `out`.
+fn norm_columns(x: &[f32], w: &[f32], eps: f32, out: &mut [f32]) {
+    let d = w.len();
+    for (xc, oc) in x.chunks_exact(d).zip(out.chunks_exact_mut(d)) {
+        ops::rmsnorm(xc, w, eps, oc);
+    }
+}
+
+fn add(x: &mut [f32], y: &[f32]) {
+    for (a, b) in x.iter_mut().zip(y) {
+        *a += b;
+    }
+}

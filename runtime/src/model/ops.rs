@@ -1,0 +1,166 @@
+//! The element-wise and attention arithmetic of the llama forward pass, on f32 columns:
+//! RMSNorm, RoPE (adjacent pairs), causal grouped-query attention, SwiGLU's gate.
+//!
+//! Facts (llama.cpp `ggml/src/ggml-cpu/ops.cpp`: `ggml_compute_forward_rms_norm_f32` (the
+//! mean of squares summed in double), `rope_f32` in "normal" mode (pairs `(2i, 2i+1)` rotated
+//! by `theta = pos * base^(-2i / n_rot)`), `ggml_vec_silu_f32`; `src/llama-graph.cpp`
+//! build_attn_mha: scale `1/sqrt(head_dim)`, causal mask, query head `h` reads key/value head
+//! `h / (n_head / n_head_kv)`).
+//!
+//! What must not live here: matrix products (the backend's), the cache's bookkeeping (`kv.rs`).
+
+use rayon::prelude::*;
+
+/// `out = x / sqrt(mean(x^2) + eps) * w` for one column (`x`, `w`, `out` of equal length).
+pub(crate) fn rmsnorm(x: &[f32], w: &[f32], eps: f32, out: &mut [f32]) {
+    let ss: f64 = x.iter().map(|&v| f64::from(v) * f64::from(v)).sum();
+    let mean = ss / x.len().max(1) as f64;
+    let scale = (1.0 / (mean + f64::from(eps)).sqrt()) as f32;
+    for ((o, &v), &g) in out.iter_mut().zip(x).zip(w) {
+        *o = v * scale * g;
+    }
+}
+
+/// Cosines and sines of RoPE's angles for one position: `n_rot / 2` pairs, computed in f64.
+pub(crate) fn rope_angles(pos: usize, n_rot: usize, freq_base: f32) -> Vec<(f32, f32)> {
+    let half = n_rot / 2;
+    (0..half)
+        .map(|i| {
+            let inv = f64::from(freq_base).powf(-2.0 * i as f64 / n_rot as f64);
+            let theta = pos as f64 * inv;
+            (theta.cos() as f32, theta.sin() as f32)
+        })
+        .collect()
+}
+
+/// Rotates the pairs `(2i, 2i+1)`, `i < angles.len()`, of every head (`head_dim` floats each)
+/// of one column in place.
+pub(crate) fn rope(x: &mut [f32], head_dim: usize, angles: &[(f32, f32)]) {
+    for head in x.chunks_exact_mut(head_dim) {
+        for (pair, &(c, s)) in head.chunks_exact_mut(2).zip(angles) {
+            let (x0, x1) = (pair[0], pair[1]);
+            pair[0] = x0 * c - x1 * s;
+            pair[1] = x0 * s + x1 * c;
+        }
+    }
+}
+
+/// `g = silu(g) * u` element-wise (`silu(x) = x / (1 + e^-x)`).
+pub(crate) fn swiglu(g: &mut [f32], u: &[f32]) {
+    for (a, &b) in g.iter_mut().zip(u) {
+        *a = *a / (1.0 + (-*a).exp()) * b;
+    }
+}
+
+/// f32 dot product with eight independent partial sums (so the compiler can vectorize).
+fn dot(a: &[f32], b: &[f32]) -> f32 {
+    let mut acc = [0f32; 8];
+    let (ac, ar) = a.split_at(a.len() / 8 * 8);
+    let (bc, br) = b.split_at(ac.len());
+    for (x, y) in ac.chunks_exact(8).zip(bc.chunks_exact(8)) {
+        for i in 0..8 {
+            acc[i] += x[i] * y[i];
+        }
+    }
+    let mut s: f32 = acc.iter().sum();
+    for (x, y) in ar.iter().zip(br) {
+        s += x * y;
+    }
+    s
+}
+
+/// The shape of one attention call.
+pub(crate) struct AttnShape {
+    /// Query heads.
+    pub n_head: usize,
+    /// Key/value heads.
+    pub n_head_kv: usize,
+    /// Floats per head.
+    pub head_dim: usize,
+}
+
+/// Causal attention for `n` query columns at positions `pos0..pos0 + n`: `q` holds the
+/// columns (`n_head * head_dim` each), `keys` / `values` every position `0..pos0 + n`
+/// (`n_head_kv * head_dim` each), and `out` receives `n` columns like `q`. Parallel over
+/// (column, head) pairs.
+pub(crate) fn attention(
+    shape: &AttnShape,
+    q: &[f32],
+    keys: &[f32],
+    values: &[f32],
+    pos0: usize,
+    out: &mut [f32],
+) {
+    let AttnShape { n_head, n_head_kv, head_dim: hd } = *shape;
+    let kv_dim = n_head_kv * hd;
+    let group = n_head / n_head_kv;
+    let scale = 1.0 / (hd as f32).sqrt();
+    out.par_chunks_mut(hd).zip(q.par_chunks(hd)).enumerate().for_each_init(
+        Vec::new,
+        |scores: &mut Vec<f32>, (idx, (o, qh))| {
+            let (j, h) = (idx / n_head, idx % n_head);
+            let kvh = h / group;
+            let n_keys = pos0 + j + 1;
+            scores.clear();
+            let mut max = f32::NEG_INFINITY;
+            for t in 0..n_keys {
+                let k = &keys[t * kv_dim + kvh * hd..][..hd];
+                let s = dot(qh, k) * scale;
+                max = max.max(s);
+                scores.push(s);
+            }
+            let mut sum = 0f32;
+            for s in scores.iter_mut() {
+                *s = (*s - max).exp();
+                sum += *s;
+            }
+            let inv = 1.0 / sum;
+            o.fill(0.0);
+            for (t, &p) in scores.iter().enumerate() {
+                let v = &values[t * kv_dim + kvh * hd..][..hd];
+                let w = p * inv;
+                for (a, &b) in o.iter_mut().zip(v) {
+                    *a += w * b;
+                }
+            }
+        },
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rope_rotates_adjacent_pairs_by_position_angle() {
+        // Head of 4 with n_rot 4, base 100: pair 0 turns by pos, pair 1 by pos / 10.
+        let angles = rope_angles(3, 4, 100.0);
+        let mut x = [1.0f32, 0.0, 0.0, 1.0];
+        rope(&mut x, 4, &angles);
+        let (a0, a1) = (3.0f64, 0.3f64);
+        let want = [a0.cos(), a0.sin(), -a1.sin(), a1.cos()];
+        for (g, w) in x.iter().zip(want) {
+            assert!((f64::from(*g) - w).abs() < 1e-6, "{x:?} vs {want:?}");
+        }
+    }
+
+    #[test]
+    fn attention_first_position_returns_its_value() {
+        // One position: softmax over one key is 1, so out = v for every head of the group.
+        let shape = AttnShape { n_head: 2, n_head_kv: 1, head_dim: 2 };
+        let q = [1.0, 2.0, -3.0, 0.5];
+        let (k, v) = ([0.3, -0.2], [7.0, -1.0]);
+        let mut out = [0f32; 4];
+        attention(&shape, &q, &k, &v, 0, &mut out);
+        assert_eq!(out, [7.0, -1.0, 7.0, -1.0]);
+    }
+
+    #[test]
+    fn rmsnorm_unit_rms() {
+        let x = [3.0f32, -4.0];
+        let mut out = [0f32; 2];
+        rmsnorm(&x, &[1.0, 2.0], 0.0, &mut out);
+        let r = (12.5f32).sqrt();
+        assert!((out[0] - 3.0 / r).abs() < 1e-6 && (out[1] + 8.0 / r).abs() < 1e-6);
+    }
+}
