@@ -12,6 +12,7 @@
 
 pub mod bench;
 pub mod demo;
+pub mod engine;
 pub mod formats;
 pub mod gguf;
 pub mod inspect;
