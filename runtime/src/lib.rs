@@ -3,7 +3,9 @@
 //! Today: the format table ([`formats`]), raw-file codec conversion ([`rawcodec`]), the
 //! built-in demo ([`demo`]), the CPU benchmark ([`bench`](mod@bench)), GGUF files
 //! ([`gguf`]: read, write, dialects), safetensors input ([`safetensors`]) and `lowbit inspect`
-//! ([`inspect`]). Quantization recipes and inference arrive with their issues.
+//! ([`inspect`]), whole-model quantization ([`quant`]) and the model-file commands behind
+//! `lowbit quantize`, `dequantize` and `eval-tensors` ([`cmd`]). Inference arrives with its
+//! issue.
 //! `unsafe` is denied everywhere except the one memory-map call in `gguf::mmap`.
 //! What must not live here: format layouts and codecs (those are `lowbit-core`'s).
 #![deny(unsafe_code)]
@@ -11,6 +13,7 @@
 #![warn(missing_docs)]
 
 pub mod bench;
+pub mod cmd;
 pub mod demo;
 pub mod engine;
 pub mod formats;

@@ -1,5 +1,7 @@
-//! The `lowbit` command: the format table, raw-file codec conversion, the benchmark, file
-//! inspection, and (with no subcommand) the built-in demo. Argument parsing and printing only; the work is in `lowbit_runtime`.
+//! The `lowbit` command: model quantization (with no subcommand, of the built-in synthetic
+//! model), dequantization and per-tensor evaluation, file inspection, the format table, raw-file
+//! codec conversion, the benchmark and the codec demo. Argument parsing and printing only; the
+//! work is in `lowbit_runtime`.
 
 use std::io::{self, Write};
 use std::path::PathBuf;
@@ -8,12 +10,18 @@ use std::process::ExitCode;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use lowbit_core::{Dialect, FormatId, Rule};
 use lowbit_cpu::Isa;
+use lowbit_runtime::cmd::progress::Mode;
+use lowbit_runtime::cmd::quantize::{self as qcmd, Input, QuantizeRequest};
+use lowbit_runtime::cmd::{self, CmdError};
+use lowbit_runtime::quant::synthetic::{self, LlamaShape};
 use lowbit_runtime::rawcodec::{self, CliError, EncodeRequest};
 use lowbit_runtime::{bench, demo, formats, gguf, inspect};
 
 /// lowbit: sub-4-bit LLM weight formats (ggml types, ROCmFP2/3, HFP4/MFP4, Prism ternary).
 ///
-/// With no subcommand, runs the demo: a synthetic weight tensor encoded with every format.
+/// With no subcommand, runs `lowbit quantize` on the built-in synthetic llama-shaped model
+/// with the `fpx-ifp2` recipe: writes lowbit-synthetic.fpx-ifp2.gguf in the current directory
+/// and prints the summary and each tensor's error against the source.
 #[derive(Parser, Debug)]
 #[command(name = "lowbit", version, about, long_about)]
 struct Cli {
@@ -23,6 +31,14 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Cmd {
+    /// Quantize a GGUF or safetensors model (or, with no IN, the built-in synthetic llama) to
+    /// a GGUF file with a recipe.
+    Quantize(QuantizeArgs),
+    /// Decode every tensor of a GGUF or safetensors file to F32 into a GGUF file.
+    Dequantize(DequantizeArgs),
+    /// Per-tensor NRMSE and max abs error of a quantized model against its source.
+    #[command(name = "eval-tensors")]
+    EvalTensors(EvalTensorsArgs),
     /// Print every format: family, type id per dialect, geometry, bits per weight, encoders.
     Formats {
         /// Print JSON instead of a table.
@@ -32,7 +48,7 @@ enum Cmd {
     /// Convert raw little-endian f32 files to a format's encoded rows and back.
     #[command(subcommand)]
     Codec(CodecCmd),
-    /// Encode a synthetic weight tensor with every format and rule; print error and speed.
+    /// Encode one synthetic weight tensor with every format and rule; print error and speed.
     Demo(DemoArgs),
     /// Time the CPU backend's matmul against this machine's read bandwidth (and encoders).
     Bench(BenchArgs),
@@ -52,6 +68,99 @@ struct InspectArgs {
     /// Print JSON instead of text.
     #[arg(long)]
     json: bool,
+}
+
+#[derive(Args, Debug, Default)]
+struct QuantizeArgs {
+    /// The model: GGUF or safetensors (recognised by content). Omitted: the built-in
+    /// deterministic synthetic llama-shaped model.
+    input: Option<PathBuf>,
+    /// The output GGUF file (written to a temporary file, then renamed). Default for the
+    /// synthetic model: lowbit-synthetic.<recipe>.gguf in the current directory.
+    output: Option<PathBuf>,
+    /// The output file, as an option (so the synthetic model can be given one).
+    #[arg(short = 'o', long = "output", conflicts_with = "output")]
+    output_flag: Option<PathBuf>,
+    /// A built-in recipe (fpx-ifp2, hfp4, mfp4, ternary, q4_0, q8_0) or a TOML recipe file.
+    /// Required with IN; default for the synthetic model: fpx-ifp2.
+    #[arg(long)]
+    recipe: Option<String>,
+    /// A llama.cpp importance matrix: the legacy .dat layout or the GGUF layout (by content).
+    #[arg(long)]
+    imatrix: Option<PathBuf>,
+    /// Read IN's GGUF type ids in this dialect (ggml, rocmfpx, prism, hipfire). Default: the
+    /// one its metadata names, else ggml.
+    #[arg(long, value_parser = parse_dialect)]
+    dialect: Option<Dialect>,
+    /// Number the output's type ids in this dialect. Default: the first of ggml, rocmfpx,
+    /// prism, hipfire that has an id for every format the recipe picked.
+    #[arg(long, value_parser = parse_dialect)]
+    out_dialect: Option<Dialect>,
+    /// Worker threads (default: one per core). The output does not depend on it.
+    #[arg(long)]
+    threads: Option<usize>,
+    /// Seed of the synthetic model (no IN only).
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Shape of the synthetic model: VOCAB,DIM,LAYERS,FFN,HEADS,KV_HEADS (no IN only).
+    /// Default: 512,256,2,704,4,2.
+    #[arg(long, value_parser = parse_llama_shape)]
+    synthetic_shape: Option<LlamaShape>,
+    /// One line per tensor on stderr when stderr is not a terminal (a terminal gets a
+    /// progress bar).
+    #[arg(long, short)]
+    verbose: bool,
+}
+
+fn parse_llama_shape(s: &str) -> Result<LlamaShape, String> {
+    let v: Vec<usize> = s
+        .split(',')
+        .map(|x| x.trim().parse::<usize>().map_err(|e| format!("'{x}': {e}")))
+        .collect::<Result<_, _>>()?;
+    let [vocab, dim, layers, ffn, heads, kv_heads] = v[..] else {
+        return Err(format!(
+            "want VOCAB,DIM,LAYERS,FFN,HEADS,KV_HEADS (6 numbers), got {}",
+            v.len()
+        ));
+    };
+    Ok(LlamaShape { vocab, dim, layers, ffn, heads, kv_heads, context: 2048 })
+}
+
+#[derive(Args, Debug)]
+struct DequantizeArgs {
+    /// The input: GGUF or safetensors.
+    input: PathBuf,
+    /// The output GGUF file, every tensor F32.
+    output: PathBuf,
+    /// Read IN's GGUF type ids in this dialect. Default: the one its metadata names.
+    #[arg(long, value_parser = parse_dialect)]
+    dialect: Option<Dialect>,
+    /// Worker threads (default: one per core).
+    #[arg(long)]
+    threads: Option<usize>,
+    /// One line per tensor on stderr when stderr is not a terminal.
+    #[arg(long, short)]
+    verbose: bool,
+}
+
+#[derive(Args, Debug)]
+struct EvalTensorsArgs {
+    /// The source model (GGUF or safetensors; quantized tensors are decoded exactly).
+    source: PathBuf,
+    /// The quantized model (GGUF or safetensors), same tensor names and dims.
+    quantized: PathBuf,
+    /// Also write the report as JSON to this file.
+    #[arg(long)]
+    json: Option<PathBuf>,
+    /// Read QUANTIZED's GGUF type ids in this dialect. Default: the one its metadata names.
+    #[arg(long, value_parser = parse_dialect)]
+    dialect: Option<Dialect>,
+    /// Read SOURCE's GGUF type ids in this dialect. Default: the one its metadata names.
+    #[arg(long, value_parser = parse_dialect)]
+    source_dialect: Option<Dialect>,
+    /// Worker threads (default: one per core).
+    #[arg(long)]
+    threads: Option<usize>,
 }
 
 fn parse_dialect(s: &str) -> Result<Dialect, String> {
@@ -248,7 +357,48 @@ fn emit(text: &str) -> Result<(), CliError> {
 }
 
 fn run(cli: Cli) -> Result<ExitCode, CliError> {
-    match cli.cmd.unwrap_or(Cmd::Demo(DemoArgs::default())) {
+    match cli.cmd.unwrap_or(Cmd::Quantize(QuantizeArgs::default())) {
+        Cmd::Quantize(a) => return finish(run_quantize(a)),
+        Cmd::Dequantize(a) => {
+            let r = cmd::dequantize::run(
+                &a.input,
+                &a.output,
+                a.dialect,
+                a.threads,
+                Mode::detect(a.verbose),
+            );
+            let (n, bytes) = match r {
+                Ok(x) => x,
+                Err(e) => return finish(Err(e)),
+            };
+            emit(&format!(
+                "dequantized {n} tensors to F32 ({bytes} bytes of data) -> {}\n",
+                a.output.display()
+            ))?;
+        }
+        Cmd::EvalTensors(a) => {
+            let r = cmd::eval_tensors::run(
+                &a.source,
+                &a.quantized,
+                a.source_dialect,
+                a.dialect,
+                a.threads,
+            );
+            let report = match r {
+                Ok(r) => r,
+                Err(e) => return finish(Err(e)),
+            };
+            emit(&report.render())?;
+            if let Some(path) = a.json {
+                let j = cmd::eval_tensors::to_json(&report, &a.source, &a.quantized);
+                std::fs::write(&path, j).map_err(|e| CliError::Io {
+                    path: path.clone(),
+                    op: "write",
+                    source: e,
+                })?;
+                emit(&format!("wrote {}\n", path.display()))?;
+            }
+        }
         Cmd::Formats { json } => {
             emit(&if json { formats::table_json() } else { formats::table_text() })?;
         }
@@ -304,6 +454,60 @@ fn run(cli: Cli) -> Result<ExitCode, CliError> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Prints a command's error; the exit status says whether it failed.
+fn finish(r: Result<String, CmdError>) -> Result<ExitCode, CliError> {
+    match r {
+        Ok(text) => {
+            emit(&text)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            Ok(ExitCode::FAILURE)
+        }
+    }
+}
+
+fn run_quantize(a: QuantizeArgs) -> Result<String, CmdError> {
+    let out_arg = a.output.or(a.output_flag);
+    let (input, output, recipe) = match a.input {
+        Some(path) => {
+            if a.seed.is_some() || a.synthetic_shape.is_some() {
+                return Err(CmdError::new(
+                    "--seed and --synthetic-shape apply to the synthetic model (no IN)",
+                ));
+            }
+            let output = out_arg.ok_or_else(|| CmdError::new("give OUT, the output GGUF file"))?;
+            let recipe = a.recipe.ok_or_else(|| {
+                CmdError::new(
+                    "give --recipe: a built-in (fpx-ifp2, hfp4, mfp4, ternary, q4_0, q8_0) or a \
+                     TOML recipe file",
+                )
+            })?;
+            (Input::File(path), output, recipe)
+        }
+        None => {
+            let recipe = a.recipe.unwrap_or_else(|| qcmd::DEFAULT_RECIPE.to_owned());
+            let output = out_arg.unwrap_or_else(|| qcmd::default_synthetic_output(&recipe));
+            let shape = a.synthetic_shape.unwrap_or_else(qcmd::default_synthetic_shape);
+            let seed = a.seed.unwrap_or(synthetic::DEFAULT_SEED);
+            (Input::Synthetic { shape, seed }, output, recipe)
+        }
+    };
+    let req = QuantizeRequest {
+        input,
+        output,
+        recipe,
+        imatrix: a.imatrix,
+        dialect: a.dialect,
+        out_dialect: a.out_dialect,
+        threads: a.threads,
+        progress: Mode::detect(a.verbose),
+    };
+    let outcome = qcmd::run(&req)?;
+    Ok(outcome.render(&req.output))
 }
 
 fn run_bench(a: BenchArgs) -> Result<ExitCode, CliError> {
