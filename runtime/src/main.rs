@@ -66,6 +66,27 @@ enum Cmd {
     /// KL divergence of a model against a base model on a text file (and same-top-token %,
     /// perplexity ratio).
     Kld(KldArgs),
+    /// Tokenize text with a GGUF file's tokenizer; print the token ids (or pieces).
+    Tokenize(TokenizeArgs),
+}
+
+#[derive(Args, Debug)]
+struct TokenizeArgs {
+    /// The GGUF file whose tokenizer.* keys to use.
+    #[arg(short = 'm', long = "model")]
+    model: PathBuf,
+    /// The text.
+    #[arg(short = 'p', long = "prompt", conflicts_with = "file", required_unless_present = "file")]
+    prompt: Option<String>,
+    /// Read the text from this file instead.
+    #[arg(short = 'f', long = "file")]
+    file: Option<PathBuf>,
+    /// Do not add BOS/EOS and do not match special tokens written in the text.
+    #[arg(long)]
+    no_special: bool,
+    /// Print one line per token: id, then the piece it decodes to (escaped).
+    #[arg(long)]
+    pieces: bool,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -573,6 +594,7 @@ fn run(cli: Cli) -> Result<ExitCode, CliError> {
             emit(&format!("{s}\nNRMSE {:.6}, max abs error {:.6}\n", st.nrmse, st.max_abs))?;
         }
         Cmd::Bench(a) => return run_bench(a),
+        Cmd::Tokenize(a) => return run_tokenize(a),
         Cmd::Inspect(a) => match inspect::inspect(&a.file, a.dialect) {
             Ok(r) => {
                 emit(&if a.json { inspect::render_json(&r) } else { inspect::render_text(&r) })?
@@ -764,6 +786,49 @@ fn run_bench(a: BenchArgs) -> Result<ExitCode, CliError> {
     }
     let bad_search = report.search.iter().any(|s| !s.identical);
     Ok(if bad_search { ExitCode::FAILURE } else { ExitCode::SUCCESS })
+}
+
+fn run_tokenize(a: TokenizeArgs) -> Result<ExitCode, CliError> {
+    use lowbit_runtime::tokenizer::Tokenizer;
+    let text = match (&a.prompt, &a.file) {
+        (Some(p), _) => p.clone(),
+        (None, Some(f)) => std::fs::read_to_string(f).map_err(|e| CliError::Io {
+            path: f.clone(),
+            op: "read",
+            source: e,
+        })?,
+        (None, None) => return Err(CliError::Usage("give -p TEXT or -f FILE".into())),
+    };
+    let t_load = std::time::Instant::now();
+    let tok = match gguf::GgufFile::open(&a.model, None)
+        .map_err(|e| e.to_string())
+        .and_then(|f| Tokenizer::from_gguf(&f).map_err(|e| format!("{}: {e}", a.model.display())))
+    {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return Ok(ExitCode::FAILURE);
+        }
+    };
+    let load_ms = t_load.elapsed().as_secs_f64() * 1e3;
+    let t0 = std::time::Instant::now();
+    let ids = tok.encode_with(&text, !a.no_special, !a.no_special);
+    let secs = t0.elapsed().as_secs_f64();
+    let out = if a.pieces {
+        ids.iter().map(|&id| format!("{id}\t{:?}\n", tok.decode(&[id]))).collect::<String>()
+    } else {
+        let list: Vec<String> = ids.iter().map(u32::to_string).collect();
+        format!("{}\n", list.join(" "))
+    };
+    emit(&out)?;
+    eprintln!(
+        "{} tokens from {} bytes in {:.2} ms ({:.2} MB/s; tokenizer loaded in {load_ms:.1} ms)",
+        ids.len(),
+        text.len(),
+        secs * 1e3,
+        text.len() as f64 / secs.max(1e-9) / 1e6
+    );
+    Ok(ExitCode::SUCCESS)
 }
 
 fn main() -> ExitCode {

@@ -24,6 +24,20 @@ pub struct Acts {
     pub n: usize,
     /// The data, column after column.
     pub data: ActData,
+    /// A kernel's own layout of `data` for every column, built once per matmul call by the
+    /// kernel's `PrepFn` (`kernels::Extras`); kernels that find none build their own.
+    pub(crate) layout: Option<Layout>,
+}
+
+/// A kernel-specific activation layout (type-erased; the kernel that built it downcasts it).
+#[derive(Clone)]
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+pub(crate) struct Layout(pub std::sync::Arc<dyn std::any::Any + Send + Sync>);
+
+impl std::fmt::Debug for Layout {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Layout(..)")
+    }
 }
 
 /// The prepared data, one variant per activation format.
@@ -64,11 +78,57 @@ fn encode_cols<B: bytemuck::Pod + Send>(
         .zip(dst.par_chunks_exact_mut(per))
         .enumerate()
         .map(|(j, (x, out))| {
-            codec::encode_row(act, x, &opts, bytemuck::cast_slice_mut(out))
-                .map_err(|e| e.at_element(j * k))
+            let out: &mut [u8] = bytemuck::cast_slice_mut(out);
+            if act == FormatId::Q8_0 && q8_0_fast(x, bytemuck::cast_slice_mut(out)) {
+                return Ok(());
+            }
+            codec::encode_row(act, x, &opts, out).map_err(|e| e.at_element(j * k))
         })
         .collect();
     first_error(res)
+}
+
+/// C's `roundf` (half away from zero) for `|v| < 2^23`, without libm: `t = trunc(v)` (the
+/// cast) and `v - t` are exact there (Sterbenz: `|t|` lies in `[|v| / 2, |v|]` or `t = 0`).
+#[inline(always)]
+fn round_away(v: f32) -> i32 {
+    let t = v as i32;
+    let f = v - t as f32;
+    t + i32::from(f >= 0.5) - i32::from(f <= -0.5)
+}
+
+/// Q8_0 blocks of one column, byte for byte what the core's `BlockQ8_0::encode` (ggml's
+/// `quantize_row_q8_0_ref`) gives: `d = amax / 127`, `q = roundf(x * (1 / d))` (0 when
+/// `d = 0`), `d` stored as f16 (nearest even). Here `|x * (1 / d)| <= 127 * (1 + 2^-22)`, so
+/// [`round_away`] is exact. Returns `false` (and the caller runs the core encoder, which
+/// reports the error) when an element is not finite or a scale overflows f16.
+fn q8_0_fast(x: &[f32], out: &mut [BlockQ8_0]) -> bool {
+    // Branch-free loops (they vectorize): a finite check over all of `x`, then per block an
+    // 8-way maximum (exact, so equal to the sequential one), the scale and the rounding.
+    if x.len() != out.len() * 32 || !x.iter().fold(true, |ok, v| ok & v.is_finite()) {
+        return false;
+    }
+    for (xb, ob) in x.chunks_exact(32).zip(out) {
+        let mut m = [0f32; 8];
+        for c in xb.chunks_exact(8) {
+            for (mi, v) in m.iter_mut().zip(c) {
+                let a = v.abs();
+                *mi = if *mi > a { *mi } else { a };
+            }
+        }
+        let amax = m.iter().fold(0f32, |a, &v| if a > v { a } else { v });
+        let d = amax / 127.0;
+        let id = if d != 0.0 { 1.0 / d } else { 0.0 };
+        let h = half::f16::from_f32(d);
+        if !h.is_finite() {
+            return false;
+        }
+        ob.d = h;
+        for (q, v) in ob.qs.iter_mut().zip(xb) {
+            *q = round_away(v * id) as i8;
+        }
+    }
+    true
 }
 
 impl Acts {
@@ -115,7 +175,7 @@ impl Acts {
                 ActData::Q8K(blocks)
             }
         };
-        Ok(Acts { k, n, data })
+        Ok(Acts { k, n, data, layout: None })
     }
 
     /// Column `j` as the core's [`ActRow`].
@@ -135,6 +195,47 @@ mod tests {
     use lowbit_core::backend::PreparedActivations;
 
     use super::*;
+
+    /// The libm-free rounding equals `f32::round` (half away from zero) on every tie, its
+    /// neighbours and a dense sweep of the Q8_0 range.
+    #[test]
+    fn round_away_is_roundf() {
+        let mut vals = Vec::new();
+        for i in -300..=300 {
+            let t = i as f32 * 0.5;
+            vals.extend([t, f32::from_bits(t.to_bits() + 1), f32::from_bits(t.to_bits() - 1)]);
+        }
+        vals.extend((0..200_000).map(|i| (i as f32 - 100_000.0) * 0.00129));
+        for v in vals {
+            if v.is_finite() && v.abs() < 200.0 {
+                assert_eq!(round_away(v), v.round() as i32, "{v:e}");
+            }
+        }
+    }
+
+    /// The fast Q8_0 path against the core encoder on blocks with exact ties (`x * id` = k +
+    /// 0.5), zero blocks, tiny and huge scales; and its refusals (NaN, f16 overflow).
+    #[test]
+    fn q8_0_fast_matches_core() {
+        let mut x = Vec::new();
+        // amax 127 -> id 1: every x.5 is a tie.
+        x.extend((0..32).map(|i| if i == 0 { 127.0 } else { (i as f32 - 16.0) + 0.5 }));
+        x.extend([0.0f32; 32]);
+        x.extend((0..32).map(|i| (i as f32 - 15.5) * 1e-6));
+        x.extend((0..32).map(|i| (i as f32 - 15.5) * 1e3));
+        x.extend((0..32).map(|i| ((i * 37 % 64) as f32 - 31.0) * 0.3173));
+        let mut fast = vec![BlockQ8_0::zeroed(); x.len() / 32];
+        assert!(q8_0_fast(&x, &mut fast));
+        let mut core = vec![0u8; x.len() / 32 * 34];
+        codec::encode_row(FormatId::Q8_0, &x, &EncodeOptions::default(), &mut core).unwrap();
+        assert_eq!(bytemuck::cast_slice::<_, u8>(&fast), &core[..]);
+        let mut bad = x.clone();
+        bad[40] = f32::NAN;
+        assert!(!q8_0_fast(&bad, &mut fast));
+        let mut big = x.clone();
+        big[70] = 1e9;
+        assert!(!q8_0_fast(&big, &mut fast));
+    }
 
     /// The prepared bytes are exactly the reference backend's, for every activation format
     /// (Q8_0 via ROCmFP2, Q8_1 via Q4_1, Q8_K via Q4_K, f32 via F16), column by column.

@@ -29,6 +29,13 @@ pub enum CpuError {
     },
     /// The private rayon pool could not be built.
     ThreadPool(String),
+    /// A matrix repacked at upload for another kernel (another instruction set's backend).
+    ForeignLayout {
+        /// The format.
+        format: FormatId,
+        /// The kernel whose layout the matrix holds.
+        layout: &'static str,
+    },
 }
 
 impl From<lowbit_core::Error> for CpuError {
@@ -52,6 +59,11 @@ impl fmt::Display for CpuError {
                 write!(f, "{format}: the CPU backend has no kernel for this format")
             }
             CpuError::ThreadPool(s) => write!(f, "cannot start the thread pool: {s}"),
+            CpuError::ForeignLayout { format, layout } => write!(
+                f,
+                "{format}: the matrix is in the layout of kernel {layout}, not this backend's; \
+                 upload it with this backend"
+            ),
         }
     }
 }

@@ -30,11 +30,29 @@ pub(crate) struct Kernel {
     pub f: RowsKernel,
 }
 
+/// Rewrites one validated canonical row (`row_bytes` long) in place into a kernel's layout
+/// (a bijection of the row's bytes, so lengths and row offsets are unchanged).
+pub(crate) type RepackFn = fn(&mut [u8]);
+
+/// Builds a kernel's activation layout for every column of a call, once per matmul call.
+pub(crate) type PrepFn = fn(&Acts) -> Option<crate::act::Layout>;
+
+/// What a kernel needs besides its body: an upload-time repack of the weight rows and a
+/// once-per-call activation layout (both optional).
+#[derive(Clone, Copy, Default)]
+pub(crate) struct Extras {
+    /// Applied to every row at upload, after validation.
+    pub repack: Option<RepackFn>,
+    /// Run once per matmul call after the activations are quantized.
+    pub prep: Option<PrepFn>,
+}
+
 /// The kernels of one ISA, one entry per [`FormatId::ALL`] position.
 #[derive(Clone)]
 pub struct KernelTable {
     isa: Isa,
     entries: Vec<Option<Kernel>>,
+    extras: Vec<Extras>,
 }
 
 impl std::fmt::Debug for KernelTable {
@@ -77,8 +95,16 @@ impl KernelTable {
                 }
                 Some(simd_kernel(isa, f).unwrap_or(crate::scalar::GENERIC))
             })
+            .collect::<Vec<_>>();
+        let extras = FormatId::ALL
+            .iter()
+            .zip(&entries)
+            .map(|(&f, e)| match e {
+                Some(k) if k.name != crate::scalar::GENERIC.name => simd_extras(isa, f),
+                _ => Extras::default(),
+            })
             .collect();
-        Ok(KernelTable { isa, entries })
+        Ok(KernelTable { isa, entries, extras })
     }
 
     /// The ISA the table was built for.
@@ -89,6 +115,12 @@ impl KernelTable {
     pub(crate) fn get(&self, format: FormatId) -> Option<Kernel> {
         let i = FormatId::ALL.iter().position(|&f| f == format)?;
         self.entries.get(i).copied().flatten()
+    }
+
+    /// The repack and activation-layout hooks of `format`'s kernel.
+    pub(crate) fn extras(&self, format: FormatId) -> Extras {
+        let i = FormatId::ALL.iter().position(|&f| f == format);
+        i.and_then(|i| self.extras.get(i).copied()).unwrap_or_default()
     }
 
     /// The name of the kernel `format` runs with (`None`: not supported).
@@ -110,4 +142,14 @@ fn simd_kernel(isa: Isa, format: FormatId) -> Option<Kernel> {
 #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
 fn simd_kernel(_isa: Isa, _format: FormatId) -> Option<Kernel> {
     None
+}
+
+#[cfg(target_arch = "x86_64")]
+fn simd_extras(isa: Isa, format: FormatId) -> Extras {
+    crate::x86::extras(isa, format)
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn simd_extras(_isa: Isa, _format: FormatId) -> Extras {
+    Extras::default()
 }

@@ -58,17 +58,25 @@ pub struct CpuBackend {
     pool: Option<rayon::ThreadPool>,
 }
 
-/// A matrix uploaded to the CPU backend: the canonical bytes, every block validated.
+/// A matrix uploaded to the CPU backend: the bytes, every block validated, in canonical layout
+/// or (where the format's kernel asks for it) rewritten row by row into the kernel's layout.
 #[derive(Clone, Debug)]
 pub struct CpuMatrix {
     desc: MatrixDesc,
     bytes: Vec<u8>,
+    /// The kernel whose layout `bytes` is in, if not canonical.
+    repacked_for: Option<&'static str>,
 }
 
 impl CpuMatrix {
-    /// The stored (canonical) bytes.
+    /// The stored bytes: canonical unless [`CpuMatrix::repacked_for`] names a kernel.
     pub fn bytes(&self) -> &[u8] {
         &self.bytes
+    }
+
+    /// The kernel whose private layout the stored bytes are in (`None`: canonical).
+    pub fn repacked_for(&self) -> Option<&'static str> {
+        self.repacked_for
     }
 }
 
@@ -143,7 +151,8 @@ impl Backend for CpuBackend {
 
     /// Checks the length, then decodes every row with the core (in parallel) and rejects the
     /// first bad block (lowest row) with the core's error, its offset shifted to the position
-    /// in `bytes`. Stores the canonical bytes unchanged.
+    /// in `bytes`. Stores the canonical bytes, rewritten row by row into the kernel's layout
+    /// where the format's kernel has a repack (only after every block passed validation).
     fn upload(&self, desc: MatrixDesc, bytes: &[u8]) -> Result<CpuMatrix, CpuError> {
         if !self.supports(desc.format) {
             return Err(CpuError::Unsupported { format: desc.format });
@@ -174,14 +183,29 @@ impl Backend for CpuBackend {
         if let Some(e) = bad {
             return Err(e.into());
         }
-        Ok(CpuMatrix { desc, bytes: bytes.to_vec() })
+        let mut bytes = bytes.to_vec();
+        let mut repacked_for = None;
+        if let (Some(repack), Some(k)) =
+            (self.table.extras(desc.format).repack, self.table.kernel_name(desc.format))
+        {
+            self.run(|| bytes.par_chunks_exact_mut(rb).for_each(repack));
+            repacked_for = Some(k);
+        }
+        Ok(CpuMatrix { desc, bytes, repacked_for })
     }
 
     fn desc(&self, matrix: &CpuMatrix) -> MatrixDesc {
         matrix.desc
     }
 
+    /// Errors with [`CpuError::ForeignLayout`] when `m` was repacked for another kernel than
+    /// this backend's (uploaded by a backend with another instruction set).
     fn matmul(&self, m: &CpuMatrix, x: &[f32], n: usize, y: &mut [f32]) -> Result<(), CpuError> {
+        if let Some(k) = m.repacked_for {
+            if self.table.kernel_name(m.desc.format) != Some(k) {
+                return Err(CpuError::ForeignLayout { format: m.desc.format, layout: k });
+            }
+        }
         self.run(|| matmul::matmul(&self.table, m.desc, &m.bytes, x, n, y))
     }
 }

@@ -72,7 +72,10 @@ pub(crate) fn matmul(
     if n == 0 || rows == 0 {
         return Ok(());
     }
-    let acts = Acts::prepare(format, x, n, cols)?;
+    let mut acts = Acts::prepare(format, x, n, cols)?;
+    if let Some(prep) = table.extras(format).prep {
+        acts.layout = prep(&acts);
+    }
     if n == 1 {
         return one_pass(kernel, desc, rb, w, &acts, 0, 1, y);
     }

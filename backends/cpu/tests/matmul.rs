@@ -26,8 +26,8 @@ fn simd_c(format: FormatId) -> f64 {
     match format {
         // x86/avx2.rs, x86/avx512.rs: Q8_0, Q4_0 (AVX-512 Q4_0: x86/z512.rs, also c = 1).
         FormatId::Q8_0 | FormatId::Q4_0 => 1.0,
-        // ROCmFP2: x86/rocmfpx/fp2.rs (exact half-block sums, one rounding per 8-block group and
-        // lane, then a 16-lane tree: c = 1). ROCmFP3: x86/fp3.rs (bit-identical to the reference).
+        // ROCmFP2 and ROCmFP3: x86/rocmfpx/body.rs (exact half-block sums, one rounding per
+        // 8-block group and lane, then a 16-lane tree: c = 1).
         FormatId::RocmFp2 | FormatId::RocmFp3 => 1.0,
         // HFP4 family kernels (x86/hfp4.rs, x86/hfp4_512.rs: c = 0.5; aarch64/hfp4.rs keeps the
         // reference's order and its c = 2).
@@ -444,5 +444,32 @@ fn assert_within_bound(
             "{}: {a} vs exact {e} (reference {b}): {err:e} > {bound:e}",
             cpu.name()
         );
+    }
+}
+
+/// A matrix repacked at upload for one instruction set's kernel is refused by a backend with
+/// another (its bytes would be misread), and accepted by its own.
+#[test]
+fn repacked_matrices_stay_with_their_kernel() {
+    let all = backends();
+    let mut rng = Rng(31);
+    let (format, rows, k) = (FormatId::RocmFp2, 9, 512);
+    let w = random_matrix(&mut rng, format, rows, k);
+    let desc = MatrixDesc { format, rows, cols: k };
+    let x = random_acts(&mut rng, 1, k);
+    for up in &all {
+        let m = up.upload(desc, &w).unwrap();
+        for run in &all {
+            let mut y = vec![0f32; rows];
+            let same_kernel = up.table().kernel_name(format) == run.table().kernel_name(format);
+            match (m.repacked_for(), run.matmul(&m, &x, 1, &mut y)) {
+                (Some(_), Err(CpuError::ForeignLayout { .. })) => assert!(!same_kernel),
+                (_, Ok(())) => assert!(same_kernel || m.repacked_for().is_none()),
+                (r, e) => panic!("{} -> {}: {r:?} {e:?}", up.name(), run.name()),
+            }
+        }
+        if up.isa() == Isa::Scalar {
+            assert_eq!(m.bytes(), &w[..]);
+        }
     }
 }

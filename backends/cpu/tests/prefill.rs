@@ -39,7 +39,9 @@ fn check(cpu: &CpuBackend, format: FormatId, rows: usize, k: usize, n: usize, se
 fn prefill_equals_tiles() {
     for isa in Isa::available_all() {
         let cpu = CpuBackend::with_isa(isa).unwrap().with_threads(2).unwrap();
-        for format in [FormatId::Q8_0, FormatId::RocmFp2, FormatId::Q4K, FormatId::Mfp4G32] {
+        for format in
+            [FormatId::Q8_0, FormatId::RocmFp2, FormatId::RocmFp3, FormatId::Q4K, FormatId::Mfp4G32]
+        {
             let k = 2048usize.next_multiple_of(format.geometry().row_multiple);
             // 301 rows of ~2 KiB: several 256 KiB chunks, a ragged last one; 37 columns: two
             // full tiles and a ragged one.

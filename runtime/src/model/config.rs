@@ -163,6 +163,9 @@ impl LlamaConfig {
         if head_dim == 0 {
             return Err(bad(k("attention.key_length"), "head size must be at least 1"));
         }
+        if n_head.checked_mul(head_dim).and_then(|q| q.checked_mul(4)).is_none() {
+            return Err(bad(k("attention.key_length"), format!("{n_head} x {head_dim} overflows")));
+        }
         let n_rot = uint(file, &k("rope.dimension_count"))?.unwrap_or(head_dim);
         if n_rot % 2 != 0 || n_rot > head_dim {
             return Err(bad(

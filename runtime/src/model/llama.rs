@@ -146,6 +146,16 @@ impl<B: Backend> Llama<B> {
             .row_bytes(c.dim)
             .map_err(|source| ModelError::Decode { tensor: embd_t.name.clone(), source })?;
         let embd = file.tensor_data(embd_t).to_vec();
+        if Some(embd.len()) != embd_row_bytes.checked_mul(c.n_vocab) {
+            return Err(ModelError::Backend {
+                tensor: embd_t.name.clone(),
+                message: format!(
+                    "{} bytes of data, expected {} rows of {embd_row_bytes}",
+                    embd.len(),
+                    c.n_vocab
+                ),
+            });
+        }
         let tied = file.tensor("output.weight").is_none();
         let output_name = if tied { "token_embd.weight" } else { "output.weight" };
         let output = upload(&backend, file, output_name, c.dim, c.n_vocab)?;

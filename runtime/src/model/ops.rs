@@ -69,6 +69,9 @@ fn dot(a: &[f32], b: &[f32]) -> f32 {
     s
 }
 
+/// Multiply-adds below which [`attention`] stays on the calling thread.
+const PARALLEL_MIN_WORK: usize = 1 << 16;
+
 /// The shape of one attention call.
 pub(crate) struct AttnShape {
     /// Query heads.
@@ -95,36 +98,42 @@ pub(crate) fn attention(
     let kv_dim = n_head_kv * hd;
     let group = n_head / n_head_kv;
     let scale = 1.0 / (hd as f32).sqrt();
-    out.par_chunks_mut(hd).zip(q.par_chunks(hd)).enumerate().for_each_init(
-        Vec::new,
-        |scores: &mut Vec<f32>, (idx, (o, qh))| {
-            let (j, h) = (idx / n_head, idx % n_head);
-            let kvh = h / group;
-            let n_keys = pos0 + j + 1;
-            scores.clear();
-            let mut max = f32::NEG_INFINITY;
-            for t in 0..n_keys {
-                let k = &keys[t * kv_dim + kvh * hd..][..hd];
-                let s = dot(qh, k) * scale;
-                max = max.max(s);
-                scores.push(s);
+    let head = |scores: &mut Vec<f32>, (idx, (o, qh)): (usize, (&mut [f32], &[f32]))| {
+        let (j, h) = (idx / n_head, idx % n_head);
+        let kvh = h / group;
+        let n_keys = pos0 + j + 1;
+        scores.clear();
+        let mut max = f32::NEG_INFINITY;
+        for t in 0..n_keys {
+            let k = &keys[t * kv_dim + kvh * hd..][..hd];
+            let s = dot(qh, k) * scale;
+            max = max.max(s);
+            scores.push(s);
+        }
+        let mut sum = 0f32;
+        for s in scores.iter_mut() {
+            *s = (*s - max).exp();
+            sum += *s;
+        }
+        let inv = 1.0 / sum;
+        o.fill(0.0);
+        for (t, &p) in scores.iter().enumerate() {
+            let v = &values[t * kv_dim + kvh * hd..][..hd];
+            let w = p * inv;
+            for (a, &b) in o.iter_mut().zip(v) {
+                *a += w * b;
             }
-            let mut sum = 0f32;
-            for s in scores.iter_mut() {
-                *s = (*s - max).exp();
-                sum += *s;
-            }
-            let inv = 1.0 / sum;
-            o.fill(0.0);
-            for (t, &p) in scores.iter().enumerate() {
-                let v = &values[t * kv_dim + kvh * hd..][..hd];
-                let w = p * inv;
-                for (a, &b) in o.iter_mut().zip(v) {
-                    *a += w * b;
-                }
-            }
-        },
-    );
+        }
+    };
+    // Small calls (decode over a short context) run on this thread: waking the pool costs more.
+    let n = q.len() / (n_head * hd).max(1);
+    let work = n * n_head * (pos0 + n) * hd;
+    if work < PARALLEL_MIN_WORK {
+        let mut scores = Vec::new();
+        out.chunks_mut(hd).zip(q.chunks(hd)).enumerate().for_each(|p| head(&mut scores, p));
+    } else {
+        out.par_chunks_mut(hd).zip(q.par_chunks(hd)).enumerate().for_each_init(Vec::new, head);
+    }
 }
 
 #[cfg(test)]
@@ -153,6 +162,49 @@ mod tests {
         let mut out = [0f32; 4];
         attention(&shape, &q, &k, &v, 0, &mut out);
         assert_eq!(out, [7.0, -1.0, 7.0, -1.0]);
+    }
+
+    /// Both paths (sequential for small calls, parallel above PARALLEL_MIN_WORK) against a
+    /// plain f64 softmax attention.
+    #[test]
+    fn attention_matches_f64_on_both_paths() {
+        let (n_head, n_head_kv, hd) = (4, 2, 32);
+        let shape = AttnShape { n_head, n_head_kv, head_dim: hd };
+        let val = |i: usize| ((i * 7919 % 1000) as f32 / 500.0 - 1.0) * 0.7;
+        for (pos0, n) in [(3usize, 2usize), (300, 2)] {
+            let total = pos0 + n;
+            let q: Vec<f32> = (0..n * n_head * hd).map(val).collect();
+            let k: Vec<f32> = (0..total * n_head_kv * hd).map(|i| val(i + 11)).collect();
+            let v: Vec<f32> = (0..total * n_head_kv * hd).map(|i| val(i + 23)).collect();
+            let mut out = vec![0f32; q.len()];
+            attention(&shape, &q, &k, &v, pos0, &mut out);
+            for j in 0..n {
+                for h in 0..n_head {
+                    let kvh = h / (n_head / n_head_kv);
+                    let qh = &q[(j * n_head + h) * hd..][..hd];
+                    let s: Vec<f64> = (0..=pos0 + j)
+                        .map(|t| {
+                            let kt = &k[(t * n_head_kv + kvh) * hd..][..hd];
+                            let d: f64 = qh.iter().zip(kt).map(|(a, b)| f64::from(a * b)).sum();
+                            d / (hd as f64).sqrt()
+                        })
+                        .collect();
+                    let m = s.iter().cloned().fold(f64::MIN, f64::max);
+                    let z: f64 = s.iter().map(|x| (x - m).exp()).sum();
+                    for e in 0..hd {
+                        let want: f64 = s
+                            .iter()
+                            .enumerate()
+                            .map(|(t, x)| {
+                                (x - m).exp() / z * f64::from(v[(t * n_head_kv + kvh) * hd + e])
+                            })
+                            .sum();
+                        let got = f64::from(out[(j * n_head + h) * hd + e]);
+                        assert!((got - want).abs() < 1e-5, "pos0 {pos0} j {j} h {h}: {got} {want}");
+                    }
+                }
+            }
+        }
     }
 
     #[test]

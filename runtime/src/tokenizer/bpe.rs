@@ -12,6 +12,7 @@
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
+use std::hash::{BuildHasherDefault, Hasher};
 
 use super::vocab::{strings, Vocab, KEY_MERGES};
 use super::TokenizerError;
@@ -34,11 +35,51 @@ pub(crate) fn byte_to_char() -> [char; 256] {
     map
 }
 
+/// A fast multiplicative hasher for small integer keys (the Fx hash of rustc's
+/// `rustc-hash`: rotate by 5, xor, multiply by 0x517cc1b727220a95). Not DoS-resistant, which
+/// the merge table, built from the file, does not need.
+#[derive(Default, Clone, Copy)]
+pub(crate) struct FxHasher(u64);
+
+impl Hasher for FxHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for chunk in bytes.chunks(8) {
+            let mut b = [0u8; 8];
+            b[..chunk.len()].copy_from_slice(chunk);
+            self.write_u64(u64::from_le_bytes(b));
+        }
+    }
+    fn write_u32(&mut self, v: u32) {
+        self.write_u64(v.into());
+    }
+    fn write_u64(&mut self, v: u64) {
+        self.0 = (self.0.rotate_left(5) ^ v).wrapping_mul(0x517c_c1b7_2722_0a95);
+    }
+}
+
+pub(crate) type FxMap<K, V> = HashMap<K, V, BuildHasherDefault<FxHasher>>;
+
+/// A candidate merge: (rank, left symbol, right symbol, left id, right id, merged id); the
+/// heap pops the lowest rank, then the leftmost.
+type Candidate = (u32, usize, usize, u32, u32, u32);
+
+/// Buffers one word's merge loop reuses across words.
+#[derive(Default)]
+pub(crate) struct Scratch {
+    ids: Vec<Option<u32>>,
+    prev: Vec<usize>,
+    next: Vec<usize>,
+    heap: BinaryHeap<Reverse<Candidate>>,
+}
+
 /// The merge table and byte tokens of a byte-level BPE vocabulary.
 #[derive(Clone, Debug)]
 pub(crate) struct Bpe {
     /// (left id, right id) -> (rank, merged id).
-    merges: HashMap<(u32, u32), (u32, u32)>,
+    merges: FxMap<(u32, u32), (u32, u32)>,
     /// The token of each byte's mapped character (`None`: absent from the vocabulary).
     byte_ids: [Option<u32>; 256],
     /// Each token's bytes (normal tokens mapped back through the byte map; others verbatim).
@@ -49,15 +90,18 @@ impl Bpe {
     pub(crate) fn from_gguf(f: &GgufFile, vocab: &Vocab) -> Result<Bpe, TokenizerError> {
         let merges_text =
             strings(f, KEY_MERGES)?.ok_or(TokenizerError::MissingKey { key: KEY_MERGES })?;
-        let mut merges = HashMap::with_capacity(merges_text.len());
-        let bad = |index, reason: String| TokenizerError::BadElement { key: KEY_MERGES, index, reason };
+        let mut merges = FxMap::with_capacity_and_hasher(merges_text.len(), Default::default());
+        let bad =
+            |index, reason: String| TokenizerError::BadElement { key: KEY_MERGES, index, reason };
         for (i, m) in merges_text.iter().enumerate() {
             let (l, r) = m
                 .split_once(' ')
                 .filter(|(l, r)| !l.is_empty() && !r.is_empty())
                 .ok_or_else(|| bad(i, format!("{m:?} is not \"LEFT RIGHT\"")))?;
             let id = |t: &str| {
-                vocab.id(t).ok_or_else(|| bad(i, format!("{m:?}: token {t:?} is not in the vocabulary")))
+                vocab
+                    .id(t)
+                    .ok_or_else(|| bad(i, format!("{m:?}: token {t:?} is not in the vocabulary")))
             };
             let (li, ri) = (id(l)?, id(r)?);
             let merged = id(&format!("{l}{r}"))?;
@@ -71,9 +115,12 @@ impl Bpe {
         for (b, c) in map.iter().enumerate() {
             byte_ids[b] = vocab.id(c.encode_utf8(&mut buf));
         }
-        let mut rev = HashMap::with_capacity(256);
+        // Every mapped character is below U+0144: a direct table.
+        let mut rev = [None; 0x144];
         for (b, c) in map.iter().enumerate() {
-            rev.insert(*c, b as u8);
+            if let Some(slot) = rev.get_mut(*c as usize) {
+                *slot = Some(b as u8);
+            }
         }
         let pieces = vocab
             .tokens
@@ -83,8 +130,8 @@ impl Bpe {
                 if *ty == super::TokenType::Normal {
                     let mut out = Vec::with_capacity(t.len());
                     for c in t.chars() {
-                        match rev.get(&c) {
-                            Some(b) => out.push(*b),
+                        match rev.get(c as usize).copied().flatten() {
+                            Some(b) => out.push(b),
                             // Not a mapped byte: keep the character's own UTF-8.
                             None => out.extend_from_slice(c.encode_utf8(&mut buf).as_bytes()),
                         }
@@ -99,18 +146,21 @@ impl Bpe {
     }
 
     /// Appends the tokens of one pre-tokenized word.
-    pub(crate) fn encode_word(&self, word: &str, out: &mut Vec<u32>) {
-        // Symbols: (id, prev, next); merged-away symbols get id None.
-        let bytes = word.as_bytes();
-        let mut ids: Vec<Option<u32>> = bytes.iter().map(|&b| self.byte_ids[b as usize]).collect();
-        let n = ids.len();
+    pub(crate) fn encode_word(&self, word: &str, sc: &mut Scratch, out: &mut Vec<u32>) {
+        let n = word.len();
         if n == 0 {
             return;
         }
-        let mut prev: Vec<usize> = (0..n).map(|i| i.wrapping_sub(1)).collect();
-        let mut next: Vec<usize> = (1..=n).collect();
-        let mut alive = vec![true; n];
-        let mut heap = BinaryHeap::new();
+        // Symbols: ids[i] (None: a byte without a token), linked by prev/next; a merged-away
+        // symbol is unlinked and its id cleared.
+        let Scratch { ids, prev, next, heap } = sc;
+        ids.clear();
+        ids.extend(word.bytes().map(|b| self.byte_ids[b as usize]));
+        prev.clear();
+        prev.extend((0..n).map(|i| i.wrapping_sub(1)));
+        next.clear();
+        next.extend(1..=n);
+        heap.clear();
         let push = |heap: &mut BinaryHeap<_>, ids: &[Option<u32>], l: usize, r: usize| {
             if let (Some(a), Some(b)) = (ids[l], ids[r]) {
                 if let Some(&(rank, merged)) = self.merges.get(&(a, b)) {
@@ -119,24 +169,25 @@ impl Bpe {
             }
         };
         for i in 1..n {
-            push(&mut heap, &ids, i - 1, i);
+            push(heap, ids, i - 1, i);
         }
         while let Some(Reverse((_, l, r, a, b, merged))) = heap.pop() {
-            // Stale: one side merged since, or changed.
-            if !alive[l] || !alive[r] || next[l] != r || ids[l] != Some(a) || ids[r] != Some(b) {
+            // Stale: one side merged since (then r is no longer l's neighbour, or an id changed).
+            if next[l] != r || ids[l] != Some(a) || ids[r] != Some(b) {
                 continue;
             }
             ids[l] = Some(merged);
-            alive[r] = false;
+            ids[r] = None;
             next[l] = next[r];
-            if next[r] < n {
-                prev[next[r]] = l;
+            next[r] = usize::MAX;
+            if next[l] < n {
+                prev[next[l]] = l;
             }
             if prev[l] < n {
-                push(&mut heap, &ids, prev[l], l);
+                push(heap, ids, prev[l], l);
             }
             if next[l] < n {
-                push(&mut heap, &ids, l, next[l]);
+                push(heap, ids, l, next[l]);
             }
         }
         let mut i = 0;

@@ -72,7 +72,9 @@ impl ChatTemplate {
         if !(template.contains("message['role']") || template.contains("message.role"))
             || !(template.contains("message['content']") || template.contains("message.content"))
         {
-            return unsupported("a ChatML template that does not print message role and content".into());
+            return unsupported(
+                "a ChatML template that does not print message role and content".into(),
+            );
         }
         // A default system message: a literal "<|im_start|>system\n...<|im_end|>" in a quoted
         // string, guarded by a test that the first message is not a system message.
@@ -83,7 +85,8 @@ impl ChatTemplate {
             if let Some(end) = rest.find(END) {
                 let text = &rest[..end];
                 let literal = !text.contains(['{', '}', '\'', '"']);
-                let guarded = template.contains("!= 'system'") || template.contains("!= \"system\"");
+                let guarded =
+                    template.contains("!= 'system'") || template.contains("!= \"system\"");
                 if literal && guarded {
                     default_system = Some(text.to_owned());
                 } else if literal || !text.contains("message") {

@@ -27,6 +27,8 @@ pub use pretok::PreTokenizer;
 pub use stream::StreamDecoder;
 pub use vocab::TokenType;
 
+use std::collections::HashMap;
+
 use crate::gguf::GgufFile;
 use bpe::Bpe;
 use spm::Spm;
@@ -175,12 +177,21 @@ impl Tokenizer {
         let fragments = self.partition(text, parse_special);
         match &self.model {
             Model::Bpe { bpe, pre } => {
+                let mut scratch = bpe::Scratch::default();
+                // Words repeat: each distinct word is merged once per call.
+                let mut cache: HashMap<&str, (usize, usize)> = HashMap::new();
                 for f in fragments {
                     match f {
                         Fragment::Token(id) => out.push(id),
                         Fragment::Text(t) => {
                             for word in pre.split(t) {
-                                bpe.encode_word(word, &mut out);
+                                if let Some(&(at, len)) = cache.get(word) {
+                                    out.extend_from_within(at..at + len);
+                                } else {
+                                    let at = out.len();
+                                    bpe.encode_word(word, &mut scratch, &mut out);
+                                    cache.insert(word, (at, out.len() - at));
+                                }
                             }
                         }
                     }

@@ -59,7 +59,7 @@ impl PreTokenizer {
     }
 
     /// Splits `text` into pieces (non-empty, in order, concatenating to `text`).
-    pub fn split<'a>(self, text: &'a str) -> Vec<&'a str> {
+    pub fn split(self, text: &str) -> Vec<&str> {
         let mut pieces: Vec<&str> = if text.is_empty() { Vec::new() } else { vec![text] };
         for &stage in self.stages() {
             let mut next = Vec::with_capacity(pieces.len() * 2);
@@ -102,7 +102,9 @@ fn find_at(stage: Stage, s: &str, pos: usize) -> Option<usize> {
     match stage {
         Stage::EachNumber => is_number(c).then(|| pos + c.len_utf8()),
         Stage::PunctRun => {
-            let run = run_len(rest, |c| is_punct(c) || matches!(c, '$' | '+' | '<' | '=' | '>' | '^' | '~' | '|'));
+            let run = run_len(rest, |c| {
+                is_punct(c) || matches!(c, '$' | '+' | '<' | '=' | '>' | '^' | '~' | '|')
+            });
             (run > 0).then_some(pos + run)
         }
         Stage::NumberRun => {

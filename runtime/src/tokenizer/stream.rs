@@ -4,7 +4,7 @@
 //! UTF-8 are replaced (by U+FFFD).
 //! What must not live here: the token -> bytes tables (`bpe.rs`, `spm.rs`).
 
-use super::{Tokenizer, TokenType};
+use super::{TokenType, Tokenizer};
 
 /// Turns a stream of token ids into text, holding incomplete UTF-8 sequences back.
 #[derive(Debug)]

@@ -44,7 +44,8 @@ pub fn is_number(c: char) -> bool {
 pub fn is_punct(c: char) -> bool {
     if c.is_ascii() {
         // ASCII P excludes the symbols $ + < = > ^ ` | ~ (category S).
-        c.is_ascii_punctuation() && !matches!(c, '$' | '+' | '<' | '=' | '>' | '^' | '`' | '|' | '~')
+        c.is_ascii_punctuation()
+            && !matches!(c, '$' | '+' | '<' | '=' | '>' | '^' | '`' | '|' | '~')
     } else {
         in_table(&PUNCT, c)
     }

@@ -3,8 +3,7 @@
 //! `TokenType`, NORMAL = 1 ... BYTE = 6; defaults: llama.cpp src/llama-vocab.cpp `load`).
 //! What must not live here: tokenization algorithms.
 
-use std::collections::HashMap;
-
+use super::bpe::FxMap;
 use super::TokenizerError;
 use crate::gguf::{GgufFile, Value, ValueType};
 
@@ -65,7 +64,7 @@ pub(crate) struct Vocab {
     pub tokens: Vec<String>,
     pub types: Vec<TokenType>,
     /// Text -> id (the last id wins for duplicate texts, as in llama.cpp's `token_to_id`).
-    pub ids: HashMap<String, u32>,
+    pub ids: FxMap<String, u32>,
     pub bos: Option<u32>,
     pub eos: Option<u32>,
     pub unk: Option<u32>,
@@ -75,11 +74,16 @@ pub(crate) struct Vocab {
     pub add_space_prefix: bool,
 }
 
-pub(crate) fn string<'a>(f: &'a GgufFile, key: &'static str) -> Result<Option<&'a str>, TokenizerError> {
+pub(crate) fn string<'a>(
+    f: &'a GgufFile,
+    key: &'static str,
+) -> Result<Option<&'a str>, TokenizerError> {
     match f.get(key) {
         None => Ok(None),
         Some(Value::String(s)) => Ok(Some(s)),
-        Some(v) => Err(TokenizerError::WrongType { key, expected: "STRING", found: v.value_type() }),
+        Some(v) => {
+            Err(TokenizerError::WrongType { key, expected: "STRING", found: v.value_type() })
+        }
     }
 }
 
@@ -212,7 +216,7 @@ impl Vocab {
                     .collect::<Result<Vec<_>, _>>()?
             }
         };
-        let mut ids = HashMap::with_capacity(n);
+        let mut ids = FxMap::with_capacity_and_hasher(n, Default::default());
         for (i, t) in tokens.iter().enumerate() {
             ids.insert(t.clone(), i as u32);
         }

@@ -1,7 +1,7 @@
 //! Registry, length checks and `#[target_feature]` entry points of the x86 kernels for the
-//! formats beyond Q8_0/Q4_0/ROCmFP2: TQ2_0, Q4_K and Q6_K (against Q8_K), PQ2_0 and ROCmFP3
-//! (against Q8_0); the HFP4 family (f32 activations) is forwarded to [`super::hfp4`]. The
-//! kernel bodies live in [`super::ternary`], [`super::fp3`] and [`super::kquant`]; the AVX-512
+//! formats beyond Q8_0/Q4_0/ROCmFPX: TQ2_0, Q4_K and Q6_K (against Q8_K) and PQ2_0 (against
+//! Q8_0); the HFP4 family (f32 activations) is forwarded to [`super::hfp4`]. The kernel bodies
+//! live in [`super::ternary`] and [`super::kquant`]; the AVX-512
 //! entry points compile the same bodies with AVX-512 F/BW/VL enabled (EVEX encodings, 32
 //! registers).
 //!
@@ -9,7 +9,7 @@
 //! reference's f32 expression per block, block order per row: the 8 lanes of a vector are 8
 //! rows), so each inherits its format's reference bound constant, stated at its body.
 //!
-//! What must not live here: kernel arithmetic (bodies), the Q8_0/Q4_0/ROCmFP2 kernels.
+//! What must not live here: kernel arithmetic (bodies), the Q8_0/Q4_0/ROCmFPX kernels.
 
 use std::arch::x86_64::*;
 use std::ops::Range;
@@ -18,7 +18,7 @@ use lowbit_core::error::Buffer;
 use lowbit_core::format::ggml::{BlockQ8K, BlockQ8_0};
 use lowbit_core::{Error, FormatId};
 
-use super::{fp3, kquant, ternary};
+use super::{kquant, ternary};
 use crate::act::{ActData, Acts};
 use crate::kernels::{Kernel, MAX_TILE};
 
@@ -26,8 +26,6 @@ use crate::kernels::{Kernel, MAX_TILE};
 pub(crate) const W_TQ2: u8 = 10;
 /// Weight code: PQ2_0 (128-element blocks of 34 bytes, four Q8_0 blocks each).
 pub(crate) const W_PQ2: u8 = 11;
-/// Weight code: ROCmFP3 (32-element blocks of 14 bytes, one Q8_0 block each).
-pub(crate) const W_FP3: u8 = 12;
 /// Weight code: Q4_K (256-element blocks of 144 bytes, Q8_K activations).
 pub(crate) const W_Q4K: u8 = 13;
 /// Weight code: Q6_K (256-element blocks of 210 bytes, Q8_K activations).
@@ -46,8 +44,7 @@ pub(crate) const fn geometry(f: u8) -> (usize, usize) {
         W_Q4K => (144, 256),
         W_Q6K => (210, 256),
         W_Q2K => (84, 256),
-        W_Q5K => (176, 256),
-        _ => (14, 32),
+        _ => (176, 256),
     }
 }
 
@@ -56,7 +53,6 @@ pub(crate) fn kernel_avx2(format: FormatId) -> Option<Kernel> {
     match format {
         FormatId::Tq2_0 => Some(Kernel { name: "avx2-tq2_0", f: run_avx2::<W_TQ2> }),
         FormatId::Pq2_0 => Some(Kernel { name: "avx2-pq2_0", f: run_avx2::<W_PQ2> }),
-        FormatId::RocmFp3 => Some(Kernel { name: "avx2-rocmfp3", f: run_avx2::<W_FP3> }),
         FormatId::Q4K => Some(Kernel { name: "avx2-q4_k", f: run_avx2::<W_Q4K> }),
         FormatId::Q6K => Some(Kernel { name: "avx2-q6_k", f: run_avx2::<W_Q6K> }),
         _ => super::hfp4::kernel_avx2(format),
@@ -68,7 +64,6 @@ pub(crate) fn kernel_avx512(format: FormatId) -> Option<Kernel> {
     match format {
         FormatId::Tq2_0 => Some(Kernel { name: "avx512-tq2_0", f: run_avx512::<W_TQ2> }),
         FormatId::Pq2_0 => Some(Kernel { name: "avx512-pq2_0", f: run_avx512::<W_PQ2> }),
-        FormatId::RocmFp3 => Some(Kernel { name: "avx512-rocmfp3", f: run_avx512::<W_FP3> }),
         FormatId::Q4K => Some(Kernel { name: "avx512-q4_k", f: run_avx512::<W_Q4K> }),
         FormatId::Q6K => Some(Kernel { name: "avx512-q6_k", f: run_avx512::<W_Q6K> }),
         _ => super::hfp4::kernel_avx512(format),
@@ -110,7 +105,7 @@ pub(crate) fn check<'a, const F: u8>(
         (ActData::Q8K(b), W_TQ2 | W_Q4K | W_Q6K | W_Q2K | W_Q5K) => {
             (ActSlice::Q8K(b), b.len(), 256)
         }
-        (ActData::Q8_0 { blocks, d }, W_PQ2 | W_FP3) if d.len() == blocks.len() => {
+        (ActData::Q8_0 { blocks, d }, W_PQ2) if d.len() == blocks.len() => {
             (ActSlice::Q8_0(blocks, d), blocks.len(), 32)
         }
         _ => {
@@ -200,12 +195,9 @@ unsafe fn dispatch<const F: u8>(
             (W_Q6K, 1) => kquant::kq::<true, 1>(w, rb, s, cols, out),
             (W_Q6K, 2..=4) => kquant::kq::<true, 4>(w, rb, s, cols, out),
             (W_Q6K, _) => kquant::kq::<true, 16>(w, rb, s, cols, out),
-            (W_PQ2, 1) => ternary::pq2::<1>(w, rb, s, cols, out),
-            (W_PQ2, 2..=4) => ternary::pq2::<4>(w, rb, s, cols, out),
-            (W_PQ2, _) => ternary::pq2::<16>(w, rb, s, cols, out),
-            (_, 1) => fp3::body::<1>(w, rb, s, cols, out),
-            (_, 2..=4) => fp3::body::<4>(w, rb, s, cols, out),
-            (_, _) => fp3::body::<16>(w, rb, s, cols, out),
+            (_, 1) => ternary::pq2::<1>(w, rb, s, cols, out),
+            (_, 2..=4) => ternary::pq2::<4>(w, rb, s, cols, out),
+            (_, _) => ternary::pq2::<16>(w, rb, s, cols, out),
         }
     }
 }

@@ -1,6 +1,6 @@
 //! x86-64 SIMD kernels: AVX2 ([`avx2`]) and AVX-512 ([`avx512`]) for Q8_0 and Q4_0 against
 //! Q8_0 activations; AVX-512 `z512` for Q4_0 tiles of up to 4 columns, the K-quants, the
-//! ternary types, MXFP4 and IQ4_NL; `rocmfpx` (ROCmFP2, tried first), `fp3` (ROCmFP3), `ext`
+//! ternary types, MXFP4 and IQ4_NL; `rocmfpx` (ROCmFP2 and ROCmFP3, tried first), `ext`
 //! and `ternary` (AVX2 ternary), `kquant` (AVX2 K-quants) and `hfp4`/`hfp4_512` (the HFP4
 //! family). Every other format falls back to the scalar kernel.
 //!
@@ -17,7 +17,6 @@
 pub(crate) mod avx2;
 pub(crate) mod avx512;
 mod ext;
-mod fp3;
 mod hfp4;
 mod hfp4_512;
 mod kquant;
@@ -55,6 +54,11 @@ pub(crate) fn kernel(isa: Isa, format: FormatId) -> Option<Kernel> {
         Isa::Avx2 => avx2::kernel(format).or_else(|| ext::kernel_avx2(format)),
         Isa::Avx512 => avx512::kernel(format).or_else(|| ext::kernel_avx512(format)),
     })
+}
+
+/// The repack and activation-layout hooks of the SIMD kernel for `(isa, format)`.
+pub(crate) fn extras(isa: Isa, format: FormatId) -> crate::kernels::Extras {
+    rocmfpx::extras(isa, format)
 }
 
 /// What the unsafe bodies may rely on, checked by [`check_q8_0`].

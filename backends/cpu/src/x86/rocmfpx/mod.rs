@@ -1,17 +1,21 @@
-//! ROCmFP2 kernels for AVX2 and AVX-512 against Q8_0 activations: registry, checks and
-//! `#[target_feature]` entry points. The activation layout and its builder live in [`prep`],
-//! the kernel bodies (and their accumulation bound, c = 1) in [`fp2`].
+//! ROCmFP2 and ROCmFP3 kernels for AVX2 and AVX-512 against Q8_0 activations: registry,
+//! upload-time repack, checks and `#[target_feature]` entry points. The activation layout and
+//! its builder live in [`prep`], the kernel bodies (and their accumulation bound, c = 1) in
+//! [`body`], each format's repacked weight layout and decoders in [`fp2`] and [`fp3`].
 //!
-//! Each call first lays out the tile's activation columns in the kernel order ([`prep::build`],
-//! K/32 blocks per column: small next to the rows of the chunk), then runs the body. Tiles of
-//! n = 2..16 columns decode each group of 8 weight blocks once per row and reuse it for every
-//! column.
+//! The activation columns are laid out in the kernel order once per matmul call ([`prep_acts`],
+//! run by the driver through `kernels::Extras::prep`); a kernel call that finds no such layout
+//! (or one of the wrong size) builds the tile's own ([`prep::build`]). The weights are
+//! repacked at upload ([`body::repack_row`]). Tiles of n = 2..16 columns decode each group of 8
+//! weight blocks once per row and reuse it for every column.
 //!
-//! What must not live here: kernel arithmetic, other formats.
+//! What must not live here: kernel arithmetic, formats outside the ROCmFPX family.
 
 #![allow(clippy::incompatible_msrv)]
 
+mod body;
 mod fp2;
+mod fp3;
 mod prep;
 
 use std::ops::Range;
@@ -20,37 +24,134 @@ use lowbit_core::format::ggml::BlockQ8_0;
 use lowbit_core::{Error, FormatId};
 
 use super::check_q8_0;
-use crate::act::Acts;
+use crate::act::{Acts, Layout};
 use crate::isa::Isa;
-use crate::kernels::Kernel;
+use crate::kernels::{Extras, Kernel};
+use body::Codec;
+use fp2::Fp2;
+use fp3::Fp3;
 use prep::{Group, GROUP};
 
 /// The kernel of this module for `(isa, format)`, if one exists.
 pub(crate) fn kernel(isa: Isa, format: FormatId) -> Option<Kernel> {
     match (isa, format) {
-        (Isa::Avx2, FormatId::RocmFp2) => Some(Kernel { name: "avx2-rocmfp2-g8", f: run_avx2 }),
+        (Isa::Avx2, FormatId::RocmFp2) => {
+            Some(Kernel { name: "avx2-rocmfp2-g8", f: run_avx2::<Fp2> })
+        }
         (Isa::Avx512, FormatId::RocmFp2) => {
-            Some(Kernel { name: "avx512-rocmfp2-g8", f: run_avx512 })
+            Some(Kernel { name: "avx512-rocmfp2-g8", f: run_avx512::<Fp2> })
+        }
+        (Isa::Avx2, FormatId::RocmFp3) => {
+            Some(Kernel { name: "avx2-rocmfp3-g8", f: run_avx2::<Fp3> })
+        }
+        (Isa::Avx512, FormatId::RocmFp3) => {
+            Some(Kernel { name: "avx512-rocmfp3-g8", f: run_avx512::<Fp3> })
         }
         _ => None,
     }
 }
 
+/// The repack and activation-layout hooks of this module's kernel for `(isa, format)`.
+pub(crate) fn extras(isa: Isa, format: FormatId) -> Extras {
+    match (isa, format) {
+        (Isa::Avx2 | Isa::Avx512, FormatId::RocmFp2) => {
+            Extras { repack: Some(body::repack_row::<Fp2>), prep: Some(prep_acts) }
+        }
+        (Isa::Avx2 | Isa::Avx512, FormatId::RocmFp3) => {
+            Extras { repack: Some(body::repack_row::<Fp3>), prep: Some(prep_acts) }
+        }
+        _ => Extras::default(),
+    }
+}
+
+/// The activation groups of every column of `acts` (a `Vec<Group>`, `n * ceil(K / 256)`
+/// groups, column after column), or `None` when `acts` is not Q8_0.
+///
+/// Registered (through [`extras`]) only for `Isa::Avx2` and `Isa::Avx512`, whose availability
+/// `KernelTable::new` has checked: that is what makes the AVX2 call sound.
+fn prep_acts(acts: &Acts) -> Option<Layout> {
+    let crate::act::ActData::Q8_0 { blocks, d } = &acts.data else { return None };
+    let nb = acts.k / 32;
+    let ng = nb.div_ceil(GROUP);
+    if nb == 0 || blocks.len() != acts.n * nb || d.len() != blocks.len() {
+        return None;
+    }
+    let mut g = vec![prep::ZERO; acts.n * ng];
+    use rayon::prelude::*;
+    g.par_chunks_mut(ng).enumerate().for_each(|(j, out)| {
+        // SAFETY: AVX2 is available (see above); column `j < n` has `nb` blocks and scales in
+        // `blocks`/`d` (lengths checked above) and `out` holds `ng` groups.
+        unsafe { build_avx2(blocks, d, nb, j..j + 1, out) };
+    });
+    Some(Layout(std::sync::Arc::new(g)))
+}
+
+/// [`prep::build`] compiled for AVX2.
+///
+/// # Safety
+/// AVX2 is available; the invariants of [`prep::build`] hold.
+#[target_feature(enable = "avx2")]
+unsafe fn build_avx2(
+    a: &[BlockQ8_0],
+    ad: &[f32],
+    nb: usize,
+    cols: Range<usize>,
+    out: &mut [Group],
+) {
+    // SAFETY: forwarded from the caller.
+    unsafe { prep::build(a, ad, nb, cols, out) }
+}
+
+/// The activation groups of the call's tile: the columns `cols` of the once-per-call layout
+/// where `acts` has one of the right size, otherwise built here.
+enum Groups<'a> {
+    /// The shared layout (all columns) and the index of the tile's first group.
+    Shared(&'a [Group], usize),
+    /// Built for this tile only (columns `cols` from 0).
+    Own(Vec<Group>),
+}
+
 /// The checked inputs of a call and the activation groups of its tile.
-fn setup(
+fn setup<'a, C: Codec>(
     format: FormatId,
     w: &[u8],
     rb: usize,
-    acts: &Acts,
+    acts: &'a Acts,
     cols: &Range<usize>,
     out: &[f32],
-) -> Result<(usize, Vec<Group>), Error> {
-    let ck = check_q8_0(format, w, rb, acts, cols, out, 10)?;
-    let groups = vec![prep::ZERO; cols.len() * ck.nb.div_ceil(GROUP)];
+) -> Result<(usize, Groups<'a>), Error> {
+    let ck = check_q8_0(format, w, rb, acts, cols, out, C::BLOCK)?;
+    let ng = ck.nb.div_ceil(GROUP);
+    let shared = acts.layout.as_ref().and_then(|l| l.0.downcast_ref::<Vec<Group>>());
+    let groups = match shared {
+        Some(g) if g.len() == acts.n * ng => Groups::Shared(g, cols.start * ng),
+        _ => Groups::Own(vec![prep::ZERO; cols.len() * ng]),
+    };
     Ok((ck.nb, groups))
 }
 
-fn run_avx2(
+/// The tile's activation groups: the shared layout's, or built into the tile's own.
+fn tile_groups<'a>(
+    groups: &'a mut Groups<'_>,
+    acts: &Acts,
+    nb: usize,
+    cols: &Range<usize>,
+) -> &'a [Group] {
+    match groups {
+        Groups::Shared(g, first) => &g[*first..],
+        Groups::Own(v) => {
+            let (a, ad) = blocks(acts);
+            // SAFETY: this module's kernels (the only callers) are reachable only through
+            // `kernel`, for AVX2/AVX-512 after `KernelTable::new` checked the ISA is available,
+            // so AVX2 is; `check_q8_0` checked `a`/`ad` hold `nb` entries for every column of
+            // `cols`, and `v` has `cols.len() * ng` groups (`setup`).
+            unsafe { build_avx2(a, ad, nb, cols.clone(), v) };
+            v
+        }
+    }
+}
+
+fn run_avx2<C: Codec>(
     format: FormatId,
     w: &[u8],
     rb: usize,
@@ -58,16 +159,18 @@ fn run_avx2(
     cols: Range<usize>,
     out: &mut [f32],
 ) -> Result<(), Error> {
-    let (nb, mut groups) = setup(format, w, rb, acts, &cols, out)?;
-    let (a, ad) = blocks(acts);
+    let (nb, mut groups) = setup::<C>(format, w, rb, acts, &cols, out)?;
+    let g = tile_groups(&mut groups, acts, nb, &cols);
     // SAFETY: reachable only through `kernel`, which `KernelTable::new` calls only for
     // `Isa::Avx2` after `Isa::Avx2.available()` detected AVX2, FMA and F16C; `check_q8_0`
-    // checked the lengths the bodies rely on and `groups` has `cols.len() * ng` entries.
-    unsafe { entry_avx2(w, rb, nb, a, ad, cols, &mut groups, out) };
+    // checked the lengths the bodies rely on, and `g` holds the tile's `cols.len() * ng`
+    // groups from its start (`setup`: an own vector of that size, or the shared layout of
+    // `acts.n * ng` groups from the tile's first column); `w` was repacked at upload.
+    unsafe { entry_avx2::<C>(w, rb, nb, cols.len(), g, out) };
     Ok(())
 }
 
-fn run_avx512(
+fn run_avx512<C: Codec>(
     format: FormatId,
     w: &[u8],
     rb: usize,
@@ -75,12 +178,12 @@ fn run_avx512(
     cols: Range<usize>,
     out: &mut [f32],
 ) -> Result<(), Error> {
-    let (nb, mut groups) = setup(format, w, rb, acts, &cols, out)?;
-    let (a, ad) = blocks(acts);
+    let (nb, mut groups) = setup::<C>(format, w, rb, acts, &cols, out)?;
+    let g = tile_groups(&mut groups, acts, nb, &cols);
     // SAFETY: reachable only through `kernel`, which `KernelTable::new` calls only for
     // `Isa::Avx512` after `Isa::Avx512.available()` detected AVX-512 F/BW/VL, AVX2, FMA and
-    // F16C; `check_q8_0` checked the lengths and `groups` has `cols.len() * ng` entries.
-    unsafe { entry_avx512(w, rb, nb, a, ad, cols, &mut groups, out) };
+    // F16C; lengths and `g` as in `run_avx2`.
+    unsafe { entry_avx512::<C>(w, rb, nb, cols.len(), g, out) };
     Ok(())
 }
 
@@ -93,61 +196,53 @@ fn blocks(acts: &Acts) -> (&[BlockQ8_0], &[f32]) {
 }
 
 #[target_feature(enable = "avx2,fma,f16c")]
-#[allow(clippy::too_many_arguments)]
-unsafe fn entry_avx2(
+unsafe fn entry_avx2<C: Codec>(
     w: &[u8],
     rb: usize,
     nb: usize,
-    a: &[BlockQ8_0],
-    ad: &[f32],
-    cols: Range<usize>,
-    g: &mut [Group],
+    n: usize,
+    g: &[Group],
     out: &mut [f32],
 ) {
-    let n = cols.len();
-    // SAFETY: the caller guarantees the features and the `check_q8_0` invariants.
+    // SAFETY: the caller guarantees the features and the `check_q8_0` invariants; `g` holds
+    // the tile's `n * ng` groups from its start.
     unsafe {
-        prep::build(a, ad, nb, cols, g);
         match n {
-            1 => fp2::body256::<2, 1>(w, rb, nb, g, n, out),
-            2 => fp2::body256::<2, 2>(w, rb, nb, g, n, out),
-            3 => fp2::body256::<1, 3>(w, rb, nb, g, n, out),
-            4 => fp2::body256::<1, 4>(w, rb, nb, g, n, out),
-            5 => fp2::body256::<1, 5>(w, rb, nb, g, n, out),
-            6 => fp2::body256::<1, 6>(w, rb, nb, g, n, out),
-            7 => fp2::body256::<1, 7>(w, rb, nb, g, n, out),
-            _ => fp2::body256::<1, 8>(w, rb, nb, g, n, out),
+            1 => body::body256::<C, 2, 1>(w, rb, nb, g, n, out),
+            2 => body::body256::<C, 2, 2>(w, rb, nb, g, n, out),
+            3 => body::body256::<C, 1, 3>(w, rb, nb, g, n, out),
+            4 => body::body256::<C, 1, 4>(w, rb, nb, g, n, out),
+            5 => body::body256::<C, 1, 5>(w, rb, nb, g, n, out),
+            6 => body::body256::<C, 1, 6>(w, rb, nb, g, n, out),
+            7 => body::body256::<C, 1, 7>(w, rb, nb, g, n, out),
+            _ => body::body256::<C, 1, 8>(w, rb, nb, g, n, out),
         }
     }
 }
 
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
-#[allow(clippy::too_many_arguments)]
-unsafe fn entry_avx512(
+unsafe fn entry_avx512<C: Codec>(
     w: &[u8],
     rb: usize,
     nb: usize,
-    a: &[BlockQ8_0],
-    ad: &[f32],
-    cols: Range<usize>,
-    g: &mut [Group],
+    n: usize,
+    g: &[Group],
     out: &mut [f32],
 ) {
-    let n = cols.len();
-    // SAFETY: the caller guarantees the features and the `check_q8_0` invariants.
+    // SAFETY: the caller guarantees the features and the `check_q8_0` invariants; `g` holds
+    // the tile's `n * ng` groups from its start.
     unsafe {
-        prep::build(a, ad, nb, cols, g);
         match n {
-            1 => fp2::body512::<2, 1>(w, rb, nb, g, n, out),
-            2 => fp2::body512::<2, 2>(w, rb, nb, g, n, out),
-            3 => fp2::body512::<2, 3>(w, rb, nb, g, n, out),
-            4 => fp2::body512::<2, 4>(w, rb, nb, g, n, out),
-            5 => fp2::body512::<1, 5>(w, rb, nb, g, n, out),
-            6 => fp2::body512::<1, 6>(w, rb, nb, g, n, out),
-            7 => fp2::body512::<1, 7>(w, rb, nb, g, n, out),
-            8 => fp2::body512::<1, 8>(w, rb, nb, g, n, out),
-            9..=12 => fp2::body512::<1, 12>(w, rb, nb, g, n, out),
-            _ => fp2::body512::<1, 16>(w, rb, nb, g, n, out),
+            1 => body::body512::<C, 4, 1>(w, rb, nb, g, n, out),
+            2 => body::body512::<C, 2, 2>(w, rb, nb, g, n, out),
+            3 => body::body512::<C, 2, 3>(w, rb, nb, g, n, out),
+            4 => body::body512::<C, 2, 4>(w, rb, nb, g, n, out),
+            5 => body::body512::<C, 1, 5>(w, rb, nb, g, n, out),
+            6 => body::body512::<C, 1, 6>(w, rb, nb, g, n, out),
+            7 => body::body512::<C, 1, 7>(w, rb, nb, g, n, out),
+            8 => body::body512::<C, 1, 8>(w, rb, nb, g, n, out),
+            9..=12 => body::body512::<C, 1, 12>(w, rb, nb, g, n, out),
+            _ => body::body512::<C, 1, 16>(w, rb, nb, g, n, out),
         }
     }
 }

@@ -1,14 +1,13 @@
-//! The activation layout of the ROCmFP2 kernels ([`Group`]) and its builder.
+//! The activation layout of the ROCmFPX kernels ([`Group`]) and its builder.
 //!
-//! The weight decode of [`super::fp2`] gathers the eight 8-byte code words of 8 consecutive
-//! blocks of a row into one 512-bit vector (qword `q` = block `q`) and extracts code `t` of
-//! every code byte with one uniform shift by `2t` and a mask: byte `j` of qword `q` of vector
-//! `t` is then the code of element `4j + t` of block `q`. The activations are laid out the same
-//! way once per kernel call, so the weights never need a byte permutation per row. With
-//! offset weights `w + 4` in `{0, 3, 5, 8}` (unsigned, for `vpmaddubsw`), each 16-element half
-//! needs the correction `4 * sum(a)` over that half, stored here as `a4`; `d` holds the Q8_0
-//! block scale times 128 (the factor the weight-scale conversion leaves out, see
-//! [`super::fp2`]).
+//! The weight decoders ([`super::fp2`], [`super::fp3`]) load the code words of 8 consecutive
+//! blocks of a row (repacked at upload, qword `q` = block `q`) and turn them into four vectors
+//! in which byte `j` of qword `q` of vector `t` is the offset level of element `4j + t` of
+//! block `q`. The activations are laid out the same way once per matmul call, so the weights
+//! never need a byte permutation per row. With offset weights `w + 4` in `0..=8` (unsigned,
+//! for `vpmaddubsw`), each 16-element half needs the correction `4 * sum(a)` over that half,
+//! stored here as `a4`; `d` holds the Q8_0 block scale times 128 (the factor the weight-scale
+//! conversion leaves out, see [`super::fp2`]).
 //!
 //! What must not live here: weight decoding, the dot products.
 
