@@ -212,6 +212,11 @@ impl Engine {
         &self.model
     }
 
+    /// The model, mutably (to set a matmul observer).
+    pub fn model_mut(&mut self) -> &mut Llama<CpuBackend> {
+        &mut self.model
+    }
+
     /// The tokenizer.
     pub fn tokenizer(&self) -> &Tokenizer {
         &self.tokenizer

@@ -66,6 +66,8 @@ enum Cmd {
     /// KL divergence of a model against a base model on a text file (and same-top-token %,
     /// perplexity ratio).
     Kld(KldArgs),
+    /// Compute an importance matrix over a calibration text (llama.cpp's GGUF imatrix layout).
+    Imatrix(ImatrixArgs),
     /// Tokenize text with a GGUF file's tokenizer; print the token ids (or pieces).
     Tokenize(TokenizeArgs),
 }
@@ -202,8 +204,16 @@ struct KldArgs {
     /// The base model (e.g. the unquantized one).
     #[arg(long)]
     base: PathBuf,
-    #[command(flatten)]
-    model: ModelArgs,
+    /// The model(s) to compare with the base; give -m several times to score several models
+    /// on the same base logits.
+    #[arg(short = 'm', long = "model", required = true)]
+    models: Vec<PathBuf>,
+    /// Read GGUF type ids in this dialect. Default: the one each file's metadata names.
+    #[arg(long, value_parser = parse_dialect)]
+    dialect: Option<Dialect>,
+    /// Worker threads for the matmuls (default: one per core).
+    #[arg(long, short = 't')]
+    threads: Option<usize>,
     /// The text file.
     #[arg(short = 'f', long = "file")]
     file: PathBuf,
@@ -213,9 +223,30 @@ struct KldArgs {
     /// Score at most this many chunks.
     #[arg(long)]
     chunks: Option<usize>,
-    /// Also write the figures as JSON to this file.
+    /// Also write the figures as JSON to this file (an array, one object per model).
     #[arg(long)]
     json: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+struct ImatrixArgs {
+    #[command(flatten)]
+    model: ModelArgs,
+    /// The calibration text file.
+    #[arg(short = 'f', long = "file")]
+    file: PathBuf,
+    /// The output file (llama.cpp's GGUF imatrix layout).
+    #[arg(short = 'o', long = "output")]
+    output: PathBuf,
+    /// Tokens per chunk.
+    #[arg(short = 'c', long = "ctx-size", default_value_t = 512)]
+    ctx_size: usize,
+    /// Use at most this many chunks.
+    #[arg(long)]
+    chunks: Option<usize>,
+    /// Also collect output.weight (llama-imatrix's --process-output).
+    #[arg(long)]
+    process_output: bool,
 }
 
 #[derive(Args, Debug)]
@@ -524,6 +555,7 @@ fn run(cli: Cli) -> Result<ExitCode, CliError> {
         Cmd::Chat(a) => return finish(run_chat(a)),
         Cmd::Perplexity(a) => return finish(run_perplexity(a)),
         Cmd::Kld(a) => return finish(run_kld(a)),
+        Cmd::Imatrix(a) => return finish(run_imatrix(a)),
         Cmd::Dequantize(a) => {
             let r = cmd::dequantize::run(
                 &a.input,
@@ -663,11 +695,13 @@ fn run_chat(a: ChatArgs) -> Result<String, CmdError> {
         &engine,
         a.system.as_deref(),
         a.prompt.as_deref(),
-        &mut io::stdin().lock(),
         &a.sampling.params(),
         disk.as_ref(),
-        &mut io::stdout().lock(),
-        &mut io::stderr().lock(),
+        cmd::generate::ChatIo {
+            input: &mut io::stdin().lock(),
+            out: &mut io::stdout().lock(),
+            err: &mut io::stderr().lock(),
+        },
     )?;
     Ok(String::new())
 }
@@ -683,18 +717,55 @@ fn run_perplexity(a: PerplexityArgs) -> Result<String, CmdError> {
 }
 
 fn run_kld(a: KldArgs) -> Result<String, CmdError> {
-    let base = load_engine(&ModelArgs { model: a.base.clone(), ..a.model.clone() })?;
-    let engine = load_engine(&a.model)?;
+    let load = |p: &PathBuf| {
+        load_engine(&ModelArgs { model: p.clone(), dialect: a.dialect, threads: a.threads })
+    };
+    let base = load(&a.base)?;
+    let engines = a.models.iter().map(load).collect::<Result<Vec<_>, _>>()?;
+    let refs: Vec<&Engine> = engines.iter().collect();
     let opts = cmd::score::ScoreOptions { n_ctx: a.ctx_size, chunks: a.chunks };
-    let r = cmd::score::kld(&base, &engine, &a.file, &opts, |i, k| {
+    let reports = cmd::score::kld(&base, &refs, &a.file, &opts, |i, k| {
         eprint!("[{}]{k:.6},", i + 1);
     })?;
     eprintln!();
     if let Some(j) = &a.json {
-        let text = cmd::score::kld_json(&r, &a.base, &a.model.model, &a.file);
+        let items: Vec<String> = reports
+            .iter()
+            .zip(&a.models)
+            .map(|(r, m)| cmd::score::kld_json(r, &a.base, m, &a.file))
+            .collect();
+        let text = format!("[\n{}]\n", items.join(",\n"));
         std::fs::write(j, text).map_err(|e| CmdError::new(format!("{}: {e}", j.display())))?;
     }
-    Ok(cmd::score::render_kld(&r))
+    let mut out = String::new();
+    for (r, m) in reports.iter().zip(&a.models) {
+        out.push_str(&format!("== {}\n", m.display()));
+        out.push_str(&cmd::score::render_kld(r));
+    }
+    Ok(out)
+}
+
+fn run_imatrix(a: ImatrixArgs) -> Result<String, CmdError> {
+    let mut engine = load_engine(&a.model)?;
+    let r = cmd::imatrix::run(
+        &mut engine,
+        &a.file,
+        &a.output,
+        a.ctx_size,
+        a.chunks,
+        a.process_output,
+        |i, ppl| eprint!("[{}]{ppl:.4},", i + 1),
+    )?;
+    eprintln!();
+    Ok(format!(
+        "imatrix: {} tensors from {} chunks of {} tokens (perplexity {:.4}) in {:.1} s -> {}\n",
+        r.tensors,
+        r.chunks,
+        a.ctx_size,
+        r.ppl,
+        r.secs,
+        a.output.display()
+    ))
 }
 
 fn run_quantize(a: QuantizeArgs) -> Result<String, CmdError> {

@@ -79,6 +79,16 @@ pub fn run(
     }
 }
 
+/// Where `lowbit chat` reads user lines and writes replies (stdout) and prompts/speed (stderr).
+pub struct ChatIo<'a> {
+    /// User messages, one per line.
+    pub input: &'a mut dyn BufRead,
+    /// The replies.
+    pub out: &'a mut dyn Write,
+    /// The `> ` prompt and the speed lines.
+    pub err: &'a mut dyn Write,
+}
+
 /// `lowbit chat`: a conversation through the model's chat template. With `first` given, one
 /// turn; otherwise one turn per line of `input` until it ends. Each turn renders the whole
 /// conversation so far, so the disk cache (when given) serves the shared prefix.
@@ -86,12 +96,11 @@ pub fn chat(
     engine: &Engine,
     system: Option<&str>,
     first: Option<&str>,
-    input: &mut dyn BufRead,
     params: &GenerateParams,
     disk: Option<&DiskCache>,
-    out: &mut dyn Write,
-    err: &mut dyn Write,
+    io: ChatIo<'_>,
 ) -> Result<(), CmdError> {
+    let ChatIo { input, out, err } = io;
     let template = engine.chat_template().map_err(CmdError::new)?;
     let mut messages = Vec::new();
     if let Some(s) = system {

@@ -11,6 +11,7 @@
 pub mod dequantize;
 pub mod eval_tensors;
 pub mod generate;
+pub mod imatrix;
 pub mod imatrix_file;
 pub mod model;
 pub mod paths;

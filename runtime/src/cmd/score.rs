@@ -87,45 +87,55 @@ pub struct KldReport {
     pub plan: ChunkPlan,
     /// The accumulated scores.
     pub kld: KlDivergence,
-    /// Seconds spent.
+    /// Seconds spent on this model's forward passes.
     pub secs: f64,
 }
 
-/// KL divergence of `model` against `base` on the text at `text_path`: both must tokenize the
-/// text identically. `progress(chunk, running_mean_kld)` is called after each chunk.
+/// KL divergence of each of `models` against `base` on the text at `text_path`, chunk by
+/// chunk (the base's logits are computed once per chunk and shared). Every model must tokenize
+/// the text as the base does. `progress(chunk, running_mean_kld_of_the_first_model)` is called
+/// after each chunk.
 pub fn kld(
     base: &Engine,
-    model: &Engine,
+    models: &[&Engine],
     text_path: &Path,
     opts: &ScoreOptions,
     mut progress: impl FnMut(usize, f64),
-) -> Result<KldReport, CmdError> {
-    let (toks, plan) = tokens(model, text_path, opts)?;
-    let (base_toks, _) = tokens(base, text_path, opts)?;
-    if base_toks != toks {
-        return Err(CmdError::new(
-            "the base model's tokenizer splits the text differently: KL divergence needs one \
-             vocabulary",
-        ));
+) -> Result<Vec<KldReport>, CmdError> {
+    let (toks, plan) = tokens(base, text_path, opts)?;
+    let n_vocab = base.model().config().n_vocab;
+    for (i, m) in models.iter().enumerate() {
+        let (mt, _) = tokens(m, text_path, opts)?;
+        if mt != toks {
+            return Err(CmdError::new(format!(
+                "model {}: its tokenizer splits the text differently from the base's: KL \
+                 divergence needs one vocabulary",
+                i + 1
+            )));
+        }
+        if m.model().config().n_vocab != n_vocab {
+            return Err(CmdError::new(format!(
+                "model {}: vocabulary of {}, the base's is {n_vocab}",
+                i + 1,
+                m.model().config().n_vocab
+            )));
+        }
     }
-    let n_vocab = model.model().config().n_vocab;
-    if base.model().config().n_vocab != n_vocab {
-        return Err(CmdError::new(format!(
-            "vocabulary sizes differ: base {}, model {n_vocab}",
-            base.model().config().n_vocab
-        )));
-    }
-    let t0 = Instant::now();
-    let mut kld = KlDivergence::default();
+    let mut klds = vec![KlDivergence::default(); models.len()];
+    let mut secs = vec![0f64; models.len()];
     for i in 0..plan.n_chunks {
-        let chunk = plan.chunk(&toks, i, bos(model));
+        let chunk = plan.chunk(&toks, i, bos(base));
         let b = base.chunk_logits(&chunk, plan.first).map_err(CmdError::new)?;
-        let m = model.chunk_logits(&chunk, plan.first).map_err(CmdError::new)?;
-        kld.add_chunk(&plan, &chunk, &b, &m, n_vocab)
-            .map_err(|e| CmdError::new(format!("chunk {i}: {e}")))?;
-        progress(i, kld.mean_kld());
+        for ((m, kld), s) in models.iter().zip(&mut klds).zip(&mut secs) {
+            let t = Instant::now();
+            let l = m.chunk_logits(&chunk, plan.first).map_err(CmdError::new)?;
+            *s += t.elapsed().as_secs_f64();
+            kld.add_chunk(&plan, &chunk, &b, &l, n_vocab)
+                .map_err(|e| CmdError::new(format!("chunk {i}: {e}")))?;
+        }
+        progress(i, klds.first().map_or(0.0, |k| k.mean_kld()));
     }
-    Ok(KldReport { plan, kld, secs: t0.elapsed().as_secs_f64() })
+    Ok(klds.into_iter().zip(secs).map(|(kld, secs)| KldReport { plan, kld, secs }).collect())
 }
 
 /// The perplexity report as text, in llama-perplexity's terms.
