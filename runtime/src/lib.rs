@@ -15,6 +15,7 @@
 pub mod bench;
 pub mod cmd;
 pub mod demo;
+pub mod engine;
 pub mod formats;
 pub mod gguf;
 pub mod inspect;

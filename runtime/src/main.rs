@@ -13,6 +13,7 @@ use lowbit_cpu::Isa;
 use lowbit_runtime::cmd::progress::Mode;
 use lowbit_runtime::cmd::quantize::{self as qcmd, Input, QuantizeRequest};
 use lowbit_runtime::cmd::{self, CmdError};
+use lowbit_runtime::engine::Engine;
 use lowbit_runtime::quant::synthetic::{self, LlamaShape};
 use lowbit_runtime::rawcodec::{self, CliError, EncodeRequest};
 use lowbit_runtime::{bench, demo, formats, gguf, inspect};
@@ -55,6 +56,18 @@ enum Cmd {
     /// Describe a GGUF or safetensors file: metadata, tensors (shape, format, bytes, bpw),
     /// totals.
     Inspect(InspectArgs),
+    /// Generate text from a prompt (greedy by default), streaming it; prints prompt and decode
+    /// tokens/s.
+    Run(RunArgs),
+    /// Chat through the model's chat template (ChatML): one turn with -p, else one per stdin line.
+    Chat(ChatArgs),
+    /// Perplexity of a model on a text file, by llama-perplexity's protocol.
+    Perplexity(PerplexityArgs),
+    /// KL divergence of a model against a base model on a text file (and same-top-token %,
+    /// perplexity ratio).
+    Kld(KldArgs),
+    /// Compute an importance matrix over a calibration text (llama.cpp's GGUF imatrix layout).
+    Imatrix(ImatrixArgs),
     /// Tokenize text with a GGUF file's tokenizer; print the token ids (or pieces).
     Tokenize(TokenizeArgs),
 }
@@ -76,6 +89,164 @@ struct TokenizeArgs {
     /// Print one line per token: id, then the piece it decodes to (escaped).
     #[arg(long)]
     pieces: bool,
+}
+
+#[derive(Args, Debug, Clone)]
+struct ModelArgs {
+    /// The model (a llama-family GGUF file).
+    #[arg(short = 'm', long = "model")]
+    model: PathBuf,
+    /// Read the model's GGUF type ids in this dialect. Default: the one its metadata names.
+    #[arg(long, value_parser = parse_dialect)]
+    dialect: Option<Dialect>,
+    /// Worker threads for the matmuls (default: one per core).
+    #[arg(long, short = 't')]
+    threads: Option<usize>,
+}
+
+#[derive(Args, Debug, Clone)]
+struct SamplingArgs {
+    /// Most tokens to generate.
+    #[arg(short = 'n', long = "n-predict", default_value_t = 128)]
+    n_predict: usize,
+    /// Temperature; 0 is greedy.
+    #[arg(long = "temp", default_value_t = 0.0)]
+    temp: f32,
+    /// Keep the k most likely tokens (0: all).
+    #[arg(long = "top-k", default_value_t = 40)]
+    top_k: usize,
+    /// Keep the most likely tokens up to this probability mass.
+    #[arg(long = "top-p", default_value_t = 0.95)]
+    top_p: f32,
+    /// Seed of the sampler.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Context size in tokens (0: the model's trained context).
+    #[arg(short = 'c', long = "ctx-size", default_value_t = 2048)]
+    ctx_size: usize,
+    /// Keep prompt-prefix KV state in this directory between requests.
+    #[arg(long = "cache-disk")]
+    cache_disk: Option<PathBuf>,
+    /// Size limit of the --cache-disk directory, in MiB.
+    #[arg(long = "cache-disk-limit", default_value_t = 1024)]
+    cache_disk_limit: u64,
+    /// Keep the --cache-disk entries after the run (default: deleted at exit).
+    #[arg(long = "cache-keep")]
+    cache_keep: bool,
+}
+
+impl SamplingArgs {
+    fn params(&self) -> lowbit_runtime::engine::GenerateParams {
+        lowbit_runtime::engine::GenerateParams {
+            max_tokens: self.n_predict,
+            sampler: lowbit_runtime::sample::SamplerConfig {
+                temperature: self.temp,
+                top_k: self.top_k,
+                top_p: self.top_p,
+                seed: self.seed,
+            },
+            n_ctx: self.ctx_size,
+            stop_at_eog: true,
+        }
+    }
+
+    fn disk(&self) -> cmd::generate::DiskCacheOptions {
+        cmd::generate::DiskCacheOptions {
+            dir: self.cache_disk.clone(),
+            limit_mib: self.cache_disk_limit,
+            keep: self.cache_keep,
+        }
+    }
+}
+
+#[derive(Args, Debug)]
+struct RunArgs {
+    #[command(flatten)]
+    model: ModelArgs,
+    /// The prompt.
+    #[arg(short = 'p', long = "prompt")]
+    prompt: String,
+    #[command(flatten)]
+    sampling: SamplingArgs,
+}
+
+#[derive(Args, Debug)]
+struct ChatArgs {
+    #[command(flatten)]
+    model: ModelArgs,
+    /// One user message (otherwise: one per line of standard input).
+    #[arg(short = 'p', long = "prompt")]
+    prompt: Option<String>,
+    /// A system message.
+    #[arg(long)]
+    system: Option<String>,
+    #[command(flatten)]
+    sampling: SamplingArgs,
+}
+
+#[derive(Args, Debug)]
+struct PerplexityArgs {
+    #[command(flatten)]
+    model: ModelArgs,
+    /// The text file.
+    #[arg(short = 'f', long = "file")]
+    file: PathBuf,
+    /// Tokens per chunk.
+    #[arg(short = 'c', long = "ctx-size", default_value_t = 512)]
+    ctx_size: usize,
+    /// Score at most this many chunks.
+    #[arg(long)]
+    chunks: Option<usize>,
+}
+
+#[derive(Args, Debug)]
+struct KldArgs {
+    /// The base model (e.g. the unquantized one).
+    #[arg(long)]
+    base: PathBuf,
+    /// The model(s) to compare with the base; give -m several times to score several models
+    /// on the same base logits.
+    #[arg(short = 'm', long = "model", required = true)]
+    models: Vec<PathBuf>,
+    /// Read GGUF type ids in this dialect. Default: the one each file's metadata names.
+    #[arg(long, value_parser = parse_dialect)]
+    dialect: Option<Dialect>,
+    /// Worker threads for the matmuls (default: one per core).
+    #[arg(long, short = 't')]
+    threads: Option<usize>,
+    /// The text file.
+    #[arg(short = 'f', long = "file")]
+    file: PathBuf,
+    /// Tokens per chunk.
+    #[arg(short = 'c', long = "ctx-size", default_value_t = 512)]
+    ctx_size: usize,
+    /// Score at most this many chunks.
+    #[arg(long)]
+    chunks: Option<usize>,
+    /// Also write the figures as JSON to this file (an array, one object per model).
+    #[arg(long)]
+    json: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+struct ImatrixArgs {
+    #[command(flatten)]
+    model: ModelArgs,
+    /// The calibration text file.
+    #[arg(short = 'f', long = "file")]
+    file: PathBuf,
+    /// The output file (llama.cpp's GGUF imatrix layout).
+    #[arg(short = 'o', long = "output")]
+    output: PathBuf,
+    /// Tokens per chunk.
+    #[arg(short = 'c', long = "ctx-size", default_value_t = 512)]
+    ctx_size: usize,
+    /// Use at most this many chunks.
+    #[arg(long)]
+    chunks: Option<usize>,
+    /// Also collect output.weight (llama-imatrix's --process-output).
+    #[arg(long)]
+    process_output: bool,
 }
 
 #[derive(Args, Debug)]
@@ -380,6 +551,11 @@ fn emit(text: &str) -> Result<(), CliError> {
 fn run(cli: Cli) -> Result<ExitCode, CliError> {
     match cli.cmd.unwrap_or(Cmd::Quantize(QuantizeArgs::default())) {
         Cmd::Quantize(a) => return finish(run_quantize(a)),
+        Cmd::Run(a) => return finish(run_generate(a)),
+        Cmd::Chat(a) => return finish(run_chat(a)),
+        Cmd::Perplexity(a) => return finish(run_perplexity(a)),
+        Cmd::Kld(a) => return finish(run_kld(a)),
+        Cmd::Imatrix(a) => return finish(run_imatrix(a)),
         Cmd::Dequantize(a) => {
             let r = cmd::dequantize::run(
                 &a.input,
@@ -490,6 +666,106 @@ fn finish(r: Result<String, CmdError>) -> Result<ExitCode, CliError> {
             Ok(ExitCode::FAILURE)
         }
     }
+}
+
+fn load_engine(m: &ModelArgs) -> Result<Engine, CmdError> {
+    let mut backend = lowbit_cpu::CpuBackend::new().map_err(CmdError::new)?;
+    if let Some(t) = m.threads {
+        backend = backend.with_threads(t).map_err(CmdError::new)?;
+    }
+    Engine::load_on(&m.model, m.dialect, backend)
+        .map_err(|e| CmdError::new(format!("{}: {e}", m.model.display())))
+}
+
+fn run_generate(a: RunArgs) -> Result<String, CmdError> {
+    let engine = load_engine(&a.model)?;
+    let disk = a.sampling.disk().open(&engine)?;
+    let mut out = io::stdout().lock();
+    let stats =
+        cmd::generate::run(&engine, &a.prompt, &a.sampling.params(), disk.as_ref(), &mut out)?;
+    let _ = writeln!(out);
+    eprintln!("{}", cmd::generate::render_stats(&stats));
+    Ok(String::new())
+}
+
+fn run_chat(a: ChatArgs) -> Result<String, CmdError> {
+    let engine = load_engine(&a.model)?;
+    let disk = a.sampling.disk().open(&engine)?;
+    cmd::generate::chat(
+        &engine,
+        a.system.as_deref(),
+        a.prompt.as_deref(),
+        &a.sampling.params(),
+        disk.as_ref(),
+        cmd::generate::ChatIo {
+            input: &mut io::stdin().lock(),
+            out: &mut io::stdout().lock(),
+            err: &mut io::stderr().lock(),
+        },
+    )?;
+    Ok(String::new())
+}
+
+fn run_perplexity(a: PerplexityArgs) -> Result<String, CmdError> {
+    let engine = load_engine(&a.model)?;
+    let opts = cmd::score::ScoreOptions { n_ctx: a.ctx_size, chunks: a.chunks };
+    let r = cmd::score::perplexity(&engine, &a.file, &opts, |i, ppl| {
+        eprint!("[{}]{ppl:.4},", i + 1);
+    })?;
+    eprintln!();
+    Ok(cmd::score::render_perplexity(&r))
+}
+
+fn run_kld(a: KldArgs) -> Result<String, CmdError> {
+    let load = |p: &PathBuf| {
+        load_engine(&ModelArgs { model: p.clone(), dialect: a.dialect, threads: a.threads })
+    };
+    let base = load(&a.base)?;
+    let engines = a.models.iter().map(load).collect::<Result<Vec<_>, _>>()?;
+    let refs: Vec<&Engine> = engines.iter().collect();
+    let opts = cmd::score::ScoreOptions { n_ctx: a.ctx_size, chunks: a.chunks };
+    let reports = cmd::score::kld(&base, &refs, &a.file, &opts, |i, k| {
+        eprint!("[{}]{k:.6},", i + 1);
+    })?;
+    eprintln!();
+    if let Some(j) = &a.json {
+        let items: Vec<String> = reports
+            .iter()
+            .zip(&a.models)
+            .map(|(r, m)| cmd::score::kld_json(r, &a.base, m, &a.file))
+            .collect();
+        let text = format!("[\n{}]\n", items.join(",\n"));
+        std::fs::write(j, text).map_err(|e| CmdError::new(format!("{}: {e}", j.display())))?;
+    }
+    let mut out = String::new();
+    for (r, m) in reports.iter().zip(&a.models) {
+        out.push_str(&format!("== {}\n", m.display()));
+        out.push_str(&cmd::score::render_kld(r));
+    }
+    Ok(out)
+}
+
+fn run_imatrix(a: ImatrixArgs) -> Result<String, CmdError> {
+    let mut engine = load_engine(&a.model)?;
+    let r = cmd::imatrix::run(
+        &mut engine,
+        &a.file,
+        &a.output,
+        a.ctx_size,
+        a.chunks,
+        a.process_output,
+        |i, ppl| eprint!("[{}]{ppl:.4},", i + 1),
+    )?;
+    eprintln!();
+    Ok(format!(
+        "imatrix: {} tensors from {} chunks of {} tokens (perplexity {:.4}) in {:.1} s -> {}\n",
+        r.tensors,
+        r.chunks,
+        a.ctx_size,
+        r.ppl,
+        r.secs,
+        a.output.display()
+    ))
 }
 
 fn run_quantize(a: QuantizeArgs) -> Result<String, CmdError> {

@@ -10,11 +10,14 @@
 
 pub mod dequantize;
 pub mod eval_tensors;
+pub mod generate;
+pub mod imatrix;
 pub mod imatrix_file;
 pub mod model;
 pub mod paths;
 pub mod progress;
 pub mod quantize;
+pub mod score;
 
 use std::fmt;
 

@@ -117,3 +117,51 @@ impl KvCache {
         self.len += n;
     }
 }
+
+/// The serialized state: for every layer, the keys then the values of every position, as
+/// little-endian f32 (`2 * n_layer * len * kv_dim * 4` bytes). Used by the disk prompt cache,
+/// which validates the bytes before handing them back.
+impl KvCache {
+    /// The keys and values of every position so far, as bytes.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let n = self.len * self.kv_dim;
+        let mut out = Vec::with_capacity(2 * self.n_layer * n * 4);
+        for l in 0..self.n_layer {
+            for v in self.k[l][..n].iter().chain(&self.v[l][..n]) {
+                out.extend_from_slice(&v.to_le_bytes());
+            }
+        }
+        out
+    }
+
+    /// Replaces the cache's contents with `len` positions from [`KvCache::to_bytes`] output.
+    /// Errors (leaving the cache empty) when the byte count does not match this cache's shape
+    /// or `len` exceeds its capacity.
+    pub fn restore(&mut self, bytes: &[u8], len: usize) -> Result<(), ModelError> {
+        self.clear();
+        let n = len.checked_mul(self.kv_dim);
+        let want = n.and_then(|n| n.checked_mul(8 * self.n_layer));
+        if len > self.capacity || want != Some(bytes.len()) {
+            return Err(ModelError::CacheShape {
+                reason: format!(
+                    "{} bytes for {len} positions of {} layers x {} floats (capacity {})",
+                    bytes.len(),
+                    self.n_layer,
+                    self.kv_dim,
+                    self.capacity
+                ),
+            });
+        }
+        let n = len * self.kv_dim;
+        let mut floats =
+            bytes.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]));
+        for l in 0..self.n_layer {
+            self.k[l].clear();
+            self.k[l].extend(floats.by_ref().take(n));
+            self.v[l].clear();
+            self.v[l].extend(floats.by_ref().take(n));
+        }
+        self.len = len;
+        Ok(())
+    }
+}

@@ -70,7 +70,12 @@ pub struct Llama<B: Backend> {
     output: Weight<B::Matrix>,
     tied: bool,
     layers: Vec<Layer<B::Matrix>>,
+    observer: Option<MatmulObserver>,
 }
+
+/// A callback that sees every weight matmul's input: the weight's tensor name, the `n`
+/// activation columns (`x`, column after column) and `n`. Importance-matrix collection uses it.
+pub type MatmulObserver = Box<dyn Fn(&str, &[f32], usize) + Send + Sync>;
 
 impl<B: Backend> std::fmt::Debug for Llama<B> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -184,6 +189,7 @@ impl<B: Backend> Llama<B> {
             });
         }
         Ok(Llama {
+            observer: None,
             backend,
             config,
             embd_format,
@@ -211,12 +217,20 @@ impl<B: Backend> Llama<B> {
         self.tied
     }
 
+    /// Sets (or clears) the callback that sees every weight matmul's input.
+    pub fn set_observer(&mut self, observer: Option<MatmulObserver>) {
+        self.observer = observer;
+    }
+
     /// An empty KV cache for this model holding `capacity` positions.
     pub fn new_cache(&self, capacity: usize) -> KvCache {
         KvCache::for_config(&self.config, capacity)
     }
 
     fn matmul(&self, w: &Weight<B::Matrix>, x: &[f32], n: usize) -> Result<Vec<f32>, ModelError> {
+        if let Some(observe) = &self.observer {
+            observe(&w.name, x, n);
+        }
         let mut y = vec![0f32; w.rows * n];
         self.backend
             .matmul(&w.m, x, n, &mut y)

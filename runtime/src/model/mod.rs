@@ -17,4 +17,4 @@ mod ops;
 pub use config::{LlamaConfig, ARCHITECTURES};
 pub use error::ModelError;
 pub use kv::KvCache;
-pub use llama::{Llama, Logits};
+pub use llama::{Llama, Logits, MatmulObserver};
