@@ -18,6 +18,7 @@
 pub(crate) mod avx2;
 pub(crate) mod avx512;
 mod ext;
+mod float;
 mod hfp4;
 mod hfp4_512;
 mod kquant;
@@ -56,7 +57,8 @@ pub(crate) fn kernel(isa: Isa, format: FormatId) -> Option<Kernel> {
         Isa::Avx2 => avx2::kernel(format).or_else(|| ext::kernel_avx2(format)),
         Isa::Avx512 => avx512::kernel(format)
             .or_else(|| ext::kernel_avx512(format))
-            .or_else(|| legacy512::kernel(format)),
+            .or_else(|| legacy512::kernel(format))
+            .or_else(|| float::kernel(format)),
     })
 }
 
