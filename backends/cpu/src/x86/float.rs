@@ -134,7 +134,8 @@ unsafe fn hsum16(v: __m512) -> f32 {
 const PF: usize = 1024;
 
 /// Rows in groups of `R`, columns in sub-tiles of `CT` (the last row / column repeated, extra
-/// results discarded).
+/// results discarded). No intrinsics inside closures: a closure does not inherit `entry`'s
+/// target features, so they would not be inlined.
 ///
 /// # Safety
 /// The features of [`entry`] are available; `w` is whole rows of `rb = k * esize(T)` bytes;
@@ -168,11 +169,12 @@ unsafe fn drive<const T: u8, const R: usize, const CT: usize>(
                 let mut acc = [[_mm512_setzero_ps(); CT]; R];
                 let mut i = 0;
                 while i < full {
-                    let wv: [__m512; R] = core::array::from_fn(|r| {
+                    let mut wv = [_mm512_setzero_ps(); R];
+                    for r in 0..R {
                         let p = rp[r];
                         _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(esize(T) * i + PF).cast());
-                        load_w::<T>(p, i, 0xFFFF)
-                    });
+                        wv[r] = load_w::<T>(p, i, 0xFFFF);
+                    }
                     for jj in 0..CT {
                         let xv = _mm512_loadu_ps(xp[jj].add(i));
                         for r in 0..R {
@@ -182,7 +184,10 @@ unsafe fn drive<const T: u8, const R: usize, const CT: usize>(
                     i += 16;
                 }
                 if tail != 0 {
-                    let wv: [__m512; R] = core::array::from_fn(|r| load_w::<T>(rp[r], i, tail));
+                    let mut wv = [_mm512_setzero_ps(); R];
+                    for r in 0..R {
+                        wv[r] = load_w::<T>(rp[r], i, tail);
+                    }
                     for jj in 0..CT {
                         let xv = _mm512_maskz_loadu_ps(tail, xp[jj].add(i));
                         for r in 0..R {

@@ -226,6 +226,7 @@ fn prep<F: Legacy>(act: Act<'_>, nb: usize, cols: &Range<usize>) -> Vec<V64> {
 }
 
 /// One decoded group of 4 blocks: codes `lo`, `hi`, scales and minima per lane.
+#[derive(Clone, Copy)]
 struct Dec {
     lo: __m512i,
     hi: __m512i,
@@ -239,10 +240,14 @@ struct Dec {
 /// The 4 reads are in bounds; AVX-512F and F16C are available.
 #[inline(always)]
 unsafe fn f16x4(p: *const u8, bb: usize) -> __m512 {
-    // SAFETY: the caller guarantees the reads; register-only operations.
+    // SAFETY: the caller guarantees the reads; register-only operations. (No closures in
+    // this module's SIMD code: a closure does not inherit `entry`'s target features, so the
+    // intrinsics called from one are not inlined.)
     unsafe {
-        let h = |t: usize| u64::from(ptr::read_unaligned(p.add(t * bb).cast::<u16>()));
-        let v = h(0) | h(1) << 16 | h(2) << 32 | h(3) << 48;
+        let mut v = 0u64;
+        for t in 0..4 {
+            v |= u64::from(ptr::read_unaligned(p.add(t * bb).cast::<u16>())) << (16 * t);
+        }
         let dv = _mm_cvtph_ps(_mm_cvtsi64_si128(v as i64));
         let idx = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
         _mm512_permutexvar_ps(idx, _mm512_castps128_ps512(dv))
@@ -257,20 +262,19 @@ unsafe fn f16x4(p: *const u8, bb: usize) -> __m512 {
 unsafe fn decode<F: Legacy>(p: *const u8) -> Dec {
     // SAFETY: every read lies inside the 4 blocks (caller); register-only operations.
     unsafe {
-        let q = |t: usize| _mm_loadu_si128(p.add(t * F::BB + F::QS).cast());
-        let x = _mm512_castsi128_si512(q(0));
-        let x = _mm512_inserti32x4::<1>(x, q(1));
-        let x = _mm512_inserti32x4::<2>(x, q(2));
-        let x = _mm512_inserti32x4::<3>(x, q(3));
+        let x = _mm512_castsi128_si512(_mm_loadu_si128(p.add(F::QS).cast()));
+        let x = _mm512_inserti32x4::<1>(x, _mm_loadu_si128(p.add(F::BB + F::QS).cast()));
+        let x = _mm512_inserti32x4::<2>(x, _mm_loadu_si128(p.add(2 * F::BB + F::QS).cast()));
+        let x = _mm512_inserti32x4::<3>(x, _mm_loadu_si128(p.add(3 * F::BB + F::QS).cast()));
         let m4 = _mm512_set1_epi8(0x0F);
         let mut lo = _mm512_and_si512(x, m4);
         let mut hi = _mm512_and_si512(_mm512_srli_epi16::<4>(x), m4);
         if let Some(o) = F::QH {
-            let qh = |t: usize| u64::from(ptr::read_unaligned(p.add(t * F::BB + o).cast::<u32>()));
             let (mut klo, mut khi) = (0u64, 0u64);
             for t in 0..4 {
-                klo |= (qh(t) & 0xFFFF) << (16 * t);
-                khi |= (qh(t) >> 16) << (16 * t);
+                let qh = u64::from(ptr::read_unaligned(p.add(t * F::BB + o).cast::<u32>()));
+                klo |= (qh & 0xFFFF) << (16 * t);
+                khi |= (qh >> 16) << (16 * t);
             }
             let b4 = _mm512_set1_epi8(0x10);
             lo = _mm512_or_si512(lo, _mm512_maskz_mov_epi8(klo, b4));
@@ -293,12 +297,12 @@ unsafe fn decode<F: Legacy>(p: *const u8) -> Dec {
 unsafe fn dot<F: Legacy>(w: &Dec, a: *const V64, acc: __m512) -> __m512 {
     // SAFETY: aligned reads of the record's vectors (caller); register-only operations.
     unsafe {
-        let ld = |i: usize| _mm512_load_si512(a.add(i).cast());
-        let p =
-            _mm512_add_epi16(_mm512_maddubs_epi16(w.lo, ld(0)), _mm512_maddubs_epi16(w.hi, ld(1)));
+        let alo = _mm512_load_si512(a.cast());
+        let ahi = _mm512_load_si512(a.add(1).cast());
+        let p = _mm512_add_epi16(_mm512_maddubs_epi16(w.lo, alo), _mm512_maddubs_epi16(w.hi, ahi));
         let mut s = _mm512_madd_epi16(p, _mm512_set1_epi16(1));
         if F::OFF != 0 {
-            s = _mm512_sub_epi32(s, ld(2));
+            s = _mm512_sub_epi32(s, _mm512_load_si512(a.add(2).cast()));
         }
         let da = _mm512_load_ps(a.add(3).cast());
         let acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(w.d, da), acc);
@@ -368,11 +372,14 @@ unsafe fn drive<F: Legacy, const R: usize, const CT: usize>(
                 }
                 let mut acc = [[_mm512_setzero_ps(); CT]; R];
                 for g in 0..full {
-                    let dec: [Dec; R] = core::array::from_fn(|i| {
+                    let mut dec = [decode::<F>(rp[0].add(g * gbytes)); R];
+                    for i in 0..R {
                         let p = rp[i].add(g * gbytes);
                         _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(PF).cast());
-                        decode::<F>(p)
-                    });
+                        if i > 0 {
+                            dec[i] = decode::<F>(p);
+                        }
+                    }
                     for jj in 0..CT {
                         let a = ap[jj].add(g * REC);
                         for i in 0..R {
@@ -390,7 +397,10 @@ unsafe fn drive<F: Legacy, const R: usize, const CT: usize>(
                             tail,
                         );
                     }
-                    let dec: [Dec; R] = core::array::from_fn(|i| decode::<F>(buf[i].as_ptr()));
+                    let mut dec = [decode::<F>(buf[0].as_ptr()); R];
+                    for i in 1..R {
+                        dec[i] = decode::<F>(buf[i].as_ptr());
+                    }
                     for jj in 0..CT {
                         let a = ap[jj].add(full * REC);
                         for i in 0..R {
