@@ -1,5 +1,6 @@
 //! AVX-512 (F/BW/VL) kernels for the older ggml formats with a minimum or a fifth bit: Q4_1
-//! and Q5_1 (against Q8_1 activations) and Q5_0 (against Q8_0 activations).
+//! and Q5_1 (against Q8_1 activations) and Q5_0 (against Q8_0 activations); also Q8_1
+//! weights (against Q8_1 activations).
 //!
 //! Layout (as `super::z512`'s Q4_0). Rows are read in groups of 4 blocks (128 elements). A
 //! group decodes into two registers of unsigned codes, one 128-bit lane per block: `lo`
@@ -13,7 +14,9 @@
 //! `4t` only (zero elsewhere, and zero for Q8_0 activations).
 //!
 //! Per column and group: `i = madd(maddubs(lo, a_lo) + maddubs(hi, a_hi), 1) - off * asum`
-//! (exact: i16 lanes <= 2 * 2 * 31 * 128 < 2^15, `off` = 16 for Q5_0, else 0), then
+//! (exact: i16 lanes <= 2 * 2 * 31 * 128 < 2^15, `off` = 16 for Q5_0, 128 for Q8_1, else 0;
+//! Q8_1 weights are flipped to `q + 128 = l + 16 h`, two nibble planes each for `lo` and
+//! `hi`, and the `h` plane's i16 pairs are summed by `madd(.., 16)`), then
 //! `acc = fma(cvt(i), d_w * d_a, acc)` and, for formats with a minimum,
 //! `acc = fma(m_w, s_a, acc)`: the reference's expression per block
 //! (`(d_w * d_a) * sumi + m_w * s`, ggml `ggml_vec_dot_q4_1_q8_1`), with the block sum split
@@ -27,7 +30,9 @@
 //!
 //! Block layouts (ggml/src/ggml-common.h `block_q4_1`, `block_q5_0`, `block_q5_1`, as in the
 //! core): Q4_1 `d, m` (f16), 16 nibble bytes (20 bytes); Q5_0 `d`, `qh` (u32, bit `j` = bit 4
-//! of element `j`), 16 nibble bytes (22); Q5_1 `d, m, qh`, 16 nibble bytes (24).
+//! of element `j`), 16 nibble bytes (22); Q5_1 `d, m, qh`, 16 nibble bytes (24); Q8_1 `d, s`
+//! (f16; `s` unused by the weight side of the dot product, as in the core's reference), 32
+//! signed bytes (36).
 //!
 //! What must not live here: other formats, the Q8_0/Q4_0 kernels, threading.
 
@@ -52,6 +57,7 @@ pub(crate) fn kernel(format: FormatId) -> Option<Kernel> {
         FormatId::Q4_1 => Some(Kernel { name: "avx512-q4_1", f: run::<Q4_1> }),
         FormatId::Q5_0 => Some(Kernel { name: "avx512-q5_0", f: run::<Q5_0> }),
         FormatId::Q5_1 => Some(Kernel { name: "avx512-q5_1", f: run::<Q5_1> }),
+        FormatId::Q8_1 => Some(Kernel { name: "avx512-q8_1", f: run::<Q8_1> }),
         _ => None,
     }
 }
@@ -70,6 +76,8 @@ trait Legacy {
     const OFF: i32;
     /// Whether the activations are Q8_1 (else Q8_0).
     const Q8_1: bool;
+    /// Whether the codes are signed bytes (Q8_1 weights), split into two nibble planes.
+    const BYTES: bool = false;
 }
 
 struct Q4_1;
@@ -100,6 +108,17 @@ impl Legacy for Q5_1 {
     const M: Option<usize> = Some(2);
     const OFF: i32 = 0;
     const Q8_1: bool = true;
+}
+
+struct Q8_1;
+impl Legacy for Q8_1 {
+    const BB: usize = 36;
+    const QS: usize = 4;
+    const QH: Option<usize> = None;
+    const M: Option<usize> = None;
+    const OFF: i32 = 128;
+    const Q8_1: bool = true;
+    const BYTES: bool = true;
 }
 
 /// 64-byte aligned vector of a record.
@@ -230,6 +249,9 @@ fn prep<F: Legacy>(act: Act<'_>, nb: usize, cols: &Range<usize>) -> Vec<V64> {
 struct Dec {
     lo: __m512i,
     hi: __m512i,
+    /// Q8_1 weights: the high nibble planes of `lo`'s and `hi`'s elements.
+    lo2: __m512i,
+    hi2: __m512i,
     d: __m512,
     m: __m512,
 }
@@ -269,6 +291,21 @@ unsafe fn decode<F: Legacy>(p: *const u8) -> Dec {
         let m4 = _mm512_set1_epi8(0x0F);
         let mut lo = _mm512_and_si512(x, m4);
         let mut hi = _mm512_and_si512(_mm512_srli_epi16::<4>(x), m4);
+        let (mut lo2, mut hi2) = (lo, hi);
+        if F::BYTES {
+            // x: elements 0..16 of each block; y: 16..32. Codes q + 128 = l + 16 h.
+            let o = F::QS + 16;
+            let y = _mm512_castsi128_si512(_mm_loadu_si128(p.add(o).cast()));
+            let y = _mm512_inserti32x4::<1>(y, _mm_loadu_si128(p.add(F::BB + o).cast()));
+            let y = _mm512_inserti32x4::<2>(y, _mm_loadu_si128(p.add(2 * F::BB + o).cast()));
+            let y = _mm512_inserti32x4::<3>(y, _mm_loadu_si128(p.add(3 * F::BB + o).cast()));
+            let flip = _mm512_set1_epi8(-128);
+            let (x, y) = (_mm512_xor_si512(x, flip), _mm512_xor_si512(y, flip));
+            lo = _mm512_and_si512(x, m4);
+            hi = _mm512_and_si512(y, m4);
+            lo2 = _mm512_and_si512(_mm512_srli_epi16::<4>(x), m4);
+            hi2 = _mm512_and_si512(_mm512_srli_epi16::<4>(y), m4);
+        }
         if let Some(o) = F::QH {
             let (mut klo, mut khi) = (0u64, 0u64);
             for t in 0..4 {
@@ -285,7 +322,7 @@ unsafe fn decode<F: Legacy>(p: *const u8) -> Dec {
             Some(o) => f16x4(p.add(o), F::BB),
             None => _mm512_setzero_ps(),
         };
-        Dec { lo, hi, d, m }
+        Dec { lo, hi, lo2, hi2, d, m }
     }
 }
 
@@ -301,6 +338,13 @@ unsafe fn dot<F: Legacy>(w: &Dec, a: *const V64, acc: __m512) -> __m512 {
         let ahi = _mm512_load_si512(a.add(1).cast());
         let p = _mm512_add_epi16(_mm512_maddubs_epi16(w.lo, alo), _mm512_maddubs_epi16(w.hi, ahi));
         let mut s = _mm512_madd_epi16(p, _mm512_set1_epi16(1));
+        if F::BYTES {
+            let h = _mm512_add_epi16(
+                _mm512_maddubs_epi16(w.lo2, alo),
+                _mm512_maddubs_epi16(w.hi2, ahi),
+            );
+            s = _mm512_add_epi32(s, _mm512_madd_epi16(h, _mm512_set1_epi16(16)));
+        }
         if F::OFF != 0 {
             s = _mm512_sub_epi32(s, _mm512_load_si512(a.add(2).cast()));
         }
@@ -389,7 +433,7 @@ unsafe fn drive<F: Legacy, const R: usize, const CT: usize>(
                 }
                 if full < ng {
                     let tail = (nb - full * 4) * F::BB;
-                    let mut buf = [[0u8; 4 * 24]; R];
+                    let mut buf = [[0u8; 4 * 36]; R];
                     for i in 0..R {
                         ptr::copy_nonoverlapping(
                             rp[i].add(full * gbytes),
