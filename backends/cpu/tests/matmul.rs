@@ -44,6 +44,10 @@ fn simd_c(format: FormatId) -> f64 {
         FormatId::Tq2_0 | FormatId::Pq2_0 => 1.0,
         // AVX-512 MXFP4 / IQ4_NL / Q2_K / Q5_K (x86/z512.rs).
         FormatId::Mxfp4 | FormatId::Iq4Nl | FormatId::Q2K | FormatId::Q5K => 1.0,
+        // AVX-512 Q4_1 / Q5_0 / Q5_1 / Q8_1 (x86/legacy512.rs).
+        FormatId::Q4_1 | FormatId::Q5_0 | FormatId::Q5_1 | FormatId::Q8_1 => 1.0,
+        // AVX-512 F32 / F16 / BF16 (x86/float.rs).
+        FormatId::F32 | FormatId::F16 | FormatId::Bf16 => 1.0,
         // Anything else (NEON kernels, new kernels): the default.
         _ => 1.0,
     }
@@ -82,17 +86,38 @@ fn exact_dots(format: FormatId, w: &[u8], rows: usize, k: usize, x: &[f32]) -> V
     let mut out = Vec::new();
     for xc in x.chunks_exact(k) {
         let a = decoded_acts(format, xc);
-        for wr in wd.chunks_exact(k) {
+        for (wr, wb) in wd.chunks_exact(k).zip(w.chunks_exact(rb)) {
             let (mut y, mut s) = (0f64, 0f64);
             for (wi, ai) in wr.iter().zip(&a) {
                 let t = f64::from(*wi) * ai;
                 y += t;
                 s += t.abs();
             }
-            out.push((y, s));
+            let c = min_times_stored_sum(format, wb, xc);
+            out.push((y + c, s + c.abs()));
         }
     }
     out
+}
+
+/// Q4_1 and Q5_1 (minimum `m` at byte 2 of every block, Q8_1 activations): the reference
+/// multiplies `m` by the activation block's stored `s = f16(d * sum q)`, as ggml does, not by
+/// the exact `d * sum q`; this is the per-row difference, added to the exact dot product.
+fn min_times_stored_sum(format: FormatId, wrow: &[u8], x: &[f32]) -> f64 {
+    let bb = match format {
+        FormatId::Q4_1 => 20,
+        FormatId::Q5_1 => 24,
+        _ => return 0.0,
+    };
+    let p = PreparedActivations::new(format, x).unwrap();
+    let ActRow::Q8_1(ab) = p.row() else { return 0.0 };
+    let mut c = 0f64;
+    for (wb, a) in wrow.chunks_exact(bb).zip(ab) {
+        let m = f64::from(half::f16::from_le_bytes([wb[2], wb[3]]).to_f32());
+        let sq: f64 = a.qs.iter().map(|&q| f64::from(q)).sum();
+        c += m * (f64::from(a.s.to_f32()) - f64::from(a.d.to_f32()) * sq);
+    }
+    c
 }
 
 fn check_case(cpu: &CpuBackend, format: FormatId, rows: usize, k: usize, ns: &[usize], seed: u64) {
@@ -122,6 +147,12 @@ fn check_case(cpu: &CpuBackend, format: FormatId, rows: usize, k: usize, ns: &[u
         }
         let ex = exact_dots(format, &w, rows, k, &x);
         for (i, ((a, b), (e, s))) in yc.iter().zip(&yr).zip(&ex).enumerate() {
+            if !e.is_finite() {
+                // Non-finite weights (random F16/BF16/F32 bytes): an inf term cannot be
+                // cancelled by finite ones, so any order gives the same inf or NaN.
+                assert!(same(*a, *e as f32), "{} {format}: y[{i}] = {a}, exact {e}", cpu.name());
+                continue;
+            }
             if *s > f64::from(f32::MAX) && !a.is_finite() {
                 // sum|terms| is past f32 (MXFP4's 2^127 scales): a reordered sum may overflow
                 // in some lane, so a non-finite result is accepted; a finite one must still
@@ -437,6 +468,11 @@ fn assert_within_bound(
         return;
     }
     for ((a, b), (e, s)) in y.iter().zip(yr).zip(exact_dots(format, w, rows, k, x)) {
+        if !e.is_finite() {
+            // As in `check_case`: NaN and inf do not depend on the order.
+            assert!(same(*a, e as f32), "{}: {a} vs exact {e}", cpu.name());
+            continue;
+        }
         let bound = simd_c(format) * k as f64 * 2f64.powi(-24) * s;
         let err = (f64::from(*a) - e).abs();
         assert!(
