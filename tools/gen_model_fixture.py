@@ -15,6 +15,9 @@ their reference logits from tools/ref_forward.py.
                         quantized activations are clear of rounding ties, see stable_sequences)
                         and the file names.
 
+  tiny_llama_moe.gguf   same shape, every block's FFN a mixture of 4 experts, top 2 (F32 router
+                        ffn_gate_inp, stacked ffn_{gate,up,down}_exps in Q8_0/Q4_0/Q8_0);
+                        sequences also redrawn until no routing decision is within 1e-4.
   smollm2_ref.json      (only with --smollm2 PATH) reference logits of SmolLM2-135M-Instruct
                         for the sequences listed in it: the last 4 positions' top-32 ids and
                         values (exact and act-quant), and their log-sum-exp over the whole vocab.
@@ -41,6 +44,7 @@ DIM, N_HEAD, N_KV, FFN, VOCAB, N_LAYER = 64, 4, 2, 128, 256, 2
 HD = DIM // N_HEAD
 
 SEQ_LENGTHS = [7, 12, 24]
+MOE_EXPERTS, MOE_K = 4, 2
 
 
 def stable_sequences(m, seed):
@@ -73,7 +77,7 @@ def add_matrix(w, name, data, qtype):
         w.add_tensor(name, quantize(data.astype(np.float32), qtype), raw_dtype=qtype)
 
 
-def write_model(path, seed, tied, types, norm_type, rope_base):
+def write_model(path, seed, tied, types, norm_type, rope_base, moe=0):
     rng = np.random.default_rng(seed)
     w = GGUFWriter(path, "llama")
     w.add_name("lowbit tiny llama fixture")
@@ -87,6 +91,9 @@ def write_model(path, seed, tied, types, norm_type, rope_base):
     w.add_rope_freq_base(rope_base)
     w.add_rope_dimension_count(HD)
     w.add_vocab_size(VOCAB)
+    if moe:
+        w.add_expert_count(moe)
+        w.add_expert_used_count(MOE_K)
 
     def mat(rows, cols, gain=1.0):
         return rng.standard_normal((rows, cols)) * gain / np.sqrt(cols)
@@ -106,6 +113,13 @@ def write_model(path, seed, tied, types, norm_type, rope_base):
         add_matrix(w, b + "attn_v.weight", mat(N_KV * HD, DIM), types["attn_v"])
         add_matrix(w, b + "attn_output.weight", mat(DIM, N_HEAD * HD), types["attn_output"])
         add_matrix(w, b + "ffn_norm.weight", norm(), norm_type)
+        if moe:
+            add_matrix(w, b + "ffn_gate_inp.weight", mat(moe, DIM, 4.0), types["ffn_gate_inp"])
+            stack = lambda rows, cols, gain=1.0: np.stack([mat(rows, cols, gain) for _ in range(moe)])  # noqa: E731
+            add_matrix(w, b + "ffn_gate_exps.weight", stack(FFN, DIM, 2.0), types["ffn_gate"])
+            add_matrix(w, b + "ffn_up_exps.weight", stack(FFN, DIM), types["ffn_up"])
+            add_matrix(w, b + "ffn_down_exps.weight", stack(DIM, FFN), types["ffn_down"])
+            continue
         add_matrix(w, b + "ffn_gate.weight", mat(FFN, DIM, 2.0), types["ffn_gate"])
         add_matrix(w, b + "ffn_up.weight", mat(FFN, DIM), types["ffn_up"])
         add_matrix(w, b + "ffn_down.weight", mat(DIM, FFN), types["ffn_down"])
@@ -166,15 +180,19 @@ def main():
         ("tiny_llama", 1234, False, {
             "token_embd": T.Q8_0, "output": T.Q8_0, "attn_q": T.Q8_0, "attn_k": T.Q4_0,
             "attn_v": T.F32, "attn_output": T.Q4_0, "ffn_gate": T.Q8_0, "ffn_up": T.Q4_0,
-            "ffn_down": T.Q8_0}, T.F32, 10000.0),
+            "ffn_down": T.Q8_0}, T.F32, 10000.0, 0),
         ("tiny_llama_tied", 5678, True, {
             "token_embd": T.Q4_0, "attn_q": T.Q4_0, "attn_k": T.Q8_0, "attn_v": T.Q4_0,
             "attn_output": T.Q8_0, "ffn_gate": T.Q4_0, "ffn_up": T.Q4_1, "ffn_down": T.Q4_0},
-         T.F16, 500.0),
+         T.F16, 500.0, 0),
+        ("tiny_llama_moe", 4321, False, {
+            "token_embd": T.Q8_0, "output": T.Q8_0, "attn_q": T.Q8_0, "attn_k": T.Q8_0,
+            "attn_v": T.Q4_0, "attn_output": T.Q8_0, "ffn_gate_inp": T.F32, "ffn_gate": T.Q8_0,
+            "ffn_up": T.Q4_0, "ffn_down": T.Q8_0}, T.F32, 10000.0, MOE_EXPERTS),
     ]
-    for name, seed, tied, types, norm_type, base in specs:
+    for name, seed, tied, types, norm_type, base, moe in specs:
         path = os.path.join(OUT, name + ".gguf")
-        write_model(path, seed, tied, types, norm_type, base)
+        write_model(path, seed, tied, types, norm_type, base, moe)
         m = ref_forward.Llama(path)
         seqs, draws = stable_sequences(m, seed)
         logits = reference_logits(m, seqs)

@@ -136,6 +136,26 @@ class Matrix:
         raise SystemExit(f"{self.name}: --act-quant does not emulate {self.type.name} yet")
 
 
+class Slice(Matrix):
+    """One expert's matrix: a slice of a stacked (n_expert, rows, cols) tensor."""
+
+    def __init__(self, name, qtype, w):
+        if qtype in Q8_1_WEIGHTS:
+            raise SystemExit(f"{name}: experts in {qtype.name} are not emulated")
+        self.name, self.type, self.w, self.m = name, qtype, w, None
+
+
+def experts(t):
+    w = np.asarray(dequantize(t.data, t.tensor_type), dtype=np.float64)
+    if w.ndim != 3:
+        raise SystemExit(f"{t.name}: expected (n_expert, rows, cols), got {w.shape}")
+    return [Slice(f"{t.name}#{e}", t.tensor_type, w[e]) for e in range(w.shape[0])]
+
+
+# Routing decisions closer than this (k-th against (k+1)-th router logit) count as fragile.
+ROUTE_EPS = 1e-4
+
+
 class Llama:
     def __init__(self, path):
         r = GGUFReader(path)
@@ -151,6 +171,8 @@ class Llama:
         self.freq_base = float(field(r, p + "rope.freq_base", 10000.0))
         self.head_dim = int(field(r, p + "attention.key_length", self.dim // self.n_head))
         self.n_rot = int(field(r, p + "rope.dimension_count", self.head_dim))
+        self.n_expert = int(field(r, p + "expert_count", 0))
+        self.n_expert_used = int(field(r, p + "expert_used_count", 0))
         tensors = {t.name: t for t in r.tensors}
         self.vocab = [str(s) for s in field(r, "tokenizer.ggml.tokens", [])] if "tokenizer.ggml.tokens" in r.fields else []
 
@@ -164,12 +186,20 @@ class Llama:
         self.layers = []
         for i in range(self.n_layer):
             b = f"blk.{i}."
-            self.layers.append({
+            layer = {
                 "attn_norm": vec(b + "attn_norm.weight"),
                 "ffn_norm": vec(b + "ffn_norm.weight"),
                 **{k: Matrix(tensors[b + k + ".weight"]) for k in
-                   ("attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down")},
-            })
+                   ("attn_q", "attn_k", "attn_v", "attn_output")},
+            }
+            if self.n_expert:
+                layer["router"] = Matrix(tensors[b + "ffn_gate_inp.weight"])
+                for k in ("gate", "up", "down"):
+                    layer[k + "_exps"] = experts(tensors[b + f"ffn_{k}_exps.weight"])
+            else:
+                for k in ("ffn_gate", "ffn_up", "ffn_down"):
+                    layer[k] = Matrix(tensors[b + k + ".weight"])
+            self.layers.append(layer)
 
     def rmsnorm(self, x, w):
         return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + self.eps) * w
@@ -185,6 +215,28 @@ class Llama:
         x1 = x[:, :, 1:2 * half:2]
         out[:, :, 0:2 * half:2] = x0 * c - x1 * s
         out[:, :, 1:2 * half:2] = x0 * s + x1 * c
+        return out
+
+    def moe(self, L, h, act_quant):
+        """llama.cpp's build_moe_ffn for llama: softmax over the router logits, the top k
+        experts (ties to the lower id), their probabilities renormalised, SwiGLU experts."""
+        logits = L["router"].apply(h, act_quant)
+        k = self.n_expert_used
+        out = np.zeros_like(h)
+        for j in range(h.shape[0]):
+            lj = logits[j]
+            order = sorted(range(len(lj)), key=lambda e: (-lj[e], e))
+            if FRAGILE is not None and len(order) > k:
+                FRAGILE.append(int(lj[order[k - 1]] - lj[order[k]] < ROUTE_EPS))
+            p = np.exp(lj - lj.max())
+            p /= p.sum()
+            sel = order[:k]
+            w = p[sel] / p[sel].sum()
+            hj = h[j:j + 1]
+            for e, we in zip(sel, w):
+                g = L["gate_exps"][e].apply(hj, act_quant)
+                u = L["up_exps"][e].apply(hj, act_quant)
+                out[j] += we * L["down_exps"][e].apply(g / (1.0 + np.exp(-g)) * u, act_quant)[0]
         return out
 
     def forward(self, tokens, act_quant=False):
@@ -210,6 +262,9 @@ class Llama:
                 att[:, j, :] = sc @ v[:, kv, :]
             x = x + L["attn_output"].apply(att.reshape(n, self.n_head * hd), act_quant)
             h = self.rmsnorm(x, L["ffn_norm"])
+            if "router" in L:
+                x = x + self.moe(L, h, act_quant)
+                continue
             g = L["ffn_gate"].apply(h, act_quant)
             u = L["ffn_up"].apply(h, act_quant)
             x = x + L["ffn_down"].apply(g / (1.0 + np.exp(-g)) * u, act_quant)

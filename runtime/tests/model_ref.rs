@@ -396,3 +396,42 @@ fn smollm2_speed() {
         100.0 * tg_mm / best_tg
     );
 }
+
+/// A NaN in the MoE router's weights gives NaN router logits: the forward pass refuses with
+/// an error naming the layer and token, never a route to an invented expert.
+#[test]
+fn moe_router_nan_is_an_error_naming_layer_and_token() {
+    let bytes = std::fs::read(fixtures().join("tiny_llama_moe.gguf")).unwrap();
+    let file = GgufFile::from_bytes(bytes.clone(), None).unwrap();
+    let model = Llama::load(CpuBackend::new().unwrap(), &file).unwrap();
+    assert_eq!((model.config().n_expert, model.config().n_expert_used), (4, 2));
+    let mut cache = model.new_cache(16);
+    model.forward(&mut cache, &[1, 2, 3], Logits::Last).unwrap();
+    // Layer 1's router (F32): every weight NaN.
+    let t = file.tensors().iter().find(|t| t.name == "blk.1.ffn_gate_inp.weight").unwrap();
+    let data = file.tensor_data(t);
+    let at = data.as_ptr() as usize - file_base(&file, &bytes);
+    let mut bad = bytes.clone();
+    for v in bad[at..at + data.len()].chunks_exact_mut(4) {
+        v.copy_from_slice(&f32::NAN.to_le_bytes());
+    }
+    let file = GgufFile::from_bytes(bad, None).unwrap();
+    let model = Llama::load(CpuBackend::new().unwrap(), &file).unwrap();
+    let mut cache = model.new_cache(16);
+    match model.forward(&mut cache, &[1, 2, 3], Logits::Last) {
+        Err(ModelError::Router { layer: 1, token: 0, message }) => {
+            assert!(message.contains("NaN"), "{message}")
+        }
+        other => panic!("expected a router error, got {other:?}"),
+    }
+    assert_eq!(cache.len(), 0, "a failed pass keeps the cache as it was");
+}
+
+/// The address of the byte that `file`'s first tensor data offset counts from, found by
+/// locating the first tensor's bytes in `bytes`.
+fn file_base(file: &GgufFile, bytes: &[u8]) -> usize {
+    let t = &file.tensors()[0];
+    let d = file.tensor_data(t);
+    let pos = bytes.windows(d.len().min(64)).position(|w| w == &d[..d.len().min(64)]).unwrap();
+    d.as_ptr() as usize - pos
+}

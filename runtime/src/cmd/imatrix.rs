@@ -61,18 +61,20 @@ pub fn run(
     let failure: Arc<Mutex<Option<String>>> = Arc::default();
     {
         let (c, f) = (Arc::clone(&collector), Arc::clone(&failure));
-        engine.model_mut().set_observer(Some(Box::new(move |name: &str, x: &[f32], n: usize| {
-            if !(name.starts_with("blk.") || (process_output && name == "output.weight")) {
-                return;
-            }
-            let k = x.len() / n.max(1);
-            let Ok(mut c) = c.lock() else { return };
-            if let Err(e) = c.add(name, k, 1, 0, x, n) {
-                if let Ok(mut f) = f.lock() {
-                    f.get_or_insert(e.to_string());
+        engine.model_mut().set_observer(Some(Box::new(
+            move |name: &str, (expert, n_mat): (usize, usize), x: &[f32], n: usize| {
+                if !(name.starts_with("blk.") || (process_output && name == "output.weight")) {
+                    return;
                 }
-            }
-        })));
+                let k = x.len() / n.max(1);
+                let Ok(mut c) = c.lock() else { return };
+                if let Err(e) = c.add(name, k, n_mat, expert, x, n) {
+                    if let Ok(mut f) = f.lock() {
+                        f.get_or_insert(e.to_string());
+                    }
+                }
+            },
+        )));
     }
     let n_vocab = engine.model().config().n_vocab;
     let mut ppl = Perplexity::default();

@@ -44,6 +44,10 @@ pub struct LlamaConfig {
     pub rope_freq_base: f32,
     /// The training context length (0 when the file does not say).
     pub context_length: usize,
+    /// Experts per MoE layer (`{arch}.expert_count`); 0 for a dense model.
+    pub n_expert: usize,
+    /// Experts each token is routed to (`{arch}.expert_used_count`); 0 for a dense model.
+    pub n_expert_used: usize,
 }
 
 fn get<'a>(file: &'a GgufFile, key: &str) -> Option<&'a Value> {
@@ -94,7 +98,7 @@ fn bad(key: String, reason: impl Into<String>) -> ModelError {
 impl LlamaConfig {
     /// Reads and checks the hyperparameters of `file`. Errors name the missing or bad key; an
     /// architecture other than those in [`ARCHITECTURES`] is [`ModelError::UnknownArchitecture`];
-    /// MoE layers and RoPE scaling are [`ModelError::Unsupported`] for now.
+    /// RoPE scaling is [`ModelError::Unsupported`] for now.
     pub fn from_gguf(file: &GgufFile) -> Result<Self, ModelError> {
         let arch_key = "general.architecture";
         let arch = get(file, arch_key)
@@ -107,13 +111,20 @@ impl LlamaConfig {
         }
         let k = |s: &str| format!("{arch}.{s}");
 
-        if let Some(n) = uint(file, &k("expert_count"))? {
-            if n > 0 {
-                return Err(ModelError::Unsupported {
-                    what: format!("mixture-of-experts layers ({} = {n})", k("expert_count")),
+        let n_expert = uint(file, &k("expert_count"))?.unwrap_or(0);
+        let n_expert_used = if n_expert > 0 {
+            let key = k("expert_used_count");
+            let used = req_uint(file, &key)?;
+            if used == 0 || used > n_expert {
+                return Err(ModelError::BadKey {
+                    key,
+                    reason: format!("{used} experts per token, the layer has {n_expert}"),
                 });
             }
-        }
+            used
+        } else {
+            0
+        };
         if let Some(v) = get(file, &k("rope.scaling.type")) {
             let t = v.as_str().unwrap_or("?");
             if t != "none" {
@@ -216,6 +227,8 @@ impl LlamaConfig {
             rms_eps,
             rope_freq_base,
             context_length,
+            n_expert,
+            n_expert_used,
         })
     }
 

@@ -69,6 +69,15 @@ pub enum ModelError {
         /// The core's error (its offset is relative to the decoded range).
         source: lowbit_core::Error,
     },
+    /// The MoE router refused a token (NaN or +inf router logits, too few finite ones).
+    Router {
+        /// The layer.
+        layer: usize,
+        /// Index of the token in the batch.
+        token: usize,
+        /// The router's error, rendered.
+        message: String,
+    },
     /// A token id is not below the vocabulary size.
     Token {
         /// Index of the token in the batch.
@@ -114,6 +123,9 @@ impl fmt::Display for ModelError {
             }
             ModelError::Backend { tensor, message } => write!(f, "tensor {tensor}: {message}"),
             ModelError::Decode { tensor, source } => write!(f, "tensor {tensor}: {source}"),
+            ModelError::Router { layer, token, message } => {
+                write!(f, "layer {layer}, token {token} of the batch: {message}")
+            }
             ModelError::Token { index, token, n_vocab } => write!(
                 f,
                 "token {index} of the batch: id {token} is not below the vocabulary size {n_vocab}"

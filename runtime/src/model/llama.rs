@@ -40,10 +40,21 @@ struct Weight<M> {
     m: M,
 }
 
-/// A block's feed-forward network. An MoE variant (router, experts, top-k) joins later.
+/// One expert of an MoE layer: its slices of the stacked `ffn_{gate,up,down}_exps` tensors.
+struct Expert<M> {
+    gate: Weight<M>,
+    up: Weight<M>,
+    down: Weight<M>,
+}
+
+/// A block's feed-forward network.
 enum Ffn<M> {
     /// SwiGLU: `down(silu(gate x) * up x)`.
     Dense { gate: Weight<M>, up: Weight<M>, down: Weight<M> },
+    /// Mixture of experts (llama.cpp's `build_moe_ffn` for llama: softmax router over
+    /// `ffn_gate_inp`, the top `k` experts, weights renormalised to sum to 1, each expert a
+    /// SwiGLU), routed by [`crate::moe_router::route`].
+    Moe { router: Weight<M>, experts: Vec<Expert<M>>, k: usize },
 }
 
 /// One transformer block.
@@ -73,9 +84,10 @@ pub struct Llama<B: Backend> {
     observer: Option<MatmulObserver>,
 }
 
-/// A callback that sees every weight matmul's input: the weight's tensor name, the `n`
+/// A callback that sees every weight matmul's input: the weight's tensor name, which matrix of
+/// a stacked tensor it is (`(expert, n_expert)`, `(0, 1)` for a plain matrix), the `n`
 /// activation columns (`x`, column after column) and `n`. Importance-matrix collection uses it.
-pub type MatmulObserver = Box<dyn Fn(&str, &[f32], usize) + Send + Sync>;
+pub type MatmulObserver = Box<dyn Fn(&str, (usize, usize), &[f32], usize) + Send + Sync>;
 
 impl<B: Backend> std::fmt::Debug for Llama<B> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -136,6 +148,42 @@ fn upload<B: Backend>(
     Ok(Weight { name: name.to_owned(), rows, m })
 }
 
+/// Uploads each expert's slice of the stacked tensor `name` (ggml dims `[cols, rows, n_expert]`)
+/// as its own matrix, named `name#e` in errors.
+fn upload_experts<B: Backend>(
+    backend: &B,
+    file: &GgufFile,
+    name: &str,
+    cols: usize,
+    rows: usize,
+    n_expert: usize,
+) -> Result<Vec<Weight<B::Matrix>>, ModelError> {
+    let t = tensor(file, name)?;
+    check_dims(t, &[cols, rows, n_expert])?;
+    if !backend.supports(t.format) {
+        return Err(ModelError::TensorFormat {
+            name: name.to_owned(),
+            format: t.format,
+            backend: backend.name().to_owned(),
+        });
+    }
+    let row_bytes = t
+        .format
+        .row_bytes(cols)
+        .map_err(|source| ModelError::Decode { tensor: name.to_owned(), source })?;
+    let data = file.tensor_data(t);
+    let per = row_bytes * rows;
+    (0..n_expert)
+        .map(|e| {
+            let desc = MatrixDesc { format: t.format, rows, cols };
+            let m = backend.upload(desc, &data[e * per..(e + 1) * per]).map_err(|err| {
+                ModelError::Backend { tensor: format!("{name}#{e}"), message: err.to_string() }
+            })?;
+            Ok(Weight { name: name.to_owned(), rows, m })
+        })
+        .collect()
+}
+
 impl<B: Backend> Llama<B> {
     /// Loads the model in `file` onto `backend`: reads the hyperparameters
     /// ([`LlamaConfig::from_gguf`]), checks every tensor's shape, uploads every matrix in its
@@ -169,11 +217,37 @@ impl<B: Backend> Llama<B> {
         for l in 0..c.n_layer {
             let n = |s: &str| format!("blk.{l}.{s}.weight");
             let up = |s: &str, cols, rows| upload(&backend, file, &n(s), cols, rows);
-            if file.tensor(&n("ffn_gate_inp")).is_some() {
-                return Err(ModelError::Unsupported {
-                    what: format!("mixture-of-experts router {}", n("ffn_gate_inp")),
-                });
-            }
+            let ffn = if c.n_expert > 0 {
+                let ex = |s: &str, cols, rows| {
+                    upload_experts(&backend, file, &n(s), cols, rows, c.n_expert)
+                };
+                let gates = ex("ffn_gate_exps", c.dim, c.ffn_dim)?;
+                let ups = ex("ffn_up_exps", c.dim, c.ffn_dim)?;
+                let downs = ex("ffn_down_exps", c.ffn_dim, c.dim)?;
+                let experts = gates
+                    .into_iter()
+                    .zip(ups)
+                    .zip(downs)
+                    .map(|((gate, up), down)| Expert { gate, up, down })
+                    .collect();
+                Ffn::Moe {
+                    router: up("ffn_gate_inp", c.dim, c.n_expert)?,
+                    experts,
+                    k: c.n_expert_used,
+                }
+            } else {
+                if file.tensor(&n("ffn_gate_inp")).is_some() {
+                    return Err(ModelError::BadKey {
+                        key: format!("{}.expert_count", c.arch),
+                        reason: format!("absent or 0, but {} exists", n("ffn_gate_inp")),
+                    });
+                }
+                Ffn::Dense {
+                    gate: up("ffn_gate", c.dim, c.ffn_dim)?,
+                    up: up("ffn_up", c.dim, c.ffn_dim)?,
+                    down: up("ffn_down", c.ffn_dim, c.dim)?,
+                }
+            };
             layers.push(Layer {
                 attn_norm: vector(file, &n("attn_norm"), c.dim)?,
                 wq: up("attn_q", c.dim, c.q_dim())?,
@@ -181,11 +255,7 @@ impl<B: Backend> Llama<B> {
                 wv: up("attn_v", c.dim, c.kv_dim())?,
                 wo: up("attn_output", c.q_dim(), c.dim)?,
                 ffn_norm: vector(file, &n("ffn_norm"), c.dim)?,
-                ffn: Ffn::Dense {
-                    gate: up("ffn_gate", c.dim, c.ffn_dim)?,
-                    up: up("ffn_up", c.dim, c.ffn_dim)?,
-                    down: up("ffn_down", c.ffn_dim, c.dim)?,
-                },
+                ffn,
             });
         }
         Ok(Llama {
@@ -228,8 +298,20 @@ impl<B: Backend> Llama<B> {
     }
 
     fn matmul(&self, w: &Weight<B::Matrix>, x: &[f32], n: usize) -> Result<Vec<f32>, ModelError> {
+        self.matmul_expert(w, (0, 1), x, n)
+    }
+
+    /// [`Self::matmul`] for expert `expert.0` of `expert.1` stacked matrices (what the
+    /// observer is told).
+    fn matmul_expert(
+        &self,
+        w: &Weight<B::Matrix>,
+        expert: (usize, usize),
+        x: &[f32],
+        n: usize,
+    ) -> Result<Vec<f32>, ModelError> {
         if let Some(observe) = &self.observer {
-            observe(&w.name, x, n);
+            observe(&w.name, expert, x, n);
         }
         let mut y = vec![0f32; w.rows * n];
         self.backend
@@ -311,6 +393,7 @@ impl<B: Backend> Llama<B> {
                     ops::swiglu(&mut g, &u);
                     self.matmul(down, &g, n)?
                 }
+                Ffn::Moe { router, experts, k } => self.moe(l, router, experts, *k, &xn, n)?,
             };
             add(&mut x, &f);
         }
@@ -323,6 +406,60 @@ impl<B: Backend> Llama<B> {
         let mut xo = vec![0f32; n_out * dim];
         norm_columns(x_out, &self.output_norm, c.rms_eps, &mut xo);
         self.matmul(&self.output, &xo, n_out)
+    }
+}
+
+impl<B: Backend> Llama<B> {
+    /// The MoE feed-forward of layer `layer` for `n` columns of `xn`: route every token, then
+    /// run each expert once on the columns routed to it and add its output, weighted, to those
+    /// columns.
+    fn moe(
+        &self,
+        layer: usize,
+        router: &Weight<B::Matrix>,
+        experts: &[Expert<B::Matrix>],
+        k: usize,
+        xn: &[f32],
+        n: usize,
+    ) -> Result<Vec<f32>, ModelError> {
+        let dim = self.config.dim;
+        let n_expert = experts.len();
+        let logits = self.matmul(router, xn, n)?;
+        // Per expert: (token, weight) pairs, in token order.
+        let mut assigned: Vec<Vec<(usize, f32)>> = vec![Vec::new(); n_expert];
+        for (j, row) in logits.chunks_exact(n_expert).enumerate() {
+            let r = crate::moe_router::route(row, k, true).map_err(|e| ModelError::Router {
+                layer,
+                token: j,
+                message: e.to_string(),
+            })?;
+            for (&e, &w) in r.experts.iter().zip(&r.weights) {
+                assigned[e].push((j, w));
+            }
+        }
+        let mut out = vec![0f32; n * dim];
+        for (e, (expert, tokens)) in experts.iter().zip(&assigned).enumerate() {
+            if tokens.is_empty() {
+                continue;
+            }
+            let m = tokens.len();
+            let mut x = Vec::with_capacity(m * dim);
+            for &(j, _) in tokens {
+                x.extend_from_slice(&xn[j * dim..(j + 1) * dim]);
+            }
+            let mut g = self.matmul_expert(&expert.gate, (e, n_expert), &x, m)?;
+            let u = self.matmul_expert(&expert.up, (e, n_expert), &x, m)?;
+            ops::swiglu(&mut g, &u);
+            let d = self.matmul_expert(&expert.down, (e, n_expert), &g, m)?;
+            for (i, &(j, w)) in tokens.iter().enumerate() {
+                for (o, &v) in
+                    out[j * dim..(j + 1) * dim].iter_mut().zip(&d[i * dim..(i + 1) * dim])
+                {
+                    *o += w * v;
+                }
+            }
+        }
+        Ok(out)
     }
 }
 
