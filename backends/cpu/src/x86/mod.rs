@@ -68,7 +68,11 @@ pub(crate) fn kernel(isa: Isa, format: FormatId) -> Option<Kernel> {
 
 /// The repack and activation-layout hooks of the SIMD kernel for `(isa, format)`.
 pub(crate) fn extras(isa: Isa, format: FormatId) -> crate::kernels::Extras {
-    rocmfpx::extras(isa, format)
+    let e = rocmfpx::extras(isa, format);
+    if e.repack.is_some() || e.prep.is_some() {
+        return e;
+    }
+    legacy512::extras(isa, format)
 }
 
 /// What the unsafe bodies may rely on, checked by [`check_q8_0`].
