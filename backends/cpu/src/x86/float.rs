@@ -105,12 +105,23 @@ fn run<const T: u8>(
 unsafe fn load_w<const T: u8>(p: *const u8, i: usize, m: __mmask16) -> __m512 {
     // SAFETY: masked loads read only the selected elements (caller); register-only operations.
     unsafe {
+        // A full mask (a compile-time constant in the main loop) takes plain loads, which
+        // fold into the conversion.
+        let full = m == 0xFFFF;
         match T {
+            F32 if full => _mm512_loadu_ps(p.add(4 * i).cast()),
             F32 => _mm512_maskz_loadu_ps(m, p.add(4 * i).cast()),
-            F16 => _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, p.add(2 * i).cast())),
             _ => {
-                let h = _mm256_maskz_loadu_epi16(m, p.add(2 * i).cast());
-                _mm512_castsi512_ps(_mm512_slli_epi32::<16>(_mm512_cvtepu16_epi32(h)))
+                let h = if full {
+                    _mm256_loadu_si256(p.add(2 * i).cast())
+                } else {
+                    _mm256_maskz_loadu_epi16(m, p.add(2 * i).cast())
+                };
+                if T == F16 {
+                    _mm512_cvtph_ps(h)
+                } else {
+                    _mm512_castsi512_ps(_mm512_slli_epi32::<16>(_mm512_cvtepu16_epi32(h)))
+                }
             }
         }
     }

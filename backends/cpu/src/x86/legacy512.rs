@@ -11,7 +11,8 @@
 //! `4t + u` of `asum` is the sum of block `t`'s activations at `4u..4u+4` and `16+4u..20+4u`
 //! (exactly the activations that meet i32 lane `4t + u`), `d_a` is block `t`'s scale in
 //! lanes `4t..4t+4`, and `s_a` holds the Q8_1 block's stored `s = f16(d_a * sum q)` in lane
-//! `4t` only (zero elsewhere, and zero for Q8_0 activations).
+//! `4t` only (zero elsewhere, and zero for Q8_0 activations). The records of all columns are
+//! built once per matmul call ([`extras`]); a kernel call without them builds its own.
 //!
 //! Per column and group: `i = madd(maddubs(lo, a_lo) + maddubs(hi, a_hi), 1) - off * asum`
 //! (exact: i16 lanes <= 2 * 2 * 31 * 128 < 2^15, `off` = 16 for Q5_0, 128 for Q8_1, else 0;
@@ -48,8 +49,9 @@ use lowbit_core::format::ggml::{BlockQ8_0, BlockQ8_1};
 use lowbit_core::{Error, FormatId};
 
 use super::avx2::hsum_ps;
-use crate::act::{ActData, Acts};
-use crate::kernels::{Kernel, MAX_TILE};
+use crate::act::{ActData, Acts, Layout};
+use crate::isa::Isa;
+use crate::kernels::{Extras, Kernel, MAX_TILE};
 
 /// The kernel for `format`, if this module has one.
 pub(crate) fn kernel(format: FormatId) -> Option<Kernel> {
@@ -60,6 +62,37 @@ pub(crate) fn kernel(format: FormatId) -> Option<Kernel> {
         FormatId::Q8_1 => Some(Kernel { name: "avx512-q8_1", f: run::<Q8_1> }),
         _ => None,
     }
+}
+
+/// The once-per-call activation hook of `format`'s kernel (AVX-512 only): the records of
+/// every column, so row chunks do not rebuild them.
+pub(crate) fn extras(isa: Isa, format: FormatId) -> Extras {
+    let prep: crate::kernels::PrepFn = match (isa, format) {
+        (Isa::Avx512, FormatId::Q4_1) => prep_call::<Q4_1>,
+        (Isa::Avx512, FormatId::Q5_0) => prep_call::<Q5_0>,
+        (Isa::Avx512, FormatId::Q5_1) => prep_call::<Q5_1>,
+        (Isa::Avx512, FormatId::Q8_1) => prep_call::<Q8_1>,
+        _ => return Extras::default(),
+    };
+    Extras { repack: None, prep: Some(prep) }
+}
+
+/// Records of all `n` columns, built once per matmul call; `bb` names the format.
+struct Shared {
+    bb: usize,
+    nb: usize,
+    recs: Vec<V64>,
+}
+
+fn prep_call<F: Legacy>(acts: &Acts) -> Option<Layout> {
+    let nb = acts.k / 32;
+    let act = match (&acts.data, F::Q8_1) {
+        (ActData::Q8_0 { blocks, d }, false) => Act::Q8_0(blocks, d),
+        (ActData::Q8_1(b), true) => Act::Q8_1(b),
+        _ => return None,
+    };
+    let recs = prep::<F>(act, nb, &(0..acts.n));
+    Some(Layout(std::sync::Arc::new(Shared { bb: F::BB, nb, recs })))
 }
 
 /// One weight format of this module.
@@ -203,11 +236,23 @@ fn run<F: Legacy>(
     out: &mut [f32],
 ) -> Result<(), Error> {
     let (act, nb) = check::<F>(format, w, rb, acts, &cols, out)?;
-    let recs = prep::<F>(act, nb, &cols);
+    let per = nb.div_ceil(4) * REC;
+    let shared = acts.layout.as_ref().and_then(|l| l.0.downcast_ref::<Shared>());
+    let local;
+    let recs = match shared {
+        Some(s) if s.bb == F::BB && s.nb == nb && s.recs.len() == acts.n * per => {
+            &s.recs[cols.start * per..cols.end * per]
+        }
+        _ => {
+            local = prep::<F>(act, nb, &cols);
+            &local[..]
+        }
+    };
     // SAFETY: reachable only through `kernel`, which `KernelTable::new` reaches only for
     // `Isa::Avx512` after `Isa::Avx512.available()` detected AVX-512 F/BW/VL, AVX2, FMA and
-    // F16C; `check` checked the lengths, `prep` built `cols.len() * ceil(nb / 4)` records.
-    unsafe { entry::<F>(w, rb, nb, &recs, cols.len(), out) };
+    // F16C; `check` checked the lengths; `recs` holds the `cols.len() * ceil(nb / 4)`
+    // records of the tile's columns (a shared layout is used only at that length).
+    unsafe { entry::<F>(w, rb, nb, recs, cols.len(), out) };
     Ok(())
 }
 

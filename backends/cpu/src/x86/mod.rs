@@ -2,8 +2,8 @@
 //! Q8_0 activations; AVX-512 `z512` for Q4_0 tiles of up to 4 columns, the K-quants, the
 //! ternary types, MXFP4 and IQ4_NL; `rocmfpx` (ROCmFP2 and ROCmFP3, tried first), `ext`
 //! and `ternary` (AVX2 ternary), `kquant` (AVX2 K-quants) and `hfp4`/`hfp4_512` (the HFP4
-//! family); `legacy512` (AVX-512 Q4_1, Q5_0, Q5_1, Q8_1), `float` and
-//! `float2` (AVX-512 and AVX2 F32, F16, BF16).
+//! family); `legacy512` (AVX-512 Q4_1, Q5_0, Q5_1, Q8_1), `legacy2` (AVX2
+//! Q4_1), `float` and `float2` (AVX-512 and AVX2 F32, F16, BF16).
 //! Every other format falls back to the scalar kernel.
 //!
 //! Each kernel is a safe `fn` matching `RowsKernel` that checks every length the unsafe body
@@ -24,6 +24,7 @@ mod float2;
 mod hfp4;
 mod hfp4_512;
 mod kquant;
+mod legacy2;
 mod legacy512;
 mod rocmfpx;
 mod ternary;
@@ -58,7 +59,8 @@ pub(crate) fn kernel(isa: Isa, format: FormatId) -> Option<Kernel> {
         Isa::Scalar | Isa::Neon | Isa::NeonDot => None,
         Isa::Avx2 => avx2::kernel(format)
             .or_else(|| ext::kernel_avx2(format))
-            .or_else(|| float2::kernel(format)),
+            .or_else(|| float2::kernel(format))
+            .or_else(|| legacy2::kernel(format)),
         Isa::Avx512 => avx512::kernel(format)
             .or_else(|| ext::kernel_avx512(format))
             .or_else(|| legacy512::kernel(format))
@@ -68,7 +70,11 @@ pub(crate) fn kernel(isa: Isa, format: FormatId) -> Option<Kernel> {
 
 /// The repack and activation-layout hooks of the SIMD kernel for `(isa, format)`.
 pub(crate) fn extras(isa: Isa, format: FormatId) -> crate::kernels::Extras {
-    rocmfpx::extras(isa, format)
+    let e = rocmfpx::extras(isa, format);
+    if e.repack.is_some() || e.prep.is_some() {
+        return e;
+    }
+    legacy512::extras(isa, format)
 }
 
 /// What the unsafe bodies may rely on, checked by [`check_q8_0`].
