@@ -203,7 +203,14 @@ mod tests {
         let mut vals = Vec::new();
         for i in -300..=300 {
             let t = i as f32 * 0.5;
-            vals.extend([t, f32::from_bits(t.to_bits() + 1), f32::from_bits(t.to_bits() - 1)]);
+            vals.extend([
+                t,
+                f32::from_bits(t.to_bits().wrapping_add(1)),
+                f32::from_bits(t.to_bits().wrapping_sub(1)),
+            ]);
+            if t == 0.0 {
+                vals.extend([f32::from_bits(1), -f32::from_bits(1)]);
+            }
         }
         vals.extend((0..200_000).map(|i| (i as f32 - 100_000.0) * 0.00129));
         for v in vals {
