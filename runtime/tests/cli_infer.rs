@@ -34,8 +34,9 @@ fn lowbit(args: &[&str]) -> (bool, String, String) {
 
 fn field(out: &str, key: &str) -> f64 {
     let line = out.lines().find(|l| l.contains(key)).unwrap_or_else(|| panic!("{key} in {out}"));
-    let v = line.split(':').nth(1).unwrap().split_whitespace().next().unwrap();
-    v.parse().unwrap_or_else(|_| panic!("{line}"))
+    let rest = &line[line.find(key).unwrap() + key.len()..];
+    let v = rest.trim_start_matches([' ', ':', '=']).split_whitespace().next().unwrap_or("");
+    v.parse().unwrap_or_else(|_| panic!("{key}: {line}"))
 }
 
 #[test]
@@ -47,7 +48,7 @@ fn run_streams_paris_and_reports_speed() {
     assert!(out.trim_start().starts_with("Paris"), "{out:?}");
     assert!(err.contains("prompt: 5 tokens") && err.contains("tokens/s"), "{err}");
     // A NaN-free model with bad sampling settings is refused clearly.
-    let (ok, _, err) = lowbit(&["run", "-m", m, "-p", "x", "--temp", "-1"]);
+    let (ok, _, err) = lowbit(&["run", "-m", m, "-p", "x", "--temp=-1"]);
     assert!(!ok && err.contains("temperature"), "{err}");
 }
 
