@@ -87,4 +87,9 @@ fn perplexity_kld_against_itself_and_imatrix() {
         lowbit(&["quantize", m, q.to_str().unwrap(), "--recipe", "fpx-ifp2", "--imatrix", imat_s]);
     assert!(ok, "{err}");
     assert!(out.contains("ROCMFP2   reference+imat"), "{out}");
+    assert!(!out.contains("warning:"), "{out}");
+    // Without the imatrix, the summary warns about the 2-bit tensors.
+    let (ok, out, err) = lowbit(&["quantize", m, q.to_str().unwrap(), "--recipe", "fpx-ifp2"]);
+    assert!(ok, "{err}");
+    assert!(out.contains("warning: 90 tensors are in a format below 3 bits"), "{out}");
 }

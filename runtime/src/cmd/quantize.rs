@@ -99,6 +99,9 @@ pub struct QuantizeOutcome {
     pub imatrix_unused: Vec<String>,
     /// For the synthetic model: the output's error against the source, per tensor.
     pub eval: Option<EvalReport>,
+    /// Tensors of a real model put in a format below 3 bits per weight without an importance
+    /// matrix (the summary warns: on SmolLM2 that breaks the model, docs/QUALITY.md section 4).
+    pub two_bit_without_imatrix: usize,
     /// Wall-clock seconds of reading, quantizing and writing.
     pub seconds: f64,
 }
@@ -258,7 +261,18 @@ pub fn run(req: &QuantizeRequest) -> Result<QuantizeOutcome, CmdError> {
         }
         None => None,
     };
+    let two_bit_without_imatrix = if imatrix.is_none() && synth.is_none() {
+        summary
+            .per_format()
+            .iter()
+            .filter(|(f, _)| f.nominal_bits_per_weight() < 3.0)
+            .map(|(_, t)| t.tensors)
+            .sum()
+    } else {
+        0
+    };
     Ok(QuantizeOutcome {
+        two_bit_without_imatrix,
         input: describe,
         recipe: recipe.name.clone(),
         dialect,
@@ -286,6 +300,14 @@ impl QuantizeOutcome {
                 "imatrix entries naming no tensor of the model: {} ({})\n",
                 self.imatrix_unused.len(),
                 self.imatrix_unused.iter().take(4).cloned().collect::<Vec<_>>().join(", ")
+            ));
+        }
+        if self.two_bit_without_imatrix > 0 {
+            s.push_str(&format!(
+                "warning: {} tensors are in a format below 3 bits per weight and no importance \
+                 matrix was given (--imatrix); on small dense models that can break the model \
+                 (docs/QUALITY.md, section 4)\n",
+                self.two_bit_without_imatrix
             ));
         }
         s.push_str(&format!("time: {:.2} s\n", self.seconds));
