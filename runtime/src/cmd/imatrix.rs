@@ -56,7 +56,7 @@ pub fn run(
     let all = toks.len() / n_ctx;
     let plan =
         ChunkPlan { n_ctx, n_chunks: chunks.map_or(all, |c| c.clamp(1, all)), first: n_ctx / 2 };
-    let bos = if engine.tokenizer().add_bos() { engine.tokenizer().bos() } else { None };
+    let bos = super::score::bos(engine);
     let collector = Arc::new(Mutex::new(ImatrixCollector::new()));
     let failure: Arc<Mutex<Option<String>>> = Arc::default();
     {

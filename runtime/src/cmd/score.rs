@@ -36,7 +36,8 @@ fn tokens(
     Ok((toks, plan))
 }
 
-fn bos(engine: &Engine) -> Option<u32> {
+/// The token that replaces each chunk's first token: BOS where the vocabulary adds it.
+pub(crate) fn bos(engine: &Engine) -> Option<u32> {
     let t = engine.tokenizer();
     if t.add_bos() {
         t.bos()
