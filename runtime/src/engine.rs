@@ -23,7 +23,7 @@ use lowbit_core::Dialect;
 use lowbit_cpu::CpuBackend;
 
 use crate::gguf::{GgufError, GgufFile};
-use crate::model::{KvCache, Llama, Logits, ModelError};
+use crate::model::{KvCache, Llama, Logits, ModelError, ProfileReport};
 use crate::prompt_cache::{checksum, DiskCache, Miss};
 use crate::sample::{SampleError, Sampler, SamplerConfig};
 use crate::tokenizer::{ChatTemplate, StreamDecoder, Tokenizer, TokenizerError};
@@ -133,6 +133,11 @@ pub struct GenerateStats {
     pub decode_secs: f64,
     /// Why it stopped.
     pub stop: StopReason,
+    /// Where the prompt's time went, when the model has a profile attached
+    /// ([`Llama::set_profile`]).
+    pub prompt_profile: Option<ProfileReport>,
+    /// Where the decode's time went (same condition).
+    pub decode_profile: Option<ProfileReport>,
 }
 
 impl GenerateStats {
@@ -232,6 +237,18 @@ impl Engine {
         self.fingerprint
     }
 
+    /// [`Llama::forward`] on a worker of the backend's pool ([`CpuBackend::install`]), so the
+    /// matmuls of the pass do not hand work between threads on every call.
+    fn forward(
+        &self,
+        cache: &mut KvCache,
+        tokens: &[u32],
+        logits: Logits,
+    ) -> Result<Vec<f32>, ModelError> {
+        let model = &self.model;
+        model.backend().install(|| model.forward(cache, tokens, logits))
+    }
+
     fn context(&self, asked: usize) -> usize {
         let trained = self.model.config().context_length;
         if asked == 0 {
@@ -264,6 +281,10 @@ impl Engine {
         }
         let mut sampler = Sampler::new(params.sampler.clone())?;
         let mut cache = self.model.new_cache(n_ctx);
+        let profile = self.model.profile();
+        if let Some(p) = profile {
+            p.take();
+        }
         let t0 = Instant::now();
         let prefix = &prompt[..prompt.len() - 1];
         let (mut cached_tokens, mut cache_rejected) = (0, None);
@@ -280,18 +301,15 @@ impl Engine {
         let mut logits = match disk {
             // Store the state of all but the last prompt token, then run the last one.
             Some(d) if cached_tokens < prefix.len() => {
-                self.model.forward(
-                    &mut cache,
-                    &prompt[cached_tokens..prefix.len()],
-                    Logits::Last,
-                )?;
+                self.forward(&mut cache, &prompt[cached_tokens..prefix.len()], Logits::Last)?;
                 d.put(prefix, &cache.to_bytes())
                     .map_err(|e| EngineError::Other(format!("prompt cache: {e}")))?;
-                self.model.forward(&mut cache, &prompt[prefix.len()..], Logits::Last)?
+                self.forward(&mut cache, &prompt[prefix.len()..], Logits::Last)?
             }
-            _ => self.model.forward(&mut cache, &prompt[cached_tokens..], Logits::Last)?,
+            _ => self.forward(&mut cache, &prompt[cached_tokens..], Logits::Last)?,
         };
         let prompt_secs = t0.elapsed().as_secs_f64();
+        let prompt_profile = profile.map(|p| p.take());
 
         let t1 = Instant::now();
         let mut decoder = StreamDecoder::new(&self.tokenizer, true);
@@ -315,7 +333,7 @@ impl Engine {
             if cache.len() >= n_ctx {
                 break StopReason::ContextFull;
             }
-            logits = self.model.forward(&mut cache, &[token], Logits::Last)?;
+            logits = self.forward(&mut cache, &[token], Logits::Last)?;
         };
         let rest = decoder.finish();
         if !rest.is_empty() {
@@ -329,6 +347,8 @@ impl Engine {
             generated,
             decode_secs: t1.elapsed().as_secs_f64(),
             stop,
+            prompt_profile,
+            decode_profile: profile.map(|p| p.take()),
         })
     }
 
@@ -342,7 +362,7 @@ impl Engine {
             )));
         }
         let mut cache: KvCache = self.model.new_cache(chunk.len());
-        let all = self.model.forward(&mut cache, chunk, Logits::All)?;
+        let all = self.forward(&mut cache, chunk, Logits::All)?;
         let v = self.model.config().n_vocab;
         Ok(all[first * v..(chunk.len() - 1) * v].to_vec())
     }

@@ -168,6 +168,10 @@ struct RunArgs {
     prompt: String,
     #[command(flatten)]
     sampling: SamplingArgs,
+    /// Also print where the time goes: per stage of the forward pass (matmuls with their
+    /// weight GB/s, attention, norms, ...), for the prompt and for the decode separately
+    #[arg(long)]
+    profile: bool,
 }
 
 #[derive(Args, Debug)]
@@ -678,13 +682,20 @@ fn load_engine(m: &ModelArgs) -> Result<Engine, CmdError> {
 }
 
 fn run_generate(a: RunArgs) -> Result<String, CmdError> {
-    let engine = load_engine(&a.model)?;
+    let mut engine = load_engine(&a.model)?;
+    if a.profile {
+        let p = std::sync::Arc::new(lowbit_runtime::model::Profile::new());
+        engine.model_mut().set_profile(Some(p));
+    }
     let disk = a.sampling.disk().open(&engine)?;
     let mut out = io::stdout().lock();
     let stats =
         cmd::generate::run(&engine, &a.prompt, &a.sampling.params(), disk.as_ref(), &mut out)?;
     let _ = writeln!(out);
     eprintln!("{}", cmd::generate::render_stats(&stats));
+    if let Some(text) = cmd::generate::render_profile(&stats) {
+        eprintln!("{text}");
+    }
     Ok(String::new())
 }
 

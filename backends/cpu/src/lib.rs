@@ -129,6 +129,20 @@ impl CpuBackend {
         }
     }
 
+    /// Runs `f` on a worker of the backend's pool (its private pool, or rayon's global one).
+    /// Matmuls called inside `f` then split their rows from that worker, instead of handing
+    /// each call from a waiting caller to the pool and back: wrap a whole forward pass in it.
+    /// Decode on a small model makes hundreds of short matmuls per token, and the two thread
+    /// hand-offs per call would otherwise cost about as much as the arithmetic.
+    pub fn install<R: Send>(&self, f: impl FnOnce() -> R + Send) -> R {
+        match &self.pool {
+            Some(p) => p.install(f),
+            // `rayon::scope` runs its body on a worker of the global pool (in place if the
+            // caller already is one).
+            None => rayon::scope(|_| f()),
+        }
+    }
+
     fn run<R: Send>(&self, f: impl FnOnce() -> R + Send) -> R {
         match &self.pool {
             Some(p) => p.install(f),

@@ -56,6 +56,23 @@ pub fn render_stats(s: &GenerateStats) -> String {
     line
 }
 
+/// The `--profile` report of a generation (`None` when no profile was attached): the prompt's
+/// and the decode's time per stage, and the decode time spent outside the forward pass
+/// (sampling, detokenizing, streaming).
+pub fn render_profile(s: &GenerateStats) -> Option<String> {
+    let (prompt, decode) = (s.prompt_profile.as_ref()?, s.decode_profile.as_ref()?);
+    let mut text = format!("prompt ({} tokens through the model):\n{prompt}\n", prompt.tokens);
+    text.push_str(&format!("decode ({} tokens through the model):\n{decode}", decode.tokens));
+    if decode.tokens > 0 {
+        let outside = s.decode_secs - decode.total().as_secs_f64();
+        text.push_str(&format!(
+            "\noutside the forward pass (sampling, detokenizing, output): {:.1} us/token",
+            outside.max(0.0) / decode.tokens as f64 * 1e6
+        ));
+    }
+    Some(text)
+}
+
 /// `lowbit run`: generates from `prompt` and streams the text to `out`.
 pub fn run(
     engine: &Engine,

@@ -13,6 +13,9 @@
 //! convention, so a prefill of n tokens is one matmul with n columns per matrix.
 //! What must not live here: tokenization, sampling, the arithmetic of `ops.rs`.
 
+use std::sync::Arc;
+use std::time::Instant;
+
 use lowbit_core::backend::{Backend, MatrixDesc};
 use lowbit_core::codec;
 use lowbit_core::FormatId;
@@ -23,6 +26,8 @@ use super::config::LlamaConfig;
 use super::error::ModelError;
 use super::kv::KvCache;
 use super::ops::{self, AttnShape};
+use super::profile::{Profile, Stage};
+use super::stack::Stack;
 
 /// Which positions of a batch get logits.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -34,10 +39,12 @@ pub enum Logits {
 }
 
 /// A matrix on the backend, with its tensor name for errors.
-struct Weight<M> {
-    name: String,
-    rows: usize,
-    m: M,
+pub(crate) struct Weight<M> {
+    pub(crate) name: String,
+    pub(crate) rows: usize,
+    /// Bytes of the matrix in its stored format (what one matmul streams).
+    pub(crate) bytes: u64,
+    pub(crate) m: M,
 }
 
 /// One expert of an MoE layer: its slices of the stacked `ffn_{gate,up,down}_exps` tensors.
@@ -49,8 +56,8 @@ struct Expert<M> {
 
 /// A block's feed-forward network.
 enum Ffn<M> {
-    /// SwiGLU: `down(silu(gate x) * up x)`.
-    Dense { gate: Weight<M>, up: Weight<M>, down: Weight<M> },
+    /// SwiGLU: `down(silu(gate x) * up x)`; `gate_up` stacks `[gate, up]`.
+    Dense { gate_up: Stack<M>, down: Weight<M> },
     /// Mixture of experts (llama.cpp's `build_moe_ffn` for llama: softmax router over
     /// `ffn_gate_inp`, the top `k` experts, weights renormalised to sum to 1, each expert a
     /// SwiGLU), routed by [`crate::moe_router::route`].
@@ -60,9 +67,8 @@ enum Ffn<M> {
 /// One transformer block.
 struct Layer<M> {
     attn_norm: Vec<f32>,
-    wq: Weight<M>,
-    wk: Weight<M>,
-    wv: Weight<M>,
+    /// `[attn_q, attn_k, attn_v]`.
+    qkv: Stack<M>,
     wo: Weight<M>,
     ffn_norm: Vec<f32>,
     ffn: Ffn<M>,
@@ -82,6 +88,7 @@ pub struct Llama<B: Backend> {
     tied: bool,
     layers: Vec<Layer<B::Matrix>>,
     observer: Option<MatmulObserver>,
+    profile: Option<Arc<Profile>>,
 }
 
 /// A callback that sees every weight matmul's input: the weight's tensor name, which matrix of
@@ -125,13 +132,15 @@ fn vector(file: &GgufFile, name: &str, len: usize) -> Result<Vec<f32>, ModelErro
     Ok(out)
 }
 
-fn upload<B: Backend>(
+/// The matrix tensor `name`, checked to be `[cols, rows]` (ggml order) in a format `backend`
+/// supports.
+pub(crate) fn tensor_checked<'a, B: Backend>(
     backend: &B,
-    file: &GgufFile,
+    file: &'a GgufFile,
     name: &str,
     cols: usize,
     rows: usize,
-) -> Result<Weight<B::Matrix>, ModelError> {
+) -> Result<&'a TensorInfo, ModelError> {
     let t = tensor(file, name)?;
     check_dims(t, &[cols, rows])?;
     if !backend.supports(t.format) {
@@ -141,11 +150,22 @@ fn upload<B: Backend>(
             backend: backend.name().to_owned(),
         });
     }
+    Ok(t)
+}
+
+pub(crate) fn upload<B: Backend>(
+    backend: &B,
+    file: &GgufFile,
+    name: &str,
+    cols: usize,
+    rows: usize,
+) -> Result<Weight<B::Matrix>, ModelError> {
+    let t = tensor_checked(backend, file, name, cols, rows)?;
     let desc = MatrixDesc { format: t.format, rows, cols };
     let m = backend
         .upload(desc, file.tensor_data(t))
         .map_err(|e| ModelError::Backend { tensor: name.to_owned(), message: e.to_string() })?;
-    Ok(Weight { name: name.to_owned(), rows, m })
+    Ok(Weight { name: name.to_owned(), rows, bytes: file.tensor_data(t).len() as u64, m })
 }
 
 /// Uploads each expert's slice of the stacked tensor `name` (ggml dims `[cols, rows, n_expert]`)
@@ -179,7 +199,7 @@ fn upload_experts<B: Backend>(
             let m = backend.upload(desc, &data[e * per..(e + 1) * per]).map_err(|err| {
                 ModelError::Backend { tensor: format!("{name}#{e}"), message: err.to_string() }
             })?;
-            Ok(Weight { name: name.to_owned(), rows, m })
+            Ok(Weight { name: name.to_owned(), rows, bytes: per as u64, m })
         })
         .collect()
 }
@@ -243,16 +263,25 @@ impl<B: Backend> Llama<B> {
                     });
                 }
                 Ffn::Dense {
-                    gate: up("ffn_gate", c.dim, c.ffn_dim)?,
-                    up: up("ffn_up", c.dim, c.ffn_dim)?,
+                    gate_up: Stack::upload(
+                        &backend,
+                        file,
+                        &[n("ffn_gate"), n("ffn_up")],
+                        c.dim,
+                        &[c.ffn_dim, c.ffn_dim],
+                    )?,
                     down: up("ffn_down", c.ffn_dim, c.dim)?,
                 }
             };
             layers.push(Layer {
                 attn_norm: vector(file, &n("attn_norm"), c.dim)?,
-                wq: up("attn_q", c.dim, c.q_dim())?,
-                wk: up("attn_k", c.dim, c.kv_dim())?,
-                wv: up("attn_v", c.dim, c.kv_dim())?,
+                qkv: Stack::upload(
+                    &backend,
+                    file,
+                    &[n("attn_q"), n("attn_k"), n("attn_v")],
+                    c.dim,
+                    &[c.q_dim(), c.kv_dim(), c.kv_dim()],
+                )?,
                 wo: up("attn_output", c.q_dim(), c.dim)?,
                 ffn_norm: vector(file, &n("ffn_norm"), c.dim)?,
                 ffn,
@@ -260,6 +289,7 @@ impl<B: Backend> Llama<B> {
         }
         Ok(Llama {
             observer: None,
+            profile: None,
             backend,
             config,
             embd_format,
@@ -292,6 +322,29 @@ impl<B: Backend> Llama<B> {
         self.observer = observer;
     }
 
+    /// Attaches (or detaches) a profile that accumulates the time of every forward-pass stage.
+    pub fn set_profile(&mut self, profile: Option<Arc<Profile>>) {
+        self.profile = profile;
+    }
+
+    /// The attached profile.
+    pub fn profile(&self) -> Option<&Arc<Profile>> {
+        self.profile.as_ref()
+    }
+
+    /// Runs `f` as stage `stage` (streaming `bytes` weight bytes) of the attached profile.
+    fn timed<R>(&self, stage: Stage, bytes: u64, f: impl FnOnce() -> R) -> R {
+        match &self.profile {
+            None => f(),
+            Some(p) => {
+                let t = Instant::now();
+                let r = f();
+                p.add(stage, t.elapsed(), bytes);
+                r
+            }
+        }
+    }
+
     /// An empty KV cache for this model holding `capacity` positions.
     pub fn new_cache(&self, capacity: usize) -> KvCache {
         KvCache::for_config(&self.config, capacity)
@@ -313,11 +366,37 @@ impl<B: Backend> Llama<B> {
         if let Some(observe) = &self.observer {
             observe(&w.name, expert, x, n);
         }
+        self.matmul_unobserved(w, x, n)
+    }
+
+    /// The backend matmul of `w` with `n` columns of `x`, the observer not told.
+    fn matmul_unobserved(
+        &self,
+        w: &Weight<B::Matrix>,
+        x: &[f32],
+        n: usize,
+    ) -> Result<Vec<f32>, ModelError> {
         let mut y = vec![0f32; w.rows * n];
         self.backend
             .matmul(&w.m, x, n, &mut y)
             .map_err(|e| ModelError::Backend { tensor: w.name.clone(), message: e.to_string() })?;
         Ok(y)
+    }
+
+    /// Every matrix of `stack` times `n` columns of `x` (one matmul when stacked); the observer
+    /// is told each tensor's name.
+    fn matmul_stack(
+        &self,
+        stack: &Stack<B::Matrix>,
+        x: &[f32],
+        n: usize,
+    ) -> Result<Vec<Vec<f32>>, ModelError> {
+        if let Some(observe) = &self.observer {
+            for name in stack.names() {
+                observe(name, (0, 1), x, n);
+            }
+        }
+        stack.apply(x, n, |w, x, n| self.matmul_unobserved(w, x, n))
     }
 
     /// Runs `tokens` at positions `cache.len()..`, stores their keys and values in `cache`, and
@@ -353,8 +432,75 @@ impl<B: Backend> Llama<B> {
         let pos0 = cache.len();
         let dim = c.dim;
 
+        if let Some(p) = &self.profile {
+            p.add_tokens(n as u64);
+        }
         let mut x = vec![0f32; n * dim];
-        for (j, (&t, col)) in tokens.iter().zip(x.chunks_exact_mut(dim)).enumerate() {
+        self.timed(Stage::Embed, 0, || self.embed(tokens, &mut x))?;
+
+        let angles: Vec<_> =
+            (0..n).map(|j| ops::rope_angles(pos0 + j, c.n_rot, c.rope_freq_base)).collect();
+        let shape = AttnShape { n_head: c.n_head, n_head_kv: c.n_head_kv, head_dim: c.head_dim };
+        let mut xn = vec![0f32; n * dim];
+        let mut att = vec![0f32; n * c.q_dim()];
+        for (l, layer) in self.layers.iter().enumerate() {
+            self.timed(Stage::Norm, 0, || norm_columns(&x, &layer.attn_norm, c.rms_eps, &mut xn));
+            let qkv = self
+                .timed(Stage::Qkv, layer.qkv.bytes(), || self.matmul_stack(&layer.qkv, &xn, n))?;
+            let mut qkv = qkv.into_iter();
+            let (Some(mut q), Some(mut k), Some(v)) = (qkv.next(), qkv.next(), qkv.next()) else {
+                unreachable!("a stack of three matrices gives three outputs")
+            };
+            let (keys, values) = self.timed(Stage::Rope, 0, || {
+                for (j, a) in angles.iter().enumerate() {
+                    ops::rope(&mut q[j * c.q_dim()..][..c.q_dim()], c.head_dim, a);
+                    ops::rope(&mut k[j * c.kv_dim()..][..c.kv_dim()], c.head_dim, a);
+                }
+                cache.store(l, &k, &v)
+            });
+            self.timed(Stage::Attention, 0, || {
+                ops::attention(&shape, &q, keys, values, pos0, &mut att)
+            });
+            let o =
+                self.timed(Stage::AttnOutput, layer.wo.bytes, || self.matmul(&layer.wo, &att, n))?;
+            self.timed(Stage::Residual, 0, || add(&mut x, &o));
+
+            self.timed(Stage::Norm, 0, || norm_columns(&x, &layer.ffn_norm, c.rms_eps, &mut xn));
+            let f = match &layer.ffn {
+                Ffn::Dense { gate_up, down } => {
+                    let gu = self.timed(Stage::GateUp, gate_up.bytes(), || {
+                        self.matmul_stack(gate_up, &xn, n)
+                    })?;
+                    let mut gu = gu.into_iter();
+                    let (Some(mut g), Some(u)) = (gu.next(), gu.next()) else {
+                        unreachable!("a stack of two matrices gives two outputs")
+                    };
+                    self.timed(Stage::Swiglu, 0, || ops::swiglu(&mut g, &u));
+                    self.timed(Stage::Down, down.bytes, || self.matmul(down, &g, n))?
+                }
+                Ffn::Moe { router, experts, k } => {
+                    self.timed(Stage::Moe, 0, || self.moe(l, router, experts, *k, &xn, n))?
+                }
+            };
+            self.timed(Stage::Residual, 0, || add(&mut x, &f));
+        }
+        cache.advance(n);
+
+        let (x_out, n_out) = match logits {
+            Logits::Last => (&x[(n - 1) * dim..], 1),
+            Logits::All => (&x[..], n),
+        };
+        self.timed(Stage::Output, self.output.bytes, || {
+            let mut xo = vec![0f32; n_out * dim];
+            norm_columns(x_out, &self.output_norm, c.rms_eps, &mut xo);
+            self.matmul(&self.output, &xo, n_out)
+        })
+    }
+
+    /// Decodes the embedding rows of `tokens` into the columns of `x`.
+    fn embed(&self, tokens: &[u32], x: &mut [f32]) -> Result<(), ModelError> {
+        let c = &self.config;
+        for (j, (&t, col)) in tokens.iter().zip(x.chunks_exact_mut(c.dim)).enumerate() {
             let ti = t as usize;
             if ti >= c.n_vocab {
                 return Err(ModelError::Token { index: j, token: t, n_vocab: c.n_vocab });
@@ -365,47 +511,7 @@ impl<B: Backend> Llama<B> {
                 source: source.at(ti * self.embd_row_bytes),
             })?;
         }
-
-        let angles: Vec<_> =
-            (0..n).map(|j| ops::rope_angles(pos0 + j, c.n_rot, c.rope_freq_base)).collect();
-        let shape = AttnShape { n_head: c.n_head, n_head_kv: c.n_head_kv, head_dim: c.head_dim };
-        let mut xn = vec![0f32; n * dim];
-        let mut att = vec![0f32; n * c.q_dim()];
-        for (l, layer) in self.layers.iter().enumerate() {
-            norm_columns(&x, &layer.attn_norm, c.rms_eps, &mut xn);
-            let mut q = self.matmul(&layer.wq, &xn, n)?;
-            let mut k = self.matmul(&layer.wk, &xn, n)?;
-            let v = self.matmul(&layer.wv, &xn, n)?;
-            for (j, a) in angles.iter().enumerate() {
-                ops::rope(&mut q[j * c.q_dim()..][..c.q_dim()], c.head_dim, a);
-                ops::rope(&mut k[j * c.kv_dim()..][..c.kv_dim()], c.head_dim, a);
-            }
-            let (keys, values) = cache.store(l, &k, &v);
-            ops::attention(&shape, &q, keys, values, pos0, &mut att);
-            let o = self.matmul(&layer.wo, &att, n)?;
-            add(&mut x, &o);
-
-            norm_columns(&x, &layer.ffn_norm, c.rms_eps, &mut xn);
-            let f = match &layer.ffn {
-                Ffn::Dense { gate, up, down } => {
-                    let mut g = self.matmul(gate, &xn, n)?;
-                    let u = self.matmul(up, &xn, n)?;
-                    ops::swiglu(&mut g, &u);
-                    self.matmul(down, &g, n)?
-                }
-                Ffn::Moe { router, experts, k } => self.moe(l, router, experts, *k, &xn, n)?,
-            };
-            add(&mut x, &f);
-        }
-        cache.advance(n);
-
-        let (x_out, n_out) = match logits {
-            Logits::Last => (&x[(n - 1) * dim..], 1),
-            Logits::All => (&x[..], n),
-        };
-        let mut xo = vec![0f32; n_out * dim];
-        norm_columns(x_out, &self.output_norm, c.rms_eps, &mut xo);
-        self.matmul(&self.output, &xo, n_out)
+        Ok(())
     }
 }
 

@@ -13,8 +13,11 @@ mod error;
 mod kv;
 mod llama;
 mod ops;
+mod profile;
+mod stack;
 
 pub use config::{LlamaConfig, ARCHITECTURES};
 pub use error::ModelError;
 pub use kv::KvCache;
 pub use llama::{Llama, Logits, MatmulObserver};
+pub use profile::{Profile, ProfileReport, Stage, StageTime};
