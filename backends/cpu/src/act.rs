@@ -82,6 +82,9 @@ fn encode_cols<B: bytemuck::Pod + Send>(
             if act == FormatId::Q8_0 && q8_0_fast(x, bytemuck::cast_slice_mut(out)) {
                 return Ok(());
             }
+            if act == FormatId::Q8_1 && q8_1_fast(x, bytemuck::cast_slice_mut(out)) {
+                return Ok(());
+            }
             codec::encode_row(act, x, &opts, out).map_err(|e| e.at_element(j * k))
         })
         .collect();
@@ -127,6 +130,42 @@ fn q8_0_fast(x: &[f32], out: &mut [BlockQ8_0]) -> bool {
         for (q, v) in ob.qs.iter_mut().zip(xb) {
             *q = round_away(v * id) as i8;
         }
+    }
+    true
+}
+
+/// Q8_1 blocks of one column, byte for byte what the core's `BlockQ8_1::encode` (ggml's
+/// `quantize_row_q8_1_ref`) gives: the Q8_0 rule for `d` and `q` (see [`q8_0_fast`]), plus
+/// `s = f16((float)sum(q) * d)` with the exact integer sum and the f32 `d` before rounding.
+/// Returns `false` (and the caller runs the core encoder, which reports the error) when an
+/// element is not finite or `d` or `s` overflows f16.
+fn q8_1_fast(x: &[f32], out: &mut [BlockQ8_1]) -> bool {
+    if x.len() != out.len() * 32 || !x.iter().fold(true, |ok, v| ok & v.is_finite()) {
+        return false;
+    }
+    for (xb, ob) in x.chunks_exact(32).zip(out) {
+        let mut m = [0f32; 8];
+        for c in xb.chunks_exact(8) {
+            for (mi, v) in m.iter_mut().zip(c) {
+                let a = v.abs();
+                *mi = if *mi > a { *mi } else { a };
+            }
+        }
+        let amax = m.iter().fold(0f32, |a, &v| if a > v { a } else { v });
+        let d = amax / 127.0;
+        let id = if d != 0.0 { 1.0 / d } else { 0.0 };
+        let mut sum = 0i32;
+        for (q, v) in ob.qs.iter_mut().zip(xb) {
+            let r = round_away(v * id);
+            *q = r as i8;
+            sum += r;
+        }
+        let (hd, hs) = (half::f16::from_f32(d), half::f16::from_f32(sum as f32 * d));
+        if !hd.is_finite() || !hs.is_finite() {
+            return false;
+        }
+        ob.d = hd;
+        ob.s = hs;
     }
     true
 }
@@ -242,6 +281,30 @@ mod tests {
         let mut big = x.clone();
         big[70] = 1e9;
         assert!(!q8_0_fast(&big, &mut fast));
+    }
+
+    /// The fast Q8_1 path against the core encoder (ties, zero, tiny and huge blocks, sums
+    /// that round in `s`), and its refusals (NaN, f16 overflow of `d`).
+    #[test]
+    fn q8_1_fast_matches_core() {
+        let mut x = Vec::new();
+        x.extend((0..32).map(|i| if i == 0 { 127.0 } else { (i as f32 - 16.0) + 0.5 }));
+        x.extend([0.0f32; 32]);
+        x.extend((0..32).map(|i| (i as f32 - 15.5) * 1e-6));
+        x.extend((0..32).map(|i| (i as f32 - 15.5) * 1e3));
+        x.extend((0..32).map(|i| ((i * 37 % 64) as f32 - 31.0) * 0.3173));
+        x.extend((0..32).map(|i| 0.9 + (i as f32) * 0.01));
+        let mut fast = vec![BlockQ8_1::zeroed(); x.len() / 32];
+        assert!(q8_1_fast(&x, &mut fast));
+        let mut core = vec![0u8; x.len() / 32 * 36];
+        codec::encode_row(FormatId::Q8_1, &x, &EncodeOptions::default(), &mut core).unwrap();
+        assert_eq!(bytemuck::cast_slice::<_, u8>(&fast), &core[..]);
+        let mut bad = x.clone();
+        bad[40] = f32::INFINITY;
+        assert!(!q8_1_fast(&bad, &mut fast));
+        let mut big = x.clone();
+        big[70] = 1e9;
+        assert!(!q8_1_fast(&big, &mut fast));
     }
 
     /// The prepared bytes are exactly the reference backend's, for every activation format

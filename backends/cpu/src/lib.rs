@@ -36,6 +36,7 @@ pub mod kernels;
 mod matmul;
 mod scalar;
 mod shape;
+pub mod vecops;
 #[cfg(target_arch = "x86_64")]
 mod x86;
 

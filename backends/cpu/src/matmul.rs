@@ -79,12 +79,11 @@ pub(crate) fn matmul(
     if n == 1 {
         return one_pass(kernel, desc, rb, w, &acts, 0, 1, y);
     }
-    let mut tmp = vec![0f32; rows * n];
-    if n <= MAX_TILE {
-        one_pass(kernel, desc, rb, w, &acts, 0, n, &mut tmp)?;
-    } else {
-        blocked(kernel, desc, rb, w, &acts, &mut tmp)?;
+    if n > MAX_TILE {
+        return blocked(kernel, desc, rb, w, &acts, y);
     }
+    let mut tmp = vec![0f32; rows * n];
+    one_pass(kernel, desc, rb, w, &acts, 0, n, &mut tmp)?;
     for (r, tr) in tmp.chunks_exact(n).enumerate() {
         for (j, &v) in tr.iter().enumerate() {
             y[j * rows + r] = v;
@@ -120,40 +119,53 @@ fn one_pass(
 }
 
 /// The blocked prefill pass: each task takes an L2-sized chunk of rows and runs every column
-/// tile over it; `out` is row-major `rows x n` (`n = acts.n`).
+/// tile over it, transposing each tile into a column-major block of its own (`n` columns of
+/// the chunk's rows, in cache); the blocks are then copied into `y` (`y[j * rows + r]`) as
+/// contiguous runs, rather than scattering `rows * n` single floats across `y`.
 fn blocked(
     kernel: Kernel,
     desc: MatrixDesc,
     rb: usize,
     w: &[u8],
     acts: &Acts,
-    out: &mut [f32],
+    y: &mut [f32],
 ) -> Result<(), CpuError> {
     let n = acts.n;
-    let chunk = prefill_chunk_rows(desc.rows, rb);
-    let res: Vec<Result<(), Error>> = w
+    let rows = desc.rows;
+    let chunk = prefill_chunk_rows(rows, rb);
+    let blocks: Vec<Result<Vec<f32>, Error>> = w
         .par_chunks(chunk * rb)
-        .zip(out.par_chunks_mut(chunk * n))
         .enumerate()
         .map_init(
             || vec![0f32; chunk * MAX_TILE],
-            |tile, (c, (wc, oc))| {
+            |tile, (c, wc)| {
                 let rows_here = wc.len() / rb;
+                let mut block = vec![0f32; rows_here * n];
                 let mut j0 = 0;
                 while j0 < n {
                     let nc = MAX_TILE.min(n - j0);
                     let t = &mut tile[..rows_here * nc];
                     (kernel.f)(desc.format, wc, rb, acts, j0..j0 + nc, t)
                         .map_err(|e| e.at(c * chunk * rb))?;
-                    for (dst, src) in oc.chunks_exact_mut(n).zip(t.chunks_exact(nc)) {
-                        dst[j0..j0 + nc].copy_from_slice(src);
+                    for jj in 0..nc {
+                        let col = &mut block[(j0 + jj) * rows_here..][..rows_here];
+                        for (r, v) in col.iter_mut().enumerate() {
+                            *v = t[r * nc + jj];
+                        }
                     }
                     j0 += nc;
                 }
-                Ok(())
+                Ok(block)
             },
         )
         .collect();
-    res.into_iter().collect::<Result<(), Error>>()?;
+    for (c, block) in blocks.into_iter().enumerate() {
+        let block = block?;
+        let r0 = c * chunk;
+        let rows_here = block.len() / n;
+        for (j, col) in block.chunks_exact(rows_here).enumerate() {
+            y[j * rows + r0..][..rows_here].copy_from_slice(col);
+        }
+    }
     Ok(())
 }

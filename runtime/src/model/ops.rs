@@ -7,8 +7,10 @@
 //! build_attn_mha: scale `1/sqrt(head_dim)`, causal mask, query head `h` reads key/value head
 //! `h / (n_head / n_head_kv)`).
 //!
+//! The per-head dot products and weighted sums run on `lowbit_cpu::vecops` (SIMD, chosen once).
 //! What must not live here: matrix products (the backend's), the cache's bookkeeping (`kv.rs`).
 
+use lowbit_cpu::vecops;
 use rayon::prelude::*;
 
 /// `out = x / sqrt(mean(x^2) + eps) * w` for one column (`x`, `w`, `out` of equal length).
@@ -52,23 +54,6 @@ pub(crate) fn swiglu(g: &mut [f32], u: &[f32]) {
     }
 }
 
-/// f32 dot product with eight independent partial sums (so the compiler can vectorize).
-fn dot(a: &[f32], b: &[f32]) -> f32 {
-    let mut acc = [0f32; 8];
-    let (ac, ar) = a.split_at(a.len() / 8 * 8);
-    let (bc, br) = b.split_at(ac.len());
-    for (x, y) in ac.chunks_exact(8).zip(bc.chunks_exact(8)) {
-        for i in 0..8 {
-            acc[i] += x[i] * y[i];
-        }
-    }
-    let mut s: f32 = acc.iter().sum();
-    for (x, y) in ar.iter().zip(br) {
-        s += x * y;
-    }
-    s
-}
-
 /// Multiply-adds below which [`attention`] stays on the calling thread.
 const PARALLEL_MIN_WORK: usize = 1 << 16;
 
@@ -103,12 +88,12 @@ pub(crate) fn attention(
         let kvh = h / group;
         let n_keys = pos0 + j + 1;
         scores.clear();
+        scores.resize(n_keys, 0.0);
+        vecops::dots(qh, &keys[kvh * hd..], kv_dim, scores);
         let mut max = f32::NEG_INFINITY;
-        for t in 0..n_keys {
-            let k = &keys[t * kv_dim + kvh * hd..][..hd];
-            let s = dot(qh, k) * scale;
-            max = max.max(s);
-            scores.push(s);
+        for s in scores.iter_mut() {
+            *s *= scale;
+            max = max.max(*s);
         }
         let mut sum = 0f32;
         for s in scores.iter_mut() {
@@ -116,14 +101,11 @@ pub(crate) fn attention(
             sum += *s;
         }
         let inv = 1.0 / sum;
-        o.fill(0.0);
-        for (t, &p) in scores.iter().enumerate() {
-            let v = &values[t * kv_dim + kvh * hd..][..hd];
-            let w = p * inv;
-            for (a, &b) in o.iter_mut().zip(v) {
-                *a += w * b;
-            }
+        for s in scores.iter_mut() {
+            *s *= inv;
         }
+        o.fill(0.0);
+        vecops::axpys(scores, &values[kvh * hd..], kv_dim, o);
     };
     // Small calls (decode over a short context) run on this thread: waking the pool costs more.
     let n = q.len() / (n_head * hd).max(1);

@@ -28,6 +28,7 @@ mod legacy2;
 mod legacy512;
 mod rocmfpx;
 mod ternary;
+pub(crate) mod vecops;
 mod z512;
 
 use std::ops::Range;

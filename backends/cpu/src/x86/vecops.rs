@@ -1,0 +1,179 @@
+//! AVX-512 and AVX2 bodies of [`crate::vecops`] (`dots`, `axpys`). Lane order: `dots` keeps
+//! one 16-lane (AVX2: 8-lane) FMA accumulator per row, a masked load for the tail, and sums the
+//! lanes by a fixed tree; `axpys` walks `out` in vectors and adds each row's weighted vector by
+//! FMA in row order.
+//!
+//! The public wrappers in `crate::vecops` check that every row read lies inside `rows`; the
+//! bodies here are reachable only through [`bodies`], which hands them out only for an
+//! instruction set that [`Isa::available`] confirmed.
+//!
+//! What must not live here: the dispatch cell (`crate::vecops`), matmul kernels.
+
+#![allow(clippy::incompatible_msrv)]
+
+use std::arch::x86_64::*;
+
+use super::avx2::hsum_ps;
+use crate::isa::Isa;
+
+/// The `(dots, axpys)` bodies for `isa`, if it is an x86 SIMD set this CPU has.
+#[allow(clippy::type_complexity)]
+pub(crate) fn bodies(
+    isa: Isa,
+) -> Option<(fn(&[f32], &[f32], usize, &mut [f32]), fn(&[f32], &[f32], usize, &mut [f32]))> {
+    if !isa.available() {
+        return None;
+    }
+    match isa {
+        Isa::Avx512 => Some((dots512, axpys512)),
+        Isa::Avx2 => Some((dots256, axpys256)),
+        _ => None,
+    }
+}
+
+fn dots512(q: &[f32], rows: &[f32], stride: usize, out: &mut [f32]) {
+    // SAFETY: handed out by `bodies` only after `Isa::Avx512.available()`; the caller
+    // (`crate::vecops::dots`) checked that rows `0..out.len()` of `q.len()` floats, `stride`
+    // apart, lie inside `rows`.
+    unsafe { dots512_body(q, rows, stride, out) }
+}
+
+fn axpys512(w: &[f32], rows: &[f32], stride: usize, out: &mut [f32]) {
+    // SAFETY: as in `dots512` (`crate::vecops::axpys` checked the extent).
+    unsafe { axpys512_body(w, rows, stride, out) }
+}
+
+fn dots256(q: &[f32], rows: &[f32], stride: usize, out: &mut [f32]) {
+    // SAFETY: handed out only after `Isa::Avx2.available()` (AVX2 + FMA); extent checked.
+    unsafe { dots256_body(q, rows, stride, out) }
+}
+
+fn axpys256(w: &[f32], rows: &[f32], stride: usize, out: &mut [f32]) {
+    // SAFETY: as in `dots256`.
+    unsafe { axpys256_body(w, rows, stride, out) }
+}
+
+/// # Safety
+/// AVX-512F, AVX2 and FMA are available; rows `0..out.len()` of `q.len()` floats, `stride`
+/// apart, lie inside `rows`.
+#[target_feature(enable = "avx512f,avx2,fma")]
+unsafe fn dots512_body(q: &[f32], rows: &[f32], stride: usize, out: &mut [f32]) {
+    let len = q.len();
+    let full = len / 16;
+    let tail = (len % 16) as u32;
+    let mask: __mmask16 = ((1u32 << tail) - 1) as __mmask16;
+    // SAFETY: every load reads `q[16c..16c + 16]` (c < full), or the masked tail of `q`, or the
+    // same offsets of a row inside `rows` (the caller's extent); masked-off lanes are not read.
+    unsafe {
+        for (t, o) in out.iter_mut().enumerate() {
+            let r = rows.as_ptr().add(t * stride);
+            let mut acc = _mm512_setzero_ps();
+            for c in 0..full {
+                let a = _mm512_loadu_ps(q.as_ptr().add(16 * c));
+                let b = _mm512_loadu_ps(r.add(16 * c));
+                acc = _mm512_fmadd_ps(a, b, acc);
+            }
+            if tail != 0 {
+                let a = _mm512_maskz_loadu_ps(mask, q.as_ptr().add(16 * full));
+                let b = _mm512_maskz_loadu_ps(mask, r.add(16 * full));
+                acc = _mm512_fmadd_ps(a, b, acc);
+            }
+            let lo = _mm512_castps512_ps256(acc);
+            let hi = _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(acc)));
+            *o = hsum_ps(_mm256_add_ps(lo, hi));
+        }
+    }
+}
+
+/// Vectors of `out` that [`axpys512_body`] keeps in registers during one pass over the rows.
+const AXPY_VECS: usize = 8;
+
+/// # Safety
+/// As [`dots512_body`], with rows `0..w.len()` of `out.len()` floats.
+#[target_feature(enable = "avx512f,avx2,fma")]
+unsafe fn axpys512_body(w: &[f32], rows: &[f32], stride: usize, out: &mut [f32]) {
+    let len = out.len();
+    // SAFETY: reads and writes `out[i..i + 16 * AXPY_VECS]` (lanes past `len` masked off) and
+    // the same offsets of rows `0..w.len()`, inside `rows` by the caller's extent.
+    unsafe {
+        let mut i0 = 0;
+        while i0 < len {
+            // One pass over the rows per block of up to AXPY_VECS vectors of `out` (a head of
+            // 64 or 128 floats is one block).
+            let mut m = [0 as __mmask16; AXPY_VECS];
+            let mut acc = [_mm512_setzero_ps(); AXPY_VECS];
+            let mut nv = 0;
+            while nv < AXPY_VECS && i0 + 16 * nv < len {
+                let left = len - i0 - 16 * nv;
+                m[nv] = if left >= 16 { 0xFFFF } else { ((1u32 << left) - 1) as __mmask16 };
+                acc[nv] = _mm512_maskz_loadu_ps(m[nv], out.as_ptr().add(i0 + 16 * nv));
+                nv += 1;
+            }
+            for (t, &wt) in w.iter().enumerate() {
+                let wv = _mm512_set1_ps(wt);
+                let r = rows.as_ptr().add(t * stride + i0);
+                for v in 0..AXPY_VECS {
+                    if v < nv {
+                        let x = _mm512_maskz_loadu_ps(m[v], r.add(16 * v));
+                        acc[v] = _mm512_fmadd_ps(wv, x, acc[v]);
+                    }
+                }
+            }
+            for v in 0..nv {
+                _mm512_mask_storeu_ps(out.as_mut_ptr().add(i0 + 16 * v), m[v], acc[v]);
+            }
+            i0 += 16 * AXPY_VECS;
+        }
+    }
+}
+
+/// # Safety
+/// AVX2 and FMA are available; the extent as in [`dots512_body`].
+#[target_feature(enable = "avx2,fma")]
+unsafe fn dots256_body(q: &[f32], rows: &[f32], stride: usize, out: &mut [f32]) {
+    let len = q.len();
+    let full = len / 8;
+    // SAFETY: loads `q[8c..8c + 8]` (c < full) and the same offsets of a row inside `rows`;
+    // the tail is read element by element.
+    unsafe {
+        for (t, o) in out.iter_mut().enumerate() {
+            let r = rows.as_ptr().add(t * stride);
+            let mut acc = _mm256_setzero_ps();
+            for c in 0..full {
+                let a = _mm256_loadu_ps(q.as_ptr().add(8 * c));
+                let b = _mm256_loadu_ps(r.add(8 * c));
+                acc = _mm256_fmadd_ps(a, b, acc);
+            }
+            let mut s = hsum_ps(acc);
+            for (i, &qi) in q.iter().enumerate().skip(8 * full) {
+                s = qi.mul_add(*r.add(i), s);
+            }
+            *o = s;
+        }
+    }
+}
+
+/// # Safety
+/// As [`dots256_body`], with rows `0..w.len()` of `out.len()` floats.
+#[target_feature(enable = "avx2,fma")]
+unsafe fn axpys256_body(w: &[f32], rows: &[f32], stride: usize, out: &mut [f32]) {
+    let len = out.len();
+    let full = len / 8;
+    // SAFETY: reads and writes `out[8c..8c + 8]` (c < full) and the same offsets of rows
+    // `0..w.len()` inside `rows`; the tail element by element.
+    unsafe {
+        for c in 0..full {
+            let mut acc = _mm256_loadu_ps(out.as_ptr().add(8 * c));
+            for (t, &wt) in w.iter().enumerate() {
+                let v = _mm256_loadu_ps(rows.as_ptr().add(t * stride + 8 * c));
+                acc = _mm256_fmadd_ps(_mm256_set1_ps(wt), v, acc);
+            }
+            _mm256_storeu_ps(out.as_mut_ptr().add(8 * c), acc);
+        }
+        for (i, o) in out.iter_mut().enumerate().skip(8 * full) {
+            for (t, &wt) in w.iter().enumerate() {
+                *o = wt.mul_add(*rows.as_ptr().add(t * stride + i), *o);
+            }
+        }
+    }
+}
