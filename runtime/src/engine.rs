@@ -239,7 +239,7 @@ impl Engine {
 
     /// [`Llama::forward`] on a worker of the backend's pool ([`CpuBackend::install`]), so the
     /// matmuls of the pass do not hand work between threads on every call.
-    fn forward(
+    pub fn forward(
         &self,
         cache: &mut KvCache,
         tokens: &[u32],

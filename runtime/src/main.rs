@@ -59,6 +59,9 @@ enum Cmd {
     /// Generate text from a prompt (greedy by default), streaming it; prints prompt and decode
     /// tokens/s.
     Run(RunArgs),
+    /// Prompt and generation speed of whole models, as llama-bench measures it (pp N: one batch
+    /// of N tokens; tg N: N single-token passes), with an optional per-stage breakdown.
+    Speed(SpeedArgs),
     /// Chat through the model's chat template (ChatML): one turn with -p, else one per stdin line.
     Chat(ChatArgs),
     /// Perplexity of a model on a text file, by llama-perplexity's protocol.
@@ -172,6 +175,34 @@ struct RunArgs {
     /// weight GB/s, attention, norms, ...), for the prompt and for the decode separately
     #[arg(long)]
     profile: bool,
+}
+
+#[derive(Args, Debug)]
+struct SpeedArgs {
+    /// The model(s); give -m several times to measure several files
+    #[arg(short = 'm', long = "model", required = true)]
+    models: Vec<PathBuf>,
+    /// Read the models' GGUF type ids in this dialect. Default: the one each file names
+    #[arg(long, value_parser = parse_dialect)]
+    dialect: Option<Dialect>,
+    /// Thread counts, comma-separated (default: one per core)
+    #[arg(short = 't', long = "threads", value_delimiter = ',')]
+    threads: Vec<usize>,
+    /// Prompt tokens of the pp test (0 skips it)
+    #[arg(short = 'p', long = "n-prompt", default_value_t = 128)]
+    pp: usize,
+    /// Generated tokens of the tg test (0 skips it)
+    #[arg(short = 'n', long = "n-gen", default_value_t = 64)]
+    tg: usize,
+    /// Timed repetitions of each test (after one untimed warm-up)
+    #[arg(short = 'r', long = "reps", default_value_t = 5)]
+    reps: usize,
+    /// Also print where the time goes, per stage of the forward pass
+    #[arg(long)]
+    profile: bool,
+    /// Also write the results as JSON to this file
+    #[arg(long)]
+    json: Option<PathBuf>,
 }
 
 #[derive(Args, Debug)]
@@ -556,6 +587,7 @@ fn run(cli: Cli) -> Result<ExitCode, CliError> {
     match cli.cmd.unwrap_or(Cmd::Quantize(QuantizeArgs::default())) {
         Cmd::Quantize(a) => return finish(run_quantize(a)),
         Cmd::Run(a) => return finish(run_generate(a)),
+        Cmd::Speed(a) => return finish(run_speed(a)),
         Cmd::Chat(a) => return finish(run_chat(a)),
         Cmd::Perplexity(a) => return finish(run_perplexity(a)),
         Cmd::Kld(a) => return finish(run_kld(a)),
@@ -592,11 +624,7 @@ fn run(cli: Cli) -> Result<ExitCode, CliError> {
             emit(&report.render())?;
             if let Some(path) = a.json {
                 let j = cmd::eval_tensors::to_json(&report, &a.source, &a.quantized);
-                std::fs::write(&path, j).map_err(|e| CliError::Io {
-                    path: path.clone(),
-                    op: "write",
-                    source: e,
-                })?;
+                lowbit_runtime::rawcodec::write_atomic(&path, j.as_bytes())?;
                 emit(&format!("wrote {}\n", path.display()))?;
             }
         }
@@ -699,6 +727,48 @@ fn run_generate(a: RunArgs) -> Result<String, CmdError> {
     Ok(String::new())
 }
 
+fn run_speed(a: SpeedArgs) -> Result<String, CmdError> {
+    let opts = cmd::speed::SpeedOptions { pp: a.pp, tg: a.tg, reps: a.reps };
+    let threads: Vec<Option<usize>> = if a.threads.is_empty() {
+        vec![None]
+    } else {
+        a.threads.iter().map(|&t| Some(t)).collect()
+    };
+    let mut json = Vec::new();
+    println!("| model | size | backend | threads | test | t/s |");
+    println!("|---|--:|---|--:|---|--:|");
+    for m in &a.models {
+        let bytes =
+            std::fs::metadata(m).map_err(|e| CmdError::new(format!("{}: {e}", m.display())))?.len();
+        for &t in &threads {
+            let mut engine =
+                load_engine(&ModelArgs { model: m.clone(), dialect: a.dialect, threads: t })?;
+            if a.profile {
+                let p = std::sync::Arc::new(lowbit_runtime::model::Profile::new());
+                engine.model_mut().set_profile(Some(p));
+            }
+            let backend = lowbit_core::backend::Backend::name(engine.model().backend()).to_owned();
+            let r = cmd::speed::measure(&engine, &opts)
+                .map_err(|e| CmdError::new(format!("{}: {e}", m.display())))?;
+            print!("{}", cmd::speed::render(m, bytes, &backend, &r));
+            json.push(cmd::speed::to_json(m, bytes, &backend, &r));
+        }
+    }
+    if let Some(path) = &a.json {
+        let v = serde_json::Value::Array(
+            json.into_iter()
+                .flat_map(|v| match v {
+                    serde_json::Value::Array(rows) => rows,
+                    other => vec![other],
+                })
+                .collect(),
+        );
+        let text = serde_json::to_string_pretty(&v).unwrap_or_default() + "\n";
+        lowbit_runtime::rawcodec::write_atomic(path, text.as_bytes()).map_err(CmdError::new)?;
+    }
+    Ok(String::new())
+}
+
 fn run_chat(a: ChatArgs) -> Result<String, CmdError> {
     let engine = load_engine(&a.model)?;
     let disk = a.sampling.disk().open(&engine)?;
@@ -746,7 +816,7 @@ fn run_kld(a: KldArgs) -> Result<String, CmdError> {
             .map(|(r, m)| cmd::score::kld_json(r, &a.base, m, &a.file))
             .collect();
         let text = format!("[\n{}]\n", items.join(",\n"));
-        std::fs::write(j, text).map_err(|e| CmdError::new(format!("{}: {e}", j.display())))?;
+        lowbit_runtime::rawcodec::write_atomic(j, text.as_bytes()).map_err(CmdError::new)?;
     }
     let mut out = String::new();
     for (r, m) in reports.iter().zip(&a.models) {
@@ -859,11 +929,7 @@ fn run_bench(a: BenchArgs) -> Result<ExitCode, CliError> {
         }
     };
     if let Some(path) = a.json {
-        std::fs::write(&path, report.to_json()).map_err(|e| CliError::Io {
-            path: path.clone(),
-            op: "write",
-            source: e,
-        })?;
+        lowbit_runtime::rawcodec::write_atomic(&path, report.to_json().as_bytes())?;
         emit(&format!("wrote {}\n", path.display()))?;
     }
     let bad_search = report.search.iter().any(|s| !s.identical);

@@ -1,4 +1,4 @@
-//! `lowbit run`, `perplexity`, `kld` and `imatrix` on the real SmolLM2-135M-Instruct model.
+//! `lowbit run`, `speed`, `perplexity`, `kld` and `imatrix` on the real SmolLM2-135M-Instruct model.
 //! Needs LOWBIT_SMOLLM2 (its path; `.ci/run` sets it); without it the tests say so and skip.
 //! The text is GPL-3 from Debian's base-files (`/usr/share/common-licenses`), skipped if absent.
 
@@ -92,4 +92,31 @@ fn perplexity_kld_against_itself_and_imatrix() {
     let (ok, out, err) = lowbit(&["quantize", m, q.to_str().unwrap(), "--recipe", "fpx-ifp2"]);
     assert!(ok, "{err}");
     assert!(out.contains("warning: 90 tensors are in a format below 3 bits"), "{out}");
+}
+
+#[test]
+fn speed_reports_pp_and_tg_with_breakdown_and_json() {
+    let Some(m) = model() else { return };
+    let m = m.to_str().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("speed.json");
+    let args = ["speed", "-m", m, "-t", "1", "-p", "8", "-n", "4", "-r", "2", "--profile"];
+    let mut args: Vec<&str> = args.to_vec();
+    args.extend(["--json", json.to_str().unwrap()]);
+    let (ok, out, err) = lowbit(&args);
+    assert!(ok, "{err}");
+    for test in ["| pp8 |", "| tg4 |", "matmul ffn_gate+up", "attention", "total"] {
+        assert!(out.contains(test), "{test} in {out}");
+    }
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let rows = v.as_array().unwrap();
+    assert_eq!(rows.len(), 2);
+    for (row, test) in rows.iter().zip(["pp8", "tg4"]) {
+        assert_eq!(row["test"], test);
+        assert_eq!(row["threads"], 1);
+        assert_eq!(row["samples"].as_array().unwrap().len(), 2);
+        assert!(row["tokens_per_s_mean"].as_f64().unwrap() > 0.0);
+    }
+    let (ok, _, err) = lowbit(&["speed", "-m", m, "-r", "0"]);
+    assert!(!ok && err.contains("--reps"), "{err}");
 }

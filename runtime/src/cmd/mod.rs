@@ -18,6 +18,7 @@ pub mod paths;
 pub mod progress;
 pub mod quantize;
 pub mod score;
+pub mod speed;
 
 use std::fmt;
 
