@@ -94,6 +94,9 @@ fn run_tg(engine: &Engine, n: usize, seed: u64) -> Result<f64, CmdError> {
     Ok(t.elapsed().as_secs_f64())
 }
 
+/// One timed run of a test: `(engine, tokens, seed)` to seconds.
+type RunFn = fn(&Engine, usize, u64) -> Result<f64, CmdError>;
+
 /// Runs the tests of `opts` on `engine`.
 pub fn measure(engine: &Engine, opts: &SpeedOptions) -> Result<Vec<SpeedResult>, CmdError> {
     if opts.reps == 0 {
@@ -101,8 +104,7 @@ pub fn measure(engine: &Engine, opts: &SpeedOptions) -> Result<Vec<SpeedResult>,
     }
     let ctx = engine.model().config().context_length;
     let mut out = Vec::new();
-    let tests: [(&str, usize, fn(&Engine, usize, u64) -> Result<f64, CmdError>); 2] =
-        [("pp", opts.pp, run_pp), ("tg", opts.tg, run_tg)];
+    let tests: [(&str, usize, RunFn); 2] = [("pp", opts.pp, run_pp), ("tg", opts.tg, run_tg)];
     for (name, n, run) in tests {
         if n == 0 {
             continue;
