@@ -214,6 +214,12 @@ const SIMD_FORMATS: [FormatId; 11] = [
     FormatId::Q6K,
 ];
 
+/// The older ggml formats with AVX-512 kernels in groups of 4 blocks (Q4_1 repacked): larger
+/// shapes exercise whole groups, which the smallest-K cases of
+/// `every_format_every_isa_matches_reference` never reach.
+const LEGACY_FORMATS: [FormatId; 4] =
+    [FormatId::Q4_1, FormatId::Q5_0, FormatId::Q5_1, FormatId::Q8_1];
+
 /// Every format with a NEON kernel (aarch64).
 const NEON_FORMATS: [FormatId; 10] = [
     FormatId::Q8_0,
@@ -240,7 +246,7 @@ fn simd_formats(isa: Isa) -> &'static [FormatId] {
 #[test]
 fn simd_formats_larger_shapes() {
     for cpu in backends() {
-        for &format in simd_formats(cpu.isa()) {
+        for &format in simd_formats(cpu.isa()).iter().chain(&LEGACY_FORMATS) {
             let kmin = format.geometry().row_multiple;
             check_case(
                 &cpu,
@@ -252,6 +258,8 @@ fn simd_formats_larger_shapes() {
             );
             check_case(&cpu, format, 8, kmin, &[1, 16], 5);
             check_case(&cpu, format, 9, kmin, &[1, 7], 6);
+            // Whole groups of blocks and a partial last one in the same row.
+            check_case(&cpu, format, 13, kmin * 33, &[1, 3, 20], 7);
         }
     }
 }

@@ -29,6 +29,11 @@
 //! `3 + 2 * ceil(K / 128) + 4 <= K` roundings, so `|y - y_exact| <= c * K * 2^-24 * sum|t|`
 //! with **c = 1**, where `y_exact` uses the stored `s` as the reference does.
 //!
+//! Q4_1 rows are repacked at upload ([`repack_q4_1`]): each whole group's 8 f16 scales and
+//! minima come first, then its 64 code bytes, so a group decodes from one 128-bit and one
+//! 512-bit load instead of eight 2-byte reads and four 16-byte inserts (the decode, not the
+//! arithmetic, bounded this kernel). The arithmetic and its order are unchanged.
+//!
 //! Block layouts (ggml/src/ggml-common.h `block_q4_1`, `block_q5_0`, `block_q5_1`, as in the
 //! core): Q4_1 `d, m` (f16), 16 nibble bytes (20 bytes); Q5_0 `d`, `qh` (u32, bit `j` = bit 4
 //! of element `j`), 16 nibble bytes (22); Q5_1 `d, m, qh`, 16 nibble bytes (24); Q8_1 `d, s`
@@ -74,7 +79,29 @@ pub(crate) fn extras(isa: Isa, format: FormatId) -> Extras {
         (Isa::Avx512, FormatId::Q8_1) => prep_call::<Q8_1>,
         _ => return Extras::default(),
     };
-    Extras { repack: None, prep: Some(prep) }
+    let repack: Option<crate::kernels::RepackFn> =
+        if format == FormatId::Q4_1 { Some(repack_q4_1) } else { None };
+    Extras { repack, prep: Some(prep) }
+}
+
+/// Bytes of one Q4_1 group (4 blocks), canonical and packed alike.
+const Q4_1_GROUP: usize = 80;
+
+/// Rewrites one validated canonical Q4_1 row into the packed layout the AVX-512 kernel reads:
+/// every whole group of 4 blocks `(d_t, m_t, qs_t)` becomes `d_0..d_3, m_0..m_3` (8 f16, 16
+/// bytes) followed by `qs_0..qs_3` (64 bytes), so one 128-bit load brings the group's 8 scales
+/// and one 512-bit load its 128 codes (one 128-bit lane per block, as the canonical decode
+/// builds with four inserts). A partial last group (fewer than 4 blocks) stays canonical.
+fn repack_q4_1(row: &mut [u8]) {
+    for g in row.chunks_exact_mut(Q4_1_GROUP) {
+        let mut packed = [0u8; Q4_1_GROUP];
+        for (t, b) in g.chunks_exact(20).enumerate() {
+            packed[2 * t..2 * t + 2].copy_from_slice(&b[0..2]);
+            packed[8 + 2 * t..8 + 2 * t + 2].copy_from_slice(&b[2..4]);
+            packed[16 + 16 * t..32 + 16 * t].copy_from_slice(&b[4..20]);
+        }
+        g.copy_from_slice(&packed);
+    }
 }
 
 /// Records of all `n` columns, built once per matmul call; `bb` names the format.
@@ -111,6 +138,8 @@ trait Legacy {
     const Q8_1: bool;
     /// Whether the codes are signed bytes (Q8_1 weights), split into two nibble planes.
     const BYTES: bool = false;
+    /// Whether whole groups are in the packed layout of [`repack_q4_1`] (Q4_1 only).
+    const PACKED: bool = false;
 }
 
 struct Q4_1;
@@ -121,6 +150,7 @@ impl Legacy for Q4_1 {
     const M: Option<usize> = Some(2);
     const OFF: i32 = 0;
     const Q8_1: bool = true;
+    const PACKED: bool = true;
 }
 
 struct Q5_0;
@@ -371,6 +401,43 @@ unsafe fn decode<F: Legacy>(p: *const u8) -> Dec {
     }
 }
 
+/// Decodes one whole group in the packed Q4_1 layout ([`repack_q4_1`]) at `p`.
+///
+/// # Safety
+/// `p .. p + 80` is readable; the features of [`entry`] are available.
+#[inline(always)]
+unsafe fn decode_packed(p: *const u8) -> Dec {
+    // SAFETY: reads bytes 0..80 at `p` (caller); register-only operations.
+    unsafe {
+        let x = _mm512_loadu_si512(p.add(16).cast());
+        let m4 = _mm512_set1_epi8(0x0F);
+        let lo = _mm512_and_si512(x, m4);
+        let hi = _mm512_and_si512(_mm512_srli_epi16::<4>(x), m4);
+        let dm = _mm512_castps256_ps512(_mm256_cvtph_ps(_mm_loadu_si128(p.cast())));
+        let di = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
+        let mi = _mm512_setr_epi32(4, 4, 4, 4, 5, 5, 5, 5, 6, 6, 6, 6, 7, 7, 7, 7);
+        let d = _mm512_permutexvar_ps(di, dm);
+        let m = _mm512_permutexvar_ps(mi, dm);
+        Dec { lo, hi, lo2: lo, hi2: hi, d, m }
+    }
+}
+
+/// Decodes the whole group at `p`: packed or canonical, as `F` says.
+///
+/// # Safety
+/// As [`decode`].
+#[inline(always)]
+unsafe fn decode_group<F: Legacy>(p: *const u8) -> Dec {
+    // SAFETY: forwarded from the caller (a whole group is 4 * F::BB = 80 bytes when packed).
+    unsafe {
+        if F::PACKED {
+            decode_packed(p)
+        } else {
+            decode::<F>(p)
+        }
+    }
+}
+
 /// `acc` plus one group's contribution for the column whose record is at `a`.
 ///
 /// # Safety
@@ -461,12 +528,12 @@ unsafe fn drive<F: Legacy, const R: usize, const CT: usize>(
                 }
                 let mut acc = [[_mm512_setzero_ps(); CT]; R];
                 for g in 0..full {
-                    let mut dec = [decode::<F>(rp[0].add(g * gbytes)); R];
+                    let mut dec = [decode_group::<F>(rp[0].add(g * gbytes)); R];
                     for i in 0..R {
                         let p = rp[i].add(g * gbytes);
                         _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(PF).cast());
                         if i > 0 {
-                            dec[i] = decode::<F>(p);
+                            dec[i] = decode_group::<F>(p);
                         }
                     }
                     for jj in 0..CT {
