@@ -256,6 +256,40 @@ fn simd_formats_larger_shapes() {
     }
 }
 
+/// Formats with an AVX-512 kernel only (x86/z512.rs, x86/iq512.rs): larger shapes, every
+/// column-tile path (1, 2, 3..4, 5..16 columns, prefill), rows past the 2-row group.
+/// (MXFP4 is left to the smaller shapes: random 2^127 scales overflow the f32 decode the exact
+/// sum starts from.)
+const AVX512_ONLY: [FormatId; 8] = [
+    FormatId::Q2K,
+    FormatId::Q5K,
+    FormatId::Iq4Nl,
+    FormatId::Iq2Xxs,
+    FormatId::Iq2Xs,
+    FormatId::Iq2S,
+    FormatId::Iq3Xxs,
+    FormatId::Iq3S,
+];
+
+#[test]
+fn avx512_only_formats_larger_shapes() {
+    let Ok(cpu) = CpuBackend::with_isa(Isa::Avx512) else { return };
+    for format in AVX512_ONLY {
+        let name = cpu.table().kernel_name(format).unwrap();
+        assert!(name.starts_with("avx512-"), "{format}: {name}");
+        let kmin = format.geometry().row_multiple;
+        check_case(
+            &cpu,
+            format,
+            203,
+            kmin.max(1024),
+            &[1, 2, 3, 4, 5, 16, 17, 40],
+            91 + format as u64,
+        );
+        check_case(&cpu, format, 9, kmin, &[1, 7], 6);
+    }
+}
+
 #[test]
 fn simd_kernels_are_selected() {
     for isa in Isa::available_all() {

@@ -36,9 +36,26 @@ pub(crate) const W_Q2K: u8 = 15;
 /// Weight code: Q5_K (256-element blocks of 176 bytes, Q8_K activations; AVX-512 only).
 pub(crate) const W_Q5K: u8 = 16;
 
+/// Weight code: IQ2_XXS (256-element blocks of 66 bytes, Q8_K activations; AVX-512 only,
+/// `super::iq512`).
+pub(crate) const W_IQ2XXS: u8 = 17;
+/// Weight code: IQ2_XS (74-byte blocks, Q8_K; AVX-512 only).
+pub(crate) const W_IQ2XS: u8 = 18;
+/// Weight code: IQ2_S (82-byte blocks, Q8_K; AVX-512 only).
+pub(crate) const W_IQ2S: u8 = 19;
+/// Weight code: IQ3_XXS (98-byte blocks, Q8_K; AVX-512 only).
+pub(crate) const W_IQ3XXS: u8 = 20;
+/// Weight code: IQ3_S (110-byte blocks, Q8_K; AVX-512 only).
+pub(crate) const W_IQ3S: u8 = 21;
+
 /// `(block bytes, elements per block)` of a weight code.
 pub(crate) const fn geometry(f: u8) -> (usize, usize) {
     match f {
+        W_IQ2XXS => (66, 256),
+        W_IQ2XS => (74, 256),
+        W_IQ2S => (82, 256),
+        W_IQ3XXS => (98, 256),
+        W_IQ3S => (110, 256),
         W_TQ2 => (66, 256),
         W_PQ2 => (34, 128),
         W_Q4K => (144, 256),
@@ -102,9 +119,10 @@ pub(crate) fn check<'a, const F: u8>(
 ) -> Result<Shape<'a>, Error> {
     let (bs, qk) = geometry(F);
     let (act, have, act_block) = match (&acts.data, F) {
-        (ActData::Q8K(b), W_TQ2 | W_Q4K | W_Q6K | W_Q2K | W_Q5K) => {
-            (ActSlice::Q8K(b), b.len(), 256)
-        }
+        (
+            ActData::Q8K(b),
+            W_TQ2 | W_Q4K | W_Q6K | W_Q2K | W_Q5K | W_IQ2XXS | W_IQ2XS | W_IQ2S | W_IQ3XXS | W_IQ3S,
+        ) => (ActSlice::Q8K(b), b.len(), 256),
         (ActData::Q8_0 { blocks, d }, W_PQ2) if d.len() == blocks.len() => {
             (ActSlice::Q8_0(blocks, d), blocks.len(), 32)
         }

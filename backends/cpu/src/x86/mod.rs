@@ -23,6 +23,7 @@ mod float;
 mod float2;
 mod hfp4;
 mod hfp4_512;
+mod iq512;
 mod kquant;
 mod legacy2;
 mod legacy512;

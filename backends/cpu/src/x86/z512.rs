@@ -56,7 +56,7 @@ pub(crate) fn kernel(format: FormatId) -> Option<Kernel> {
         FormatId::Q6K => Some(Kernel { name: "avx512-q6_k", f: run_ext::<Q6k, W_Q6K> }),
         FormatId::Q2K => Some(Kernel { name: "avx512-q2_k", f: run_ext::<Q2k, W_Q2K> }),
         FormatId::Q5K => Some(Kernel { name: "avx512-q5_k", f: run_ext::<Q5k, W_Q5K> }),
-        _ => None,
+        _ => super::iq512::kernel(format),
     }
 }
 
@@ -117,7 +117,7 @@ pub(crate) trait Lanes {
 /// # Safety
 /// `a + i` is a readable [`V64`]; AVX-512F is available.
 #[inline(always)]
-unsafe fn ld(a: *const V64, i: usize) -> __m512i {
+pub(super) unsafe fn ld(a: *const V64, i: usize) -> __m512i {
     // SAFETY: the caller guarantees the read; `V64` is 64-byte aligned.
     unsafe { _mm512_load_si512(a.add(i).cast()) }
 }
@@ -127,7 +127,7 @@ unsafe fn ld(a: *const V64, i: usize) -> __m512i {
 /// # Safety
 /// As [`ld`].
 #[inline(always)]
-unsafe fn ldps(a: *const V64, i: usize) -> __m512 {
+pub(super) unsafe fn ldps(a: *const V64, i: usize) -> __m512 {
     // SAFETY: the caller guarantees the read; `V64` is 64-byte aligned.
     unsafe { _mm512_load_ps(a.add(i).cast()) }
 }
@@ -137,7 +137,7 @@ unsafe fn ldps(a: *const V64, i: usize) -> __m512 {
 /// # Safety
 /// `p .. p + 2` is readable; AVX-512F and F16C are available.
 #[inline(always)]
-unsafe fn f16_bcast(p: *const u8) -> __m512 {
+pub(super) unsafe fn f16_bcast(p: *const u8) -> __m512 {
     // SAFETY: reads 2 bytes at `p` (caller); register-only operations.
     unsafe {
         let h = ptr::read_unaligned(p.cast::<u16>());
@@ -342,7 +342,7 @@ fn run_q8_0<F: Lanes>(
     Ok(())
 }
 
-fn run_ext<F: Lanes, const C: u8>(
+pub(super) fn run_ext<F: Lanes, const C: u8>(
     format: FormatId,
     w: &[u8],
     rb: usize,
@@ -373,7 +373,7 @@ fn q8_0_block<'a>(
 }
 
 /// The Q8_K activation block `b` of column `j` (`nb` blocks per column).
-fn q8_k_block(
+pub(super) fn q8_k_block(
     act: ActSlice<'_>,
     nb: usize,
     j: usize,

@@ -1,0 +1,531 @@
+//! AVX-512 (F/BW/VL) kernels for the grid-coded i-quants against Q8_K activations: IQ2_XXS,
+//! IQ2_XS, IQ2_S, IQ3_XXS and IQ3_S, in [`super::z512`]'s one-row-per-register layout (its
+//! driver, records and column reuse: a weight block is decoded once per row and reused for
+//! every column of the tile).
+//!
+//! Decode. Every one of these formats stores, per group of 8 (IQ2) or 4 (IQ3) elements, an
+//! index into a grid of non-negative magnitudes (ggml `iq2xxs_grid`, `iq2xs_grid`,
+//! `iq2s_grid`, `iq3xxs_grid`, `iq3s_grid`: the core's `format::ggml::iq::tables`), one sign
+//! bit per element (IQ2_XXS, IQ2_XS, IQ3_XXS: 7 stored bits per 8 elements, the eighth the
+//! parity, ggml `ksigns_iq2xs`), a 4-bit sub-block scale `ls` (per 32 or 16 elements) used as
+//! the odd integer `2 ls + 1`, and an f16 `d` times a power of two (1/8, 1/4 or 1). Layouts
+//! from ggml `block_iq2_xxs` .. `block_iq3_s` and `dequantize_row_iq*` (ggml-quants.c), as in
+//! the core. A block decodes into four 64-byte registers of unsigned grid magnitudes in
+//! element order (one `vpgatherqq` / `vpgatherdd` each), four 64-bit sign masks and four i16
+//! scale vectors (scale of the sub-block each word pair belongs to, one `vpermw`).
+//!
+//! Per column (record: the Q8_K block's 256 activations in element order and `d_a`): the
+//! activations are negated where the weight sign is set (masked `vpsubb`; Q8_K activations lie
+//! in -127..=127, so negation is exact), `vpmaddubsw` with the magnitudes (pairs <= 2 * 62 *
+//! 127 < 2^15), `vpmaddwd` with the scales, three adds, one `vcvtdq2ps` and one FMA by
+//! `d * 2^-k * d_a`. Every i32 lane is an exact sum of its own 16 terms (<= 16 * 62 * 127 * 31
+//! < 2^22, converted exactly), so the bound argument of [`super::z512`] holds unchanged:
+//! `|y - y_exact| <= c * K * 2^-24 * sum|w_i a_i|` with **c = 1**.
+//!
+//! What must not live here: the driver and the other formats (`super::z512`), length checks
+//! (`super::ext::check`).
+
+#![allow(clippy::incompatible_msrv)]
+
+use std::arch::x86_64::*;
+use std::ptr;
+
+use lowbit_core::format::ggml::iq::tables::{
+    IQ2S_GRID, IQ2XS_GRID, IQ2XXS_GRID, IQ3S_GRID, IQ3XXS_GRID,
+};
+use lowbit_core::FormatId;
+
+use super::ext::{ActSlice, W_IQ2S, W_IQ2XS, W_IQ2XXS, W_IQ3S, W_IQ3XXS};
+use super::z512::{f16_bcast, ld, ldps, q8_k_block, run_ext, Lanes, V64};
+use crate::kernels::Kernel;
+
+/// The kernel for `format`, if this module has one.
+pub(crate) fn kernel(format: FormatId) -> Option<Kernel> {
+    match format {
+        FormatId::Iq2Xxs => Some(Kernel { name: "avx512-iq2_xxs", f: run_ext::<Iq2Xxs, W_IQ2XXS> }),
+        FormatId::Iq2Xs => Some(Kernel { name: "avx512-iq2_xs", f: run_ext::<Iq2Xs, W_IQ2XS> }),
+        FormatId::Iq2S => Some(Kernel { name: "avx512-iq2_s", f: run_ext::<Iq2S, W_IQ2S> }),
+        FormatId::Iq3Xxs => Some(Kernel { name: "avx512-iq3_xxs", f: run_ext::<Iq3Xxs, W_IQ3XXS> }),
+        FormatId::Iq3S => Some(Kernel { name: "avx512-iq3_s", f: run_ext::<Iq3S, W_IQ3S> }),
+        _ => None,
+    }
+}
+
+/// A decoded block: grid magnitudes (4 x 64 elements), sign masks, i16 scales per word, and
+/// `d` times the format's power of two in every lane.
+type Grid = ([__m512i; 4], [__mmask64; 4], [__m512i; 4], __m512);
+
+/// `parity(i) << 7` for every nibble `i`.
+const PARITY7: [i8; 16] = {
+    let mut t = [0i8; 16];
+    let mut i = 0;
+    while i < 16 {
+        t[i] = if (i as u32).count_ones() % 2 == 1 { i8::MIN } else { 0 };
+        i += 1;
+    }
+    t
+};
+
+/// The sign masks of the 32 groups whose 7 stored sign bits are the bytes of `s7`: each byte
+/// gets its parity as bit 7 (ggml's `ksigns_iq2xs`, by two nibble lookups; a test checks all 128 entries), then every 8
+/// bytes form one register's 64-bit mask (bit `8 l + j` = element `j` of group `l`).
+///
+/// # Safety
+/// AVX2 is available.
+#[inline(always)]
+unsafe fn sign_masks(s7: __m256i) -> [u64; 4] {
+    // SAFETY: register-only operations and a store into a local array.
+    unsafe {
+        let par = _mm256_broadcastsi128_si256(_mm_loadu_si128(PARITY7.as_ptr().cast()));
+        let m = _mm256_set1_epi8(0x0F);
+        let lo = _mm256_shuffle_epi8(par, _mm256_and_si256(s7, m));
+        let hi = _mm256_shuffle_epi8(par, _mm256_and_si256(_mm256_srli_epi16::<4>(s7), m));
+        let s8 = _mm256_or_si256(s7, _mm256_xor_si256(lo, hi));
+        let mut out = [0u64; 4];
+        _mm256_storeu_si256(out.as_mut_ptr().cast(), s8);
+        out
+    }
+}
+
+/// The 32 bytes `(a[s] >> 7 l) & 127` (byte `4 s + l`) of the eight dwords `a[s]` at dword
+/// positions `first + step * s` of `x`.
+///
+/// # Safety
+/// The AVX-512 set of `z512::entry` is available.
+#[inline(always)]
+unsafe fn fields7(x: __m512i, first: i32, step: i32) -> __m256i {
+    // SAFETY: register-only operations.
+    unsafe {
+        let sh = _mm512_setr_epi32(0, 7, 14, 21, 0, 7, 14, 21, 0, 7, 14, 21, 0, 7, 14, 21);
+        let m = _mm512_set1_epi32(127);
+        let half = |s0: i32| {
+            let d = |s: i32| first + step * (s0 + s);
+            #[rustfmt::skip]
+            let idx = _mm512_setr_epi32(
+                d(0), d(0), d(0), d(0), d(1), d(1), d(1), d(1),
+                d(2), d(2), d(2), d(2), d(3), d(3), d(3), d(3),
+            );
+            let y = _mm512_permutexvar_epi32(idx, x);
+            _mm512_cvtepi32_epi8(_mm512_and_si512(_mm512_srlv_epi32(y, sh), m))
+        };
+        _mm256_inserti128_si256::<1>(_mm256_castsi128_si256(half(0)), half(4))
+    }
+}
+
+/// `vpermw` indices: word `i` of register `v` takes source word `mul * (grp * v + i / per) +
+/// off` (the scale of the sub-block that word's element pair lies in).
+const fn perm(grp: usize, per: usize, mul: usize, off: usize) -> [[i16; 32]; 4] {
+    let mut t = [[0i16; 32]; 4];
+    let mut v = 0;
+    while v < 4 {
+        let mut i = 0;
+        while i < 32 {
+            t[v][i] = (mul * (grp * v + i / per) + off) as i16;
+            i += 1;
+        }
+        v += 1;
+    }
+    t
+}
+
+/// Per-16 scales (IQ2_XS, IQ2_S): source word `h` is sub-block `h`'s scale.
+static PERM_16: [[i16; 32]; 4] = perm(4, 8, 1, 0);
+/// IQ2_XXS: the scale of sub-block `s` is in the low word of dword `2s + 1`.
+static PERM_XXS: [[i16; 32]; 4] = perm(2, 16, 4, 2);
+/// IQ3_XXS: the scale of sub-block `s` is in the low word of dword `s`.
+static PERM_DW: [[i16; 32]; 4] = perm(2, 16, 2, 0);
+/// IQ3_S: source word `s` is sub-block `s`'s scale.
+static PERM_W: [[i16; 32]; 4] = perm(2, 16, 1, 0);
+
+/// The four scale registers: `src` permuted by `t`.
+///
+/// # Safety
+/// AVX-512 F/BW are available.
+#[inline(always)]
+unsafe fn spread_scales(src: __m512i, t: &[[i16; 32]; 4]) -> [__m512i; 4] {
+    // SAFETY: reads the 64-byte rows of `t`; register-only operations.
+    unsafe {
+        let p = |v: usize| _mm512_permutexvar_epi16(_mm512_loadu_si512(t[v].as_ptr().cast()), src);
+        [p(0), p(1), p(2), p(3)]
+    }
+}
+
+/// `2 * ls + 1` for the 16 nibbles of the 8 bytes at `q` (byte `i` low nibble = scale `2i`,
+/// high = `2i + 1`), as 16 words in the low 256 bits.
+///
+/// # Safety
+/// `q .. q + 8` is readable; the AVX-512 set of `z512::entry` is available.
+#[inline(always)]
+unsafe fn nibble_scales(q: *const u8) -> __m512i {
+    // SAFETY: reads 8 bytes at `q` (caller); register-only operations.
+    unsafe {
+        let s = _mm_loadl_epi64(q.cast());
+        let m = _mm_set1_epi8(0x0F);
+        let b = _mm_unpacklo_epi8(_mm_and_si128(s, m), _mm_and_si128(_mm_srli_epi16::<4>(s), m));
+        let w = _mm256_cvtepu8_epi16(b);
+        let w = _mm256_add_epi16(_mm256_add_epi16(w, w), _mm256_set1_epi16(1));
+        _mm512_castsi256_si512(w)
+    }
+}
+
+/// The record: the block's activations in element order (4 vectors) and `d_a` in every lane.
+fn prep_plain(act: ActSlice<'_>, nb: usize, j: usize, g: usize, rec: &mut [V64]) {
+    let Some(blk) = q8_k_block(act, nb, j, g) else { return };
+    for (k, r) in rec.iter_mut().take(4).enumerate() {
+        for l in 0..64 {
+            r.0[l] = blk.qs[64 * k + l] as u8;
+        }
+    }
+    if let Some(r) = rec.get_mut(4) {
+        for l in 0..16 {
+            r.0[4 * l..4 * l + 4].copy_from_slice(&blk.d.to_le_bytes());
+        }
+    }
+}
+
+/// [`prep_plain`] with vector instructions.
+///
+/// # Safety
+/// The AVX-512 set of `z512::entry` is available.
+#[inline(always)]
+unsafe fn prep_plain_fast(act: ActSlice<'_>, nb: usize, j: usize, g: usize, rec: &mut [V64]) {
+    let (Some(blk), true) = (q8_k_block(act, nb, j, g), rec.len() == 5) else { return };
+    let q = blk.qs.as_ptr();
+    let r = rec.as_mut_ptr();
+    // SAFETY: reads the block's 256 quants; writes the 5 record vectors.
+    unsafe {
+        for k in 0..4 {
+            _mm512_store_si512(r.add(k).cast(), _mm512_loadu_si512(q.add(64 * k).cast()));
+        }
+        _mm512_store_ps(r.add(4).cast(), _mm512_set1_ps(blk.d));
+    }
+}
+
+/// The shared per-column arithmetic (module doc).
+///
+/// # Safety
+/// `a` points at 5 readable record vectors; the AVX-512 set of `z512::entry` is available.
+#[inline(always)]
+unsafe fn grid_dot(w: &Grid, a: *const V64, acc: __m512) -> __m512 {
+    // SAFETY: reads the 5 record vectors (caller); register-only operations.
+    unsafe {
+        let z = _mm512_setzero_si512();
+        let t = |k: usize| {
+            let x = ld(a, k);
+            let sx = _mm512_mask_sub_epi8(x, w.1[k], z, x);
+            _mm512_madd_epi16(_mm512_maddubs_epi16(w.0[k], sx), w.2[k])
+        };
+        let s = _mm512_add_epi32(_mm512_add_epi32(t(0), t(1)), _mm512_add_epi32(t(2), t(3)));
+        _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(w.3, ldps(a, 4)), acc)
+    }
+}
+
+/// Eight 8-byte grid entries of `grid` at `idx`, by scalar loads.
+///
+/// # Safety
+/// Every index is below `grid.len()`; AVX-512F is available.
+#[inline(always)]
+unsafe fn load8(grid: &[u64], idx: [usize; 8]) -> __m512i {
+    // SAFETY: the caller bounds the indices; register-only operations otherwise.
+    unsafe {
+        let e = |i: usize| *grid.get_unchecked(idx[i]) as i64;
+        let x0 = _mm_set_epi64x(e(1), e(0));
+        let x1 = _mm_set_epi64x(e(3), e(2));
+        let x2 = _mm_set_epi64x(e(5), e(4));
+        let x3 = _mm_set_epi64x(e(7), e(6));
+        let y0 = _mm256_inserti128_si256::<1>(_mm256_castsi128_si256(x0), x1);
+        let y1 = _mm256_inserti128_si256::<1>(_mm256_castsi128_si256(x2), x3);
+        _mm512_inserti64x4::<1>(_mm512_castsi256_si512(y0), y1)
+    }
+}
+
+/// Sixteen 4-byte grid entries of `grid` at the 32-bit indices `idx`.
+///
+/// # Safety
+/// Every index is below `grid.len()`; AVX-512F is available.
+#[inline(always)]
+unsafe fn gather32(idx: __m512i, grid: &[u32]) -> __m512i {
+    // SAFETY: the caller bounds the indices; the gather reads 4 bytes per index.
+    unsafe { _mm512_i32gather_epi32::<4>(idx, grid.as_ptr().cast()) }
+}
+
+/// IQ2_XXS (66 bytes: `d` f16, then per sub-block of 32 a u32 of four 8-bit grid indices and
+/// a u32 of four 7-bit sign fields and the 4-bit scale in bits 28..32; `d / 8`).
+pub(crate) struct Iq2Xxs;
+
+impl Lanes for Iq2Xxs {
+    const BB: usize = 66;
+    const GB: usize = 1;
+    const REC: usize = 5;
+    const WIDE: bool = true;
+    type W = Grid;
+
+    fn prep(act: ActSlice<'_>, nb: usize, j: usize, g: usize, rec: &mut [V64]) {
+        prep_plain(act, nb, j, g, rec);
+    }
+
+    #[inline(always)]
+    unsafe fn prep_fast(act: ActSlice<'_>, nb: usize, j: usize, g: usize, rec: &mut [V64]) {
+        // SAFETY: forwarded from the caller.
+        unsafe { prep_plain_fast(act, nb, j, g, rec) }
+    }
+
+    #[inline(always)]
+    unsafe fn decode(p: *const u8) -> Grid {
+        // SAFETY: reads bytes 0..66 at `p` (caller); gather indices are bytes (< 256 =
+        // `IQ2XXS_GRID.len()`); register-only operations otherwise.
+        unsafe {
+            let q = p.add(2);
+            let x = _mm512_loadu_si512(q.cast());
+            let ls = _mm512_srli_epi32::<28>(x);
+            let ls = _mm512_add_epi32(_mm512_add_epi32(ls, ls), _mm512_set1_epi32(1));
+            let sc = spread_scales(ls, &PERM_XXS);
+            let mut g = [_mm512_setzero_si512(); 4];
+            for v in 0..4 {
+                let b = |i: usize| usize::from(*q.add(16 * v + i));
+                g[v] = load8(&IQ2XXS_GRID, [b(0), b(1), b(2), b(3), b(8), b(9), b(10), b(11)]);
+            }
+            let m = sign_masks(fields7(x, 1, 2));
+            (g, m, sc, _mm512_mul_ps(f16_bcast(p), _mm512_set1_ps(0.125)))
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn dot(w: &Grid, a: *const V64, acc: __m512) -> __m512 {
+        // SAFETY: forwarded from the caller.
+        unsafe { grid_dot(w, a, acc) }
+    }
+}
+
+/// IQ2_XS (74 bytes: `d` f16, 32 u16 of a 9-bit grid index and a 7-bit sign field per group
+/// of 8, 8 bytes of 4-bit scales per 16 elements; `d / 8`).
+pub(crate) struct Iq2Xs;
+
+impl Lanes for Iq2Xs {
+    const BB: usize = 74;
+    const GB: usize = 1;
+    const REC: usize = 5;
+    const WIDE: bool = true;
+    type W = Grid;
+
+    fn prep(act: ActSlice<'_>, nb: usize, j: usize, g: usize, rec: &mut [V64]) {
+        prep_plain(act, nb, j, g, rec);
+    }
+
+    #[inline(always)]
+    unsafe fn prep_fast(act: ActSlice<'_>, nb: usize, j: usize, g: usize, rec: &mut [V64]) {
+        // SAFETY: forwarded from the caller.
+        unsafe { prep_plain_fast(act, nb, j, g, rec) }
+    }
+
+    #[inline(always)]
+    unsafe fn decode(p: *const u8) -> Grid {
+        // SAFETY: reads bytes 0..74 at `p` (caller); gather indices are masked to 9 bits
+        // (< 512 = `IQ2XS_GRID.len()`); register-only operations otherwise.
+        unsafe {
+            let q = p.add(2);
+            let mut g = [_mm512_setzero_si512(); 4];
+            for v in 0..4 {
+                let w = |i: usize| {
+                    usize::from(ptr::read_unaligned(q.add(16 * v + 2 * i).cast::<u16>()) & 511)
+                };
+                g[v] = load8(&IQ2XS_GRID, [w(0), w(1), w(2), w(3), w(4), w(5), w(6), w(7)]);
+            }
+            let x = _mm512_loadu_si512(q.cast());
+            let m = sign_masks(_mm512_cvtepi16_epi8(_mm512_srli_epi16::<9>(x)));
+            let sc = spread_scales(nibble_scales(p.add(66)), &PERM_16);
+            (g, m, sc, _mm512_mul_ps(f16_bcast(p), _mm512_set1_ps(0.125)))
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn dot(w: &Grid, a: *const V64, acc: __m512) -> __m512 {
+        // SAFETY: forwarded from the caller.
+        unsafe { grid_dot(w, a, acc) }
+    }
+}
+
+/// IQ2_S (82 bytes: `d` f16, 32 low index bytes, 32 sign bytes, 8 bytes of 2-bit index high
+/// parts (four groups per byte), 8 bytes of 4-bit scales per 16 elements; `d / 8`).
+pub(crate) struct Iq2S;
+
+impl Lanes for Iq2S {
+    const BB: usize = 82;
+    const GB: usize = 1;
+    const REC: usize = 5;
+    const WIDE: bool = true;
+    type W = Grid;
+
+    fn prep(act: ActSlice<'_>, nb: usize, j: usize, g: usize, rec: &mut [V64]) {
+        prep_plain(act, nb, j, g, rec);
+    }
+
+    #[inline(always)]
+    unsafe fn prep_fast(act: ActSlice<'_>, nb: usize, j: usize, g: usize, rec: &mut [V64]) {
+        // SAFETY: forwarded from the caller.
+        unsafe { prep_plain_fast(act, nb, j, g, rec) }
+    }
+
+    #[inline(always)]
+    unsafe fn decode(p: *const u8) -> Grid {
+        // SAFETY: reads bytes 0..82 at `p` (caller); gather indices are a byte plus 2 bits
+        // shifted to bits 8..10 (< 1024 = `IQ2S_GRID.len()`); register-only otherwise.
+        unsafe {
+            let mut g = [_mm512_setzero_si512(); 4];
+            let mut m = [0u64; 4];
+            for v in 0..4 {
+                let h =
+                    usize::from(u16::from_le(ptr::read_unaligned(p.add(66 + 2 * v).cast::<u16>())));
+                let i = |l: usize| usize::from(*p.add(2 + 8 * v + l)) | ((h >> (2 * l)) & 3) << 8;
+                g[v] = load8(&IQ2S_GRID, [i(0), i(1), i(2), i(3), i(4), i(5), i(6), i(7)]);
+                m[v] = u64::from_le(ptr::read_unaligned(p.add(34 + 8 * v).cast::<u64>()));
+            }
+            let sc = spread_scales(nibble_scales(p.add(74)), &PERM_16);
+            (g, m, sc, _mm512_mul_ps(f16_bcast(p), _mm512_set1_ps(0.125)))
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn dot(w: &Grid, a: *const V64, acc: __m512) -> __m512 {
+        // SAFETY: forwarded from the caller.
+        unsafe { grid_dot(w, a, acc) }
+    }
+}
+
+/// IQ3_XXS (98 bytes: `d` f16, 64 grid index bytes (4 elements each), then per sub-block of
+/// 32 a u32 of four 7-bit sign fields and the 4-bit scale in bits 28..32; `d / 4`).
+pub(crate) struct Iq3Xxs;
+
+impl Lanes for Iq3Xxs {
+    const BB: usize = 98;
+    const GB: usize = 1;
+    const REC: usize = 5;
+    const WIDE: bool = true;
+    type W = Grid;
+
+    fn prep(act: ActSlice<'_>, nb: usize, j: usize, g: usize, rec: &mut [V64]) {
+        prep_plain(act, nb, j, g, rec);
+    }
+
+    #[inline(always)]
+    unsafe fn prep_fast(act: ActSlice<'_>, nb: usize, j: usize, g: usize, rec: &mut [V64]) {
+        // SAFETY: forwarded from the caller.
+        unsafe { prep_plain_fast(act, nb, j, g, rec) }
+    }
+
+    #[inline(always)]
+    unsafe fn decode(p: *const u8) -> Grid {
+        // SAFETY: reads bytes 0..98 at `p` (caller); gather indices are bytes (< 256 =
+        // `IQ3XXS_GRID.len()`); register-only operations otherwise.
+        unsafe {
+            let aux = p.add(66);
+            let x = _mm256_loadu_si256(aux.cast());
+            let ls = _mm256_srli_epi32::<28>(x);
+            let ls = _mm256_add_epi32(_mm256_add_epi32(ls, ls), _mm256_set1_epi32(1));
+            let sc = spread_scales(_mm512_castsi256_si512(ls), &PERM_DW);
+            let mut g = [_mm512_setzero_si512(); 4];
+            for v in 0..4 {
+                let idx = _mm512_cvtepu8_epi32(_mm_loadu_si128(p.add(2 + 16 * v).cast()));
+                g[v] = gather32(idx, &IQ3XXS_GRID);
+            }
+            let m = sign_masks(fields7(_mm512_castsi256_si512(x), 0, 1));
+            (g, m, sc, _mm512_mul_ps(f16_bcast(p), _mm512_set1_ps(0.25)))
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn dot(w: &Grid, a: *const V64, acc: __m512) -> __m512 {
+        // SAFETY: forwarded from the caller.
+        unsafe { grid_dot(w, a, acc) }
+    }
+}
+
+/// IQ3_S (110 bytes: `d` f16, 64 low index bytes (4 elements each), 8 bytes of index bit 8
+/// (bit `i % 8` of byte `i / 8`), 32 sign bytes, 4 bytes of 4-bit scales per 32 elements;
+/// factor 1).
+pub(crate) struct Iq3S;
+
+impl Lanes for Iq3S {
+    const BB: usize = 110;
+    const GB: usize = 1;
+    const REC: usize = 5;
+    const WIDE: bool = true;
+    type W = Grid;
+
+    fn prep(act: ActSlice<'_>, nb: usize, j: usize, g: usize, rec: &mut [V64]) {
+        prep_plain(act, nb, j, g, rec);
+    }
+
+    #[inline(always)]
+    unsafe fn prep_fast(act: ActSlice<'_>, nb: usize, j: usize, g: usize, rec: &mut [V64]) {
+        // SAFETY: forwarded from the caller.
+        unsafe { prep_plain_fast(act, nb, j, g, rec) }
+    }
+
+    #[inline(always)]
+    unsafe fn decode(p: *const u8) -> Grid {
+        // SAFETY: reads bytes 0..110 at `p` (caller); gather indices are a byte plus bit 8
+        // (< 512 = `IQ3S_GRID.len()`); register-only operations otherwise.
+        unsafe {
+            let s = _mm_cvtsi32_si128(ptr::read_unaligned(p.add(106).cast::<i32>()));
+            let m4 = _mm_set1_epi8(0x0F);
+            let b =
+                _mm_unpacklo_epi8(_mm_and_si128(s, m4), _mm_and_si128(_mm_srli_epi16::<4>(s), m4));
+            let w = _mm_cvtepu8_epi16(b);
+            let w = _mm_add_epi16(_mm_add_epi16(w, w), _mm_set1_epi16(1));
+            let sc = spread_scales(_mm512_castsi128_si512(w), &PERM_W);
+            let b256 = _mm512_set1_epi32(256);
+            let mut g = [_mm512_setzero_si512(); 4];
+            let mut m = [0u64; 4];
+            for v in 0..4 {
+                let lo = _mm512_cvtepu8_epi32(_mm_loadu_si128(p.add(2 + 16 * v).cast()));
+                let h = u16::from_le(ptr::read_unaligned(p.add(66 + 2 * v).cast::<u16>()));
+                let idx = _mm512_mask_or_epi32(lo, h, lo, b256);
+                g[v] = gather32(idx, &IQ3S_GRID);
+                m[v] = u64::from_le(ptr::read_unaligned(p.add(74 + 8 * v).cast::<u64>()));
+            }
+            (g, m, sc, f16_bcast(p))
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn dot(w: &Grid, a: *const V64, acc: __m512) -> __m512 {
+        // SAFETY: forwarded from the caller.
+        unsafe { grid_dot(w, a, acc) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use lowbit_core::format::ggml::iq::tables::KSIGNS_IQ2XS;
+
+    use super::*;
+
+    #[test]
+    fn sign_masks_are_ksigns_iq2xs() {
+        if !is_x86_feature_detected!("avx2") {
+            return;
+        }
+        for i in 0..128u8 {
+            let mut s7 = [0u8; 32];
+            for (b, v) in s7.iter_mut().enumerate() {
+                *v = if b % 5 == 0 { i } else { i.wrapping_mul(b as u8).wrapping_add(3) & 127 };
+            }
+            // SAFETY: AVX2 was detected; the load reads the 32 bytes of `s7`.
+            let m = unsafe { sign_masks(_mm256_loadu_si256(s7.as_ptr().cast())) };
+            for (b, v) in s7.iter().enumerate() {
+                let got = (m[b / 8] >> (8 * (b % 8))) as u8;
+                assert_eq!(got, KSIGNS_IQ2XS[usize::from(*v)], "entry {v} byte {b}");
+            }
+        }
+    }
+
+    #[test]
+    fn scale_permutations_pick_their_sub_block() {
+        assert_eq!(PERM_16[1][0..8], [4; 8]);
+        assert_eq!(PERM_16[3][24..32], [15; 8]);
+        assert_eq!(PERM_XXS[2][16], 4 * 5 + 2);
+        assert_eq!(PERM_DW[3][31], 2 * 7);
+        assert_eq!(PERM_W[0][16], 1);
+    }
+}
