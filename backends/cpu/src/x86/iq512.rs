@@ -26,6 +26,8 @@
 //! (`super::ext::check`).
 
 #![allow(clippy::incompatible_msrv)]
+// Register, sub-block and column indices address several arrays at once.
+#![allow(clippy::needless_range_loop)]
 
 use std::arch::x86_64::*;
 use std::ptr;
