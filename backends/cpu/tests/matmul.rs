@@ -260,8 +260,9 @@ fn simd_formats_larger_shapes() {
 /// column-tile path (1, 2, 3..4, 5..16 columns, prefill), rows past the 2-row group.
 /// (MXFP4 is left to the smaller shapes: random 2^127 scales overflow the f32 decode the exact
 /// sum starts from.)
-const AVX512_ONLY: [FormatId; 8] = [
+const AVX512_ONLY: [FormatId; 9] = [
     FormatId::Q2K,
+    FormatId::Q3K,
     FormatId::Q5K,
     FormatId::Iq4Nl,
     FormatId::Iq2Xxs,
@@ -301,7 +302,7 @@ fn simd_kernels_are_selected() {
                 _ => assert!(name.starts_with(isa.name()), "{isa:?} {format}: {name}"),
             }
         }
-        assert_eq!(cpu.table().kernel_name(FormatId::Q3K), Some("scalar-reference"));
+        assert_eq!(cpu.table().kernel_name(FormatId::Q8K), Some("scalar-reference"));
     }
     // On aarch64 the NEON kernels must be among those tested.
     if cfg!(target_arch = "aarch64") {

@@ -56,6 +56,9 @@ pub(crate) fn kernel(format: FormatId) -> Option<Kernel> {
         FormatId::Q6K => Some(Kernel { name: "avx512-q6_k", f: run_ext::<Q6k, W_Q6K> }),
         FormatId::Q2K => Some(Kernel { name: "avx512-q2_k", f: run_ext::<Q2k, W_Q2K> }),
         FormatId::Q5K => Some(Kernel { name: "avx512-q5_k", f: run_ext::<Q5k, W_Q5K> }),
+        FormatId::Q3K => {
+            Some(Kernel { name: "avx512-q3_k", f: run_ext::<super::q3k512::Q3k, { ext::W_Q3K }> })
+        }
         _ => super::iq512::kernel(format),
     }
 }
