@@ -30,6 +30,7 @@ mod legacy512;
 mod q3k512;
 mod rocmfpx;
 mod ternary;
+mod tq1_512;
 mod z512;
 
 use std::ops::Range;

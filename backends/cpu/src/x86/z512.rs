@@ -59,6 +59,9 @@ pub(crate) fn kernel(format: FormatId) -> Option<Kernel> {
         FormatId::Q3K => {
             Some(Kernel { name: "avx512-q3_k", f: run_ext::<super::q3k512::Q3k, { ext::W_Q3K }> })
         }
+        FormatId::Tq1_0 => {
+            Some(Kernel { name: "avx512-tq1_0", f: run_ext::<super::tq1_512::Tq1, { ext::W_TQ1 }> })
+        }
         _ => super::iq512::kernel(format),
     }
 }
@@ -69,13 +72,13 @@ pub(crate) fn kernel(format: FormatId) -> Option<Kernel> {
 pub(crate) struct V64(pub [u8; 64]);
 
 impl V64 {
-    fn put_i8(&mut self, i: usize, v: i8) {
+    pub(super) fn put_i8(&mut self, i: usize, v: i8) {
         self.0[i] = v as u8;
     }
-    fn put_i32(&mut self, i: usize, v: i32) {
+    pub(super) fn put_i32(&mut self, i: usize, v: i32) {
         self.0[4 * i..4 * i + 4].copy_from_slice(&v.to_le_bytes());
     }
-    fn put_f32(&mut self, i: usize, v: f32) {
+    pub(super) fn put_f32(&mut self, i: usize, v: f32) {
         self.0[4 * i..4 * i + 4].copy_from_slice(&v.to_le_bytes());
     }
 }
