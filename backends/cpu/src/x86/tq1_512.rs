@@ -18,6 +18,8 @@
 //! What must not live here: the driver and the other formats (`super::z512`).
 
 #![allow(clippy::incompatible_msrv)]
+// Plane and slot indices address several arrays at once.
+#![allow(clippy::needless_range_loop)]
 
 use std::arch::x86_64::*;
 
@@ -75,6 +77,31 @@ impl Lanes for Tq1 {
         for (l, s) in sums.iter().enumerate() {
             rec[5].put_i32(l, *s);
             rec[6].put_f32(l, blk.d);
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn prep_fast(act: ActSlice<'_>, nb: usize, j: usize, g: usize, rec: &mut [V64]) {
+        let (Some(blk), true) = (q8_k_block(act, nb, j, g), rec.len() == 7) else { return };
+        let q: &[u8] = bytemuck::cast_slice(&blk.qs[..]);
+        for (n, r) in rec.iter_mut().take(5).enumerate() {
+            r.0 = [0; 64];
+            r.0[..32].copy_from_slice(&q[32 * n..32 * n + 32]);
+            r.0[32..48].copy_from_slice(&q[160 + 16 * n..176 + 16 * n]);
+            if n < 4 {
+                r.0[48..52].copy_from_slice(&q[240 + 4 * n..244 + 4 * n]);
+            }
+        }
+        let r = rec.as_mut_ptr();
+        // SAFETY: reads and writes the 7 record vectors.
+        unsafe {
+            let one = _mm512_set1_epi8(1);
+            let mut p = _mm512_setzero_si512();
+            for n in 0..5 {
+                p = _mm512_add_epi16(p, _mm512_maddubs_epi16(one, ld(r, n)));
+            }
+            _mm512_store_si512(r.add(5).cast(), _mm512_madd_epi16(p, _mm512_set1_epi16(1)));
+            _mm512_store_ps(r.add(6).cast(), _mm512_set1_ps(blk.d));
         }
     }
 
