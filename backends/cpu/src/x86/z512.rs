@@ -62,6 +62,10 @@ pub(crate) fn kernel(format: FormatId) -> Option<Kernel> {
         FormatId::Tq1_0 => {
             Some(Kernel { name: "avx512-tq1_0", f: run_ext::<super::tq1_512::Tq1, { ext::W_TQ1 }> })
         }
+        FormatId::Ptq1_0 => Some(Kernel {
+            name: "avx512-ptq1_0",
+            f: run_ext::<super::tq1_512::Ptq1, { ext::W_PTQ1 }>,
+        }),
         _ => super::iq512::kernel(format),
     }
 }
@@ -365,7 +369,7 @@ pub(super) fn run_ext<F: Lanes, const C: u8>(
 
 /// The Q8_0 activation block `i` of column `j` (`nbq` blocks per column) and its scale, or
 /// `None` past the column's end.
-fn q8_0_block<'a>(
+pub(super) fn q8_0_block<'a>(
     act: ActSlice<'a>,
     nbq: usize,
     j: usize,
