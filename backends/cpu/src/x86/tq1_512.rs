@@ -213,18 +213,21 @@ impl Ptq1 {
                 }
             }
         }
-        for n in 0..5 {
-            rec[n] = V64([0; 64]);
-            for t in 0..2 {
-                if 2 * g + t >= nb {
-                    continue;
-                }
-                let q = |e: usize| q8_0_block(act, nbq, j, 8 * g + 4 * t + e / 32);
+        for r in rec.iter_mut().take(5) {
+            *r = V64([0; 64]);
+        }
+        for t in 0..2 {
+            if 2 * g + t >= nb {
+                continue;
+            }
+            let blocks: [Option<&[u8]>; 4] = core::array::from_fn(|k| {
+                q8_0_block(act, nbq, j, 8 * g + 4 * t + k).map(|(q, _)| bytemuck::cast_slice(q))
+            });
+            for n in 0..5 {
+                let dst = &mut rec[n].0[28 * t..28 * t + 26];
                 let mut copy = |s0: usize, e0: usize, len: usize| {
-                    if let Some((q, _)) = q(e0) {
-                        for i in 0..len {
-                            rec[n].put_i8(28 * t + s0 + i, q[(e0 + i) % 32]);
-                        }
+                    if let Some(q) = blocks[e0 / 32] {
+                        dst[s0..s0 + len].copy_from_slice(&q[e0 % 32..e0 % 32 + len]);
                     }
                 };
                 copy(0, 16 * n, 16);
