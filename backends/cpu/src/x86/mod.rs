@@ -27,6 +27,7 @@ mod iq512;
 mod kquant;
 mod legacy2;
 mod legacy512;
+mod nvfp4_512;
 mod q3k512;
 mod rocmfpx;
 mod ternary;

@@ -66,6 +66,10 @@ pub(crate) fn kernel(format: FormatId) -> Option<Kernel> {
             name: "avx512-ptq1_0",
             f: run_ext::<super::tq1_512::Ptq1, { ext::W_PTQ1 }>,
         }),
+        FormatId::Nvfp4 => Some(Kernel {
+            name: "avx512-nvfp4",
+            f: run_ext::<super::nvfp4_512::Nvfp4, { ext::W_NVFP4 }>,
+        }),
         _ => super::iq512::kernel(format),
     }
 }
