@@ -61,9 +61,9 @@ impl Nvfp4 {
         let mut d = [0f32; 4];
         rec[0] = V64([0; 64]);
         rec[1] = V64([0; 64]);
-        for qb in 0..4 {
+        for (qb, dd) in d.iter_mut().enumerate() {
             let Some((q, dq)) = q8_0_block(act, nbq, j, 4 * g + qb) else { continue };
-            d[qb] = dq;
+            *dd = dq;
             let q: &[u8] = bytemuck::cast_slice(q);
             // Q8_0 block qb = weight block qb / 2, sub-blocks 2 (qb % 2) and 2 (qb % 2) + 1.
             for h in 0..2 {
