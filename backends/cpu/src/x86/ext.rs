@@ -56,6 +56,8 @@ pub(crate) const W_TQ1: u8 = 23;
 pub(crate) const W_PTQ1: u8 = 24;
 /// Weight code: NVFP4 (64-element blocks of 36 bytes, two Q8_0 blocks each; AVX-512 only).
 pub(crate) const W_NVFP4: u8 = 25;
+/// Weight code: IQ4_XS (136-byte blocks, Q8_K; AVX-512 only, `super::iq512`).
+pub(crate) const W_IQ4XS: u8 = 26;
 
 /// `(block bytes, elements per block)` of a weight code.
 pub(crate) const fn geometry(f: u8) -> (usize, usize) {
@@ -68,6 +70,7 @@ pub(crate) const fn geometry(f: u8) -> (usize, usize) {
         W_TQ1 => (54, 256),
         W_PTQ1 => (28, 128),
         W_NVFP4 => (36, 64),
+        W_IQ4XS => (136, 256),
         W_TQ2 => (66, 256),
         W_PQ2 => (34, 128),
         W_Q4K => (144, 256),
@@ -134,7 +137,7 @@ pub(crate) fn check<'a, const F: u8>(
         (
             ActData::Q8K(b),
             W_TQ2 | W_Q4K | W_Q6K | W_Q2K | W_Q5K | W_IQ2XXS | W_IQ2XS | W_IQ2S | W_IQ3XXS | W_IQ3S
-            | W_Q3K | W_TQ1,
+            | W_Q3K | W_TQ1 | W_IQ4XS,
         ) => (ActSlice::Q8K(b), b.len(), 256),
         (ActData::Q8_0 { blocks, d }, W_PQ2 | W_PTQ1 | W_NVFP4) if d.len() == blocks.len() => {
             (ActSlice::Q8_0(blocks, d), blocks.len(), 32)

@@ -22,6 +22,14 @@
 //! < 2^22, converted exactly), so the bound argument of [`super::z512`] holds unchanged:
 //! `|y - y_exact| <= c * K * 2^-24 * sum|w_i a_i|` with **c = 1**.
 //!
+//! IQ4_XS (no grid: ggml `block_iq4_xs`, 136 bytes: `d` f16, `scales_h` u16, `scales_l[4]`,
+//! `qs[128]`; sub-block `ib` of 32 has the 6-bit scale `ls` (low nibble from `scales_l`, two
+//! high bits from `scales_h`) used as `ls - 32`, low nibbles of `qs[16 ib..]` are elements
+//! `32 ib + j`, high nibbles `32 ib + 16 + j`, values `kvalues_iq4nl`) decodes as
+//! [`super::z512::Iq4Nl`] does (levels' absolute values and sign masks) with the i16 scale of
+//! each 128-bit lane's sub-block; the same per-column arithmetic (pairs <= 2 * 127 * 127 <
+//! 2^15; lanes <= 4 * 2 * 32258 * 32 < 2^24, exact), c = 1.
+//!
 //! What must not live here: the driver and the other formats (`super::z512`), length checks
 //! (`super::ext::check`).
 
@@ -33,11 +41,11 @@ use std::arch::x86_64::*;
 use std::ptr;
 
 use lowbit_core::format::ggml::iq::tables::{
-    IQ2S_GRID, IQ2XS_GRID, IQ2XXS_GRID, IQ3S_GRID, IQ3XXS_GRID,
+    IQ2S_GRID, IQ2XS_GRID, IQ2XXS_GRID, IQ3S_GRID, IQ3XXS_GRID, KVALUES_IQ4NL,
 };
 use lowbit_core::FormatId;
 
-use super::ext::{ActSlice, W_IQ2S, W_IQ2XS, W_IQ2XXS, W_IQ3S, W_IQ3XXS};
+use super::ext::{ActSlice, W_IQ2S, W_IQ2XS, W_IQ2XXS, W_IQ3S, W_IQ3XXS, W_IQ4XS};
 use super::z512::{f16_bcast, ld, ldps, q8_k_block, run_ext, Lanes, V64};
 use crate::kernels::Kernel;
 
@@ -49,6 +57,7 @@ pub(crate) fn kernel(format: FormatId) -> Option<Kernel> {
         FormatId::Iq2S => Some(Kernel { name: "avx512-iq2_s", f: run_ext::<Iq2S, W_IQ2S> }),
         FormatId::Iq3Xxs => Some(Kernel { name: "avx512-iq3_xxs", f: run_ext::<Iq3Xxs, W_IQ3XXS> }),
         FormatId::Iq3S => Some(Kernel { name: "avx512-iq3_s", f: run_ext::<Iq3S, W_IQ3S> }),
+        FormatId::Iq4Xs => Some(Kernel { name: "avx512-iq4_xs", f: run_ext::<Iq4Xs, W_IQ4XS> }),
         _ => None,
     }
 }
@@ -494,6 +503,104 @@ impl Lanes for Iq3S {
     unsafe fn dot(w: &Grid, a: *const V64, acc: __m512) -> __m512 {
         // SAFETY: forwarded from the caller.
         unsafe { grid_dot(w, a, acc) }
+    }
+}
+
+/// IQ4_XS (module doc).
+pub(crate) struct Iq4Xs;
+
+/// `vpermw` indices: every word of 128-bit lane `L` of register `r` (0: sub-blocks 0..4,
+/// 1: 4..8) takes source word `4 r + L`.
+static PERM_XS4: [[i16; 32]; 2] = {
+    let mut t = [[0i16; 32]; 2];
+    let mut r = 0;
+    while r < 2 {
+        let mut w = 0;
+        while w < 32 {
+            t[r][w] = (4 * r + w / 8) as i16;
+            w += 1;
+        }
+        r += 1;
+    }
+    t
+};
+
+impl Lanes for Iq4Xs {
+    const BB: usize = 136;
+    const GB: usize = 1;
+    const REC: usize = 5;
+    const WIDE: bool = true;
+    type W = ([__m512i; 4], [__mmask64; 4], [__m512i; 2], __m512);
+
+    fn prep(act: ActSlice<'_>, nb: usize, j: usize, g: usize, rec: &mut [V64]) {
+        let Some(blk) = q8_k_block(act, nb, j, g) else { return };
+        let q: &[u8] = bytemuck::cast_slice(&blk.qs[..]);
+        for (k, r) in rec.iter_mut().take(4).enumerate() {
+            let (half, nib) = (k / 2, k % 2);
+            for l in 0..4 {
+                let src = 128 * half + 32 * l + 16 * nib;
+                r.0[16 * l..16 * l + 16].copy_from_slice(&q[src..src + 16]);
+            }
+        }
+        if let Some(r) = rec.get_mut(4) {
+            for l in 0..16 {
+                r.0[4 * l..4 * l + 4].copy_from_slice(&blk.d.to_le_bytes());
+            }
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn decode(p: *const u8) -> Self::W {
+        // SAFETY: reads bytes 0..136 at `p` (caller); register-only operations otherwise.
+        unsafe {
+            let h = u32::from(u16::from_le(ptr::read_unaligned(p.add(2).cast::<u16>())));
+            let ls = |ib: usize| {
+                let lo = u32::from(*p.add(4 + ib / 2) >> (4 * (ib % 2))) & 15;
+                (lo | ((h >> (2 * ib)) & 3) << 4) as i16 - 32
+            };
+            let sc = _mm512_castsi128_si512(_mm_setr_epi16(
+                ls(0),
+                ls(1),
+                ls(2),
+                ls(3),
+                ls(4),
+                ls(5),
+                ls(6),
+                ls(7),
+            ));
+            let pick = |r: usize| {
+                _mm512_permutexvar_epi16(_mm512_loadu_si512(PERM_XS4[r].as_ptr().cast()), sc)
+            };
+            let m = _mm512_set1_epi8(0x0F);
+            let lut = _mm512_broadcast_i32x4(_mm_loadu_si128(KVALUES_IQ4NL.as_ptr().cast()));
+            let mut v = [_mm512_setzero_si512(); 4];
+            let mut k = [0u64; 4];
+            for r in 0..2 {
+                let x = _mm512_loadu_si512(p.add(8 + 64 * r).cast());
+                let lo = _mm512_shuffle_epi8(lut, _mm512_and_si512(x, m));
+                let hi = _mm512_shuffle_epi8(lut, _mm512_and_si512(_mm512_srli_epi16::<4>(x), m));
+                k[2 * r] = _mm512_movepi8_mask(lo);
+                k[2 * r + 1] = _mm512_movepi8_mask(hi);
+                v[2 * r] = _mm512_abs_epi8(lo);
+                v[2 * r + 1] = _mm512_abs_epi8(hi);
+            }
+            (v, k, [pick(0), pick(1)], f16_bcast(p))
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn dot(w: &Self::W, a: *const V64, acc: __m512) -> __m512 {
+        // SAFETY: reads the 5 record vectors (caller); register-only operations.
+        unsafe {
+            let z = _mm512_setzero_si512();
+            let t = |k: usize| {
+                let x = ld(a, k);
+                let sx = _mm512_mask_sub_epi8(x, w.1[k], z, x);
+                _mm512_madd_epi16(_mm512_maddubs_epi16(w.0[k], sx), w.2[k / 2])
+            };
+            let s = _mm512_add_epi32(_mm512_add_epi32(t(0), t(1)), _mm512_add_epi32(t(2), t(3)));
+            _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(w.3, ldps(a, 4)), acc)
+        }
     }
 }
 
