@@ -30,6 +30,14 @@
 //! each 128-bit lane's sub-block; the same per-column arithmetic (pairs <= 2 * 127 * 127 <
 //! 2^15; lanes <= 4 * 2 * 32258 * 32 < 2^24, exact), c = 1.
 //!
+//! IQ1_S (ggml `block_iq1_s`, 50 bytes: `d` f16, `qs[32]` low index bytes, `qh[8]` u16 per
+//! sub-block of 32: three index high bits per group of 8, the 3-bit scale `ls` at bits 12..15
+//! (used as `2 ls + 1`), the delta sign at bit 15; values `d (2 ls + 1) (grid + delta)`,
+//! `delta = -+1/8`; grid `iq1s_grid` of bytes -1, 0, 1). Registers: the grid bytes' absolute
+//! values and sign masks, as above; the delta term is Q4_K's "min" term: `ls * sign` per
+//! sub-block against the Q8_K `bsums` (two per sub-block), FMA'd by `d * d_a / 8`. Lanes: the
+//! main sum <= 16 * 127 * 15, the delta sum <= 2 * 15 * 2032, exact; c = 1.
+//!
 //! What must not live here: the driver and the other formats (`super::z512`), length checks
 //! (`super::ext::check`).
 
@@ -41,11 +49,11 @@ use std::arch::x86_64::*;
 use std::ptr;
 
 use lowbit_core::format::ggml::iq::tables::{
-    IQ2S_GRID, IQ2XS_GRID, IQ2XXS_GRID, IQ3S_GRID, IQ3XXS_GRID, KVALUES_IQ4NL,
+    IQ1S_GRID, IQ2S_GRID, IQ2XS_GRID, IQ2XXS_GRID, IQ3S_GRID, IQ3XXS_GRID, KVALUES_IQ4NL,
 };
 use lowbit_core::FormatId;
 
-use super::ext::{ActSlice, W_IQ2S, W_IQ2XS, W_IQ2XXS, W_IQ3S, W_IQ3XXS, W_IQ4XS};
+use super::ext::{ActSlice, W_IQ1S, W_IQ2S, W_IQ2XS, W_IQ2XXS, W_IQ3S, W_IQ3XXS, W_IQ4XS};
 use super::z512::{f16_bcast, ld, ldps, q8_k_block, run_ext, Lanes, V64};
 use crate::kernels::Kernel;
 
@@ -58,6 +66,7 @@ pub(crate) fn kernel(format: FormatId) -> Option<Kernel> {
         FormatId::Iq3Xxs => Some(Kernel { name: "avx512-iq3_xxs", f: run_ext::<Iq3Xxs, W_IQ3XXS> }),
         FormatId::Iq3S => Some(Kernel { name: "avx512-iq3_s", f: run_ext::<Iq3S, W_IQ3S> }),
         FormatId::Iq4Xs => Some(Kernel { name: "avx512-iq4_xs", f: run_ext::<Iq4Xs, W_IQ4XS> }),
+        FormatId::Iq1S => Some(Kernel { name: "avx512-iq1_s", f: run_ext::<Iq1S, W_IQ1S> }),
         _ => None,
     }
 }
@@ -600,6 +609,79 @@ impl Lanes for Iq4Xs {
             };
             let s = _mm512_add_epi32(_mm512_add_epi32(t(0), t(1)), _mm512_add_epi32(t(2), t(3)));
             _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(w.3, ldps(a, 4)), acc)
+        }
+    }
+}
+
+/// IQ1_S (module doc).
+pub(crate) struct Iq1S;
+
+impl Lanes for Iq1S {
+    const BB: usize = 50;
+    const GB: usize = 1;
+    const REC: usize = 6;
+    const WIDE: bool = true;
+    type W = ([__m512i; 4], [__mmask64; 4], [__m512i; 4], __m256i, __m512, __m512);
+
+    fn prep(act: ActSlice<'_>, nb: usize, j: usize, g: usize, rec: &mut [V64]) {
+        let Some(blk) = q8_k_block(act, nb, j, g) else { return };
+        prep_plain(act, nb, j, g, &mut rec[..5]);
+        rec[4] = V64([0; 64]);
+        for (i, v) in blk.bsums.iter().enumerate() {
+            rec[4].0[2 * i..2 * i + 2].copy_from_slice(&v.to_le_bytes());
+        }
+        for l in 0..16 {
+            rec[5].put_f32(l, blk.d);
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn decode(p: *const u8) -> Self::W {
+        // SAFETY: reads bytes 0..50 at `p` (caller); grid indices are a byte plus 3 bits
+        // shifted to bits 8..11 (< 2048 = `IQ1S_GRID.len()`); register-only otherwise.
+        unsafe {
+            let qh = _mm_loadu_si128(p.add(34).cast());
+            let ls = _mm_and_si128(_mm_srli_epi16::<12>(qh), _mm_set1_epi16(7));
+            let ls = _mm_add_epi16(_mm_add_epi16(ls, ls), _mm_set1_epi16(1));
+            let sgn = _mm_or_si128(_mm_srai_epi16::<15>(qh), _mm_set1_epi16(1));
+            let lsd = _mm_mullo_epi16(ls, sgn);
+            let mins = _mm256_set_m128i(_mm_unpackhi_epi16(lsd, lsd), _mm_unpacklo_epi16(lsd, lsd));
+            let sc = spread_scales(_mm512_castsi128_si512(ls), &PERM_W);
+            let mut v = [_mm512_setzero_si512(); 4];
+            let mut k = [0u64; 4];
+            for r in 0..4 {
+                let i = |l: usize| {
+                    let g = 8 * r + l;
+                    let h = usize::from(u16::from_le(ptr::read_unaligned(
+                        p.add(34 + 2 * (g / 4)).cast::<u16>(),
+                    )));
+                    usize::from(*p.add(2 + g)) | ((h >> (3 * (g % 4))) & 7) << 8
+                };
+                let gv = load8(&IQ1S_GRID, [i(0), i(1), i(2), i(3), i(4), i(5), i(6), i(7)]);
+                k[r] = _mm512_movepi8_mask(gv);
+                v[r] = _mm512_abs_epi8(gv);
+            }
+            let d = f16_bcast(p);
+            (v, k, sc, mins, d, _mm512_mul_ps(d, _mm512_set1_ps(0.125)))
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn dot(w: &Self::W, a: *const V64, acc: __m512) -> __m512 {
+        // SAFETY: reads the 6 record vectors (caller); register-only operations.
+        unsafe {
+            let z = _mm512_setzero_si512();
+            let t = |k: usize| {
+                let x = ld(a, k);
+                let sx = _mm512_mask_sub_epi8(x, w.1[k], z, x);
+                _mm512_madd_epi16(_mm512_maddubs_epi16(w.0[k], sx), w.2[k])
+            };
+            let s = _mm512_add_epi32(_mm512_add_epi32(t(0), t(1)), _mm512_add_epi32(t(2), t(3)));
+            let da = ldps(a, 5);
+            let acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(w.4, da), acc);
+            let bs = _mm512_castsi512_si256(ld(a, 4));
+            let m = _mm512_zextsi256_si512(_mm256_madd_epi16(w.3, bs));
+            _mm512_fmadd_ps(_mm512_cvtepi32_ps(m), _mm512_mul_ps(w.5, da), acc)
         }
     }
 }
