@@ -260,7 +260,8 @@ fn simd_formats_larger_shapes() {
 /// column-tile path (1, 2, 3..4, 5..16 columns, prefill), rows past the 2-row group.
 /// (MXFP4 is left to the smaller shapes: random 2^127 scales overflow the f32 decode the exact
 /// sum starts from.)
-const AVX512_ONLY: [FormatId; 14] = [
+const AVX512_ONLY: [FormatId; 15] = [
+    FormatId::Iq1M,
     FormatId::Iq1S,
     FormatId::Iq4Xs,
     FormatId::Nvfp4,

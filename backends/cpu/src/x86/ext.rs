@@ -60,6 +60,8 @@ pub(crate) const W_NVFP4: u8 = 25;
 pub(crate) const W_IQ4XS: u8 = 26;
 /// Weight code: IQ1_S (50-byte blocks, Q8_K; AVX-512 only, `super::iq512`).
 pub(crate) const W_IQ1S: u8 = 27;
+/// Weight code: IQ1_M (56-byte blocks, Q8_K; AVX-512 only, `super::iq512`).
+pub(crate) const W_IQ1M: u8 = 28;
 
 /// `(block bytes, elements per block)` of a weight code.
 pub(crate) const fn geometry(f: u8) -> (usize, usize) {
@@ -74,6 +76,7 @@ pub(crate) const fn geometry(f: u8) -> (usize, usize) {
         W_NVFP4 => (36, 64),
         W_IQ4XS => (136, 256),
         W_IQ1S => (50, 256),
+        W_IQ1M => (56, 256),
         W_TQ2 => (66, 256),
         W_PQ2 => (34, 128),
         W_Q4K => (144, 256),
@@ -140,7 +143,7 @@ pub(crate) fn check<'a, const F: u8>(
         (
             ActData::Q8K(b),
             W_TQ2 | W_Q4K | W_Q6K | W_Q2K | W_Q5K | W_IQ2XXS | W_IQ2XS | W_IQ2S | W_IQ3XXS | W_IQ3S
-            | W_Q3K | W_TQ1 | W_IQ4XS | W_IQ1S,
+            | W_Q3K | W_TQ1 | W_IQ4XS | W_IQ1S | W_IQ1M,
         ) => (ActSlice::Q8K(b), b.len(), 256),
         (ActData::Q8_0 { blocks, d }, W_PQ2 | W_PTQ1 | W_NVFP4) if d.len() == blocks.len() => {
             (ActSlice::Q8_0(blocks, d), blocks.len(), 32)

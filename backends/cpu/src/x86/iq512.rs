@@ -38,6 +38,14 @@
 //! sub-block against the Q8_K `bsums` (two per sub-block), FMA'd by `d * d_a / 8`. Lanes: the
 //! main sum <= 16 * 127 * 15, the delta sum <= 2 * 15 * 2032, exact; c = 1.
 //!
+//! IQ1_M (ggml `block_iq1_m`, 56 bytes: `qs[32]` low index bytes, `qh[16]` a nibble per group
+//! of 8 (three index high bits, bit 3 the delta sign), `scales[8]` four u16 holding 3-bit
+//! scales per 16 elements (`2 ls + 1`) and, in their top nibbles, the f16 `d`; values
+//! `d (2 ls + 1) (grid + delta)`, `delta = -+1/8` per group of 8). The delta changes per group
+//! of 8, finer than the Q8_K `bsums`, so it is folded into the weights: `8 grid + sign`
+//! (-9..=9, never 0) goes through [`grid_dot`]'s sign-mask arithmetic with `d / 8` (pairs
+//! <= 2 * 9 * 127, lanes <= 16 * 9 * 127 * 15, exact); c = 1.
+//!
 //! What must not live here: the driver and the other formats (`super::z512`), length checks
 //! (`super::ext::check`).
 
@@ -53,7 +61,7 @@ use lowbit_core::format::ggml::iq::tables::{
 };
 use lowbit_core::FormatId;
 
-use super::ext::{ActSlice, W_IQ1S, W_IQ2S, W_IQ2XS, W_IQ2XXS, W_IQ3S, W_IQ3XXS, W_IQ4XS};
+use super::ext::{ActSlice, W_IQ1M, W_IQ1S, W_IQ2S, W_IQ2XS, W_IQ2XXS, W_IQ3S, W_IQ3XXS, W_IQ4XS};
 use super::z512::{f16_bcast, ld, ldps, q8_k_block, run_ext, Lanes, V64};
 use crate::kernels::Kernel;
 
@@ -67,6 +75,7 @@ pub(crate) fn kernel(format: FormatId) -> Option<Kernel> {
         FormatId::Iq3S => Some(Kernel { name: "avx512-iq3_s", f: run_ext::<Iq3S, W_IQ3S> }),
         FormatId::Iq4Xs => Some(Kernel { name: "avx512-iq4_xs", f: run_ext::<Iq4Xs, W_IQ4XS> }),
         FormatId::Iq1S => Some(Kernel { name: "avx512-iq1_s", f: run_ext::<Iq1S, W_IQ1S> }),
+        FormatId::Iq1M => Some(Kernel { name: "avx512-iq1_m", f: run_ext::<Iq1M, W_IQ1M> }),
         _ => None,
     }
 }
@@ -683,6 +692,108 @@ impl Lanes for Iq1S {
             let m = _mm512_zextsi256_si512(_mm256_madd_epi16(w.3, bs));
             _mm512_fmadd_ps(_mm512_cvtepi32_ps(m), _mm512_mul_ps(w.5, da), acc)
         }
+    }
+}
+
+/// IQ1_M (module doc).
+pub(crate) struct Iq1M;
+
+impl Lanes for Iq1M {
+    const BB: usize = 56;
+    const GB: usize = 1;
+    const REC: usize = 5;
+    const WIDE: bool = true;
+    type W = Grid;
+
+    fn prep(act: ActSlice<'_>, nb: usize, j: usize, g: usize, rec: &mut [V64]) {
+        prep_plain(act, nb, j, g, rec);
+    }
+
+    #[inline(always)]
+    unsafe fn prep_fast(act: ActSlice<'_>, nb: usize, j: usize, g: usize, rec: &mut [V64]) {
+        // SAFETY: forwarded from the caller.
+        unsafe { prep_plain_fast(act, nb, j, g, rec) }
+    }
+
+    #[inline(always)]
+    unsafe fn decode(p: *const u8) -> Grid {
+        // SAFETY: reads bytes 0..56 at `p` (caller); grid indices are a byte plus 3 bits
+        // shifted to bits 8..11 (< 2048 = `IQ1S_GRID.len()`); register-only otherwise.
+        unsafe {
+            let sc = _mm_loadl_epi64(p.add(48).cast());
+            let w = |k: usize| u16::from_le(ptr::read_unaligned(p.add(48 + 2 * k).cast::<u16>()));
+            let dbits =
+                (w(0) >> 12) | ((w(1) >> 8) & 0x00F0) | ((w(2) >> 4) & 0x0F00) | (w(3) & 0xF000);
+            let d = _mm_cvtph_ps(_mm_cvtsi32_si128(i32::from(dbits)));
+            let d = _mm512_mul_ps(_mm512_broadcastss_ps(d), _mm512_set1_ps(0.125));
+            // Word h = sc[h / 4] >> 3 (h % 4), masked to 3 bits: the scale of elements 16h..
+            let sw = _mm256_permutexvar_epi16(
+                _mm256_setr_epi16(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3),
+                _mm256_castsi128_si256(sc),
+            );
+            let sh = _mm256_setr_epi16(0, 3, 6, 9, 0, 3, 6, 9, 0, 3, 6, 9, 0, 3, 6, 9);
+            let ls = _mm256_and_si256(_mm256_srlv_epi16(sw, sh), _mm256_set1_epi16(7));
+            let ls = _mm256_add_epi16(_mm256_add_epi16(ls, ls), _mm256_set1_epi16(1));
+            let scv = spread_scales(_mm512_castsi256_si512(ls), &PERM_16);
+            // 8 * grid by nibble lookup (grid bytes -1, 0, 1: nibbles 15, 0, 1).
+            #[rustfmt::skip]
+            let lut8 = _mm512_broadcast_i32x4(_mm_setr_epi8(
+                0, 8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, -8,
+            ));
+            // Lane L of a register (groups 2L, 2L + 1) tests bit 3, then bit 7, of qh byte L.
+            let spread = _mm512_setr_epi32(
+                0,
+                0,
+                0,
+                0,
+                0x0101_0101,
+                0x0101_0101,
+                0x0101_0101,
+                0x0101_0101,
+                0x0202_0202,
+                0x0202_0202,
+                0x0202_0202,
+                0x0202_0202,
+                0x0303_0303,
+                0x0303_0303,
+                0x0303_0303,
+                0x0303_0303,
+            );
+            let bits = _mm512_broadcast_i32x4(_mm_setr_epi32(
+                0x0808_0808,
+                0x0808_0808,
+                0x8080_8080u32 as i32,
+                0x8080_8080u32 as i32,
+            ));
+            let (one, m15) = (_mm512_set1_epi8(1), _mm512_set1_epi8(15));
+            let mut v = [_mm512_setzero_si512(); 4];
+            let mut k = [0u64; 4];
+            for r in 0..4 {
+                let u = u32::from_le(ptr::read_unaligned(p.add(32 + 4 * r).cast::<u32>()));
+                let idx = |l: usize| {
+                    usize::from(*p.add(8 * r + l)) | (((u >> (4 * l)) & 7) as usize) << 8
+                };
+                let g = load8(
+                    &IQ1S_GRID,
+                    [idx(0), idx(1), idx(2), idx(3), idx(4), idx(5), idx(6), idx(7)],
+                );
+                let neg = _mm512_test_epi8_mask(
+                    _mm512_shuffle_epi8(_mm512_set1_epi32(u as i32), spread),
+                    bits,
+                );
+                let g8 = _mm512_shuffle_epi8(lut8, _mm512_and_si512(g, m15));
+                let wv = _mm512_mask_sub_epi8(_mm512_add_epi8(g8, one), neg, g8, one);
+                k[r] = _mm512_movepi8_mask(wv);
+                v[r] = _mm512_abs_epi8(wv);
+            }
+            (v, k, scv, d)
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn dot(w: &Grid, a: *const V64, acc: __m512) -> __m512 {
+        // SAFETY: forwarded from the caller.
+        unsafe { grid_dot(w, a, acc) }
     }
 }
 
