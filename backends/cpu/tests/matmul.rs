@@ -278,9 +278,35 @@ const AVX512_ONLY: [FormatId; 15] = [
     FormatId::Iq3S,
 ];
 
+/// The formats with a `vpdpbusd` form (x86/z512.rs `kernel_vnni`).
+const VNNI_FORMATS: [FormatId; 7] = [
+    FormatId::Q4_0,
+    FormatId::Mxfp4,
+    FormatId::Nvfp4,
+    FormatId::Tq2_0,
+    FormatId::Pq2_0,
+    FormatId::Tq1_0,
+    FormatId::Ptq1_0,
+];
+
+#[test]
+fn vnni_kernels_are_selected() {
+    let Ok(cpu) = CpuBackend::with_isa(Isa::Avx512Vnni) else { return };
+    for format in VNNI_FORMATS {
+        let name = cpu.table().kernel_name(format).unwrap();
+        assert!(name.starts_with("avx512-vnni-"), "{format}: {name}");
+    }
+}
+
 #[test]
 fn avx512_only_formats_larger_shapes() {
-    let Ok(cpu) = CpuBackend::with_isa(Isa::Avx512) else { return };
+    for isa in [Isa::Avx512, Isa::Avx512Vnni] {
+        let Ok(cpu) = CpuBackend::with_isa(isa) else { continue };
+        avx512_only_formats_on(&cpu);
+    }
+}
+
+fn avx512_only_formats_on(cpu: &CpuBackend) {
     for format in AVX512_ONLY {
         let name = cpu.table().kernel_name(format).unwrap();
         assert!(name.starts_with("avx512-"), "{format}: {name}");
@@ -305,6 +331,8 @@ fn simd_kernels_are_selected() {
             let name = cpu.table().kernel_name(format).unwrap();
             match isa {
                 Isa::Scalar => assert_eq!(name, "scalar-reference"),
+                // Formats without a VNNI form keep their AVX-512 kernel.
+                Isa::Avx512Vnni => assert!(name.starts_with("avx512-"), "{isa:?} {format}: {name}"),
                 _ => assert!(name.starts_with(isa.name()), "{isa:?} {format}: {name}"),
             }
         }

@@ -146,6 +146,12 @@ impl Lanes for Nvfp4 {
         // SAFETY: forwarded from the caller; Q4_0's arithmetic (module doc).
         unsafe { Q4_0::dot(w, a, acc) }
     }
+
+    #[inline(always)]
+    unsafe fn dot_vnni(w: &Self::W, a: *const V64, acc: __m512) -> __m512 {
+        // SAFETY: forwarded from the caller.
+        unsafe { Q4_0::dot_vnni(w, a, acc) }
+    }
 }
 
 #[cfg(test)]

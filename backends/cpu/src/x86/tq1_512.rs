@@ -147,6 +147,19 @@ impl Lanes for Tq1 {
             _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(w.1, ldps(a, 6)), acc)
         }
     }
+
+    #[inline(always)]
+    unsafe fn dot_vnni(w: &Self::W, a: *const V64, acc: __m512) -> __m512 {
+        // SAFETY: reads the 7 record vectors (caller); register-only operations; VNNI is
+        // available (caller).
+        unsafe {
+            let mut s = _mm512_sub_epi32(_mm512_setzero_si512(), ld(a, 5));
+            for n in 0..5 {
+                s = _mm512_dpbusd_epi32(s, w.0[n], ld(a, n));
+            }
+            _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(w.1, ldps(a, 6)), acc)
+        }
+    }
 }
 
 /// The element (0..128) of PTQ1_0 block byte `b` (< 26), digit `n` (< 5), if any (module
@@ -324,6 +337,25 @@ impl Lanes for Ptq1 {
             let f = |s: __m512i, k: usize, acc: __m512| {
                 let s = _mm512_cvtepi32_ps(_mm512_sub_epi32(s, ld(a, 5 + k)));
                 _mm512_fmadd_ps(s, _mm512_mul_ps(w.1, ldps(a, 8 + k)), acc)
+            };
+            f(s4, 2, f(s23, 1, f(s01, 0, acc)))
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn dot_vnni(w: &Self::W, a: *const V64, acc: __m512) -> __m512 {
+        // SAFETY: reads the 11 record vectors (caller); register-only operations; VNNI is
+        // available (caller).
+        unsafe {
+            let z = _mm512_setzero_si512();
+            let d = |k: usize, n: usize| {
+                _mm512_dpbusd_epi32(_mm512_sub_epi32(z, ld(a, 5 + k)), w.0[n], ld(a, n))
+            };
+            let s01 = _mm512_dpbusd_epi32(d(0, 0), w.0[1], ld(a, 1));
+            let s23 = _mm512_dpbusd_epi32(d(1, 2), w.0[3], ld(a, 3));
+            let s4 = d(2, 4);
+            let f = |s: __m512i, k: usize, acc: __m512| {
+                _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(w.1, ldps(a, 8 + k)), acc)
             };
             f(s4, 2, f(s23, 1, f(s01, 0, acc)))
         }
