@@ -312,14 +312,14 @@ fn avx512_only_formats_on(cpu: &CpuBackend) {
         assert!(name.starts_with("avx512-"), "{format}: {name}");
         let kmin = format.geometry().row_multiple;
         check_case(
-            &cpu,
+            cpu,
             format,
             203,
             kmin.max(1024),
             &[1, 2, 3, 4, 5, 16, 17, 40],
             91 + format as u64,
         );
-        check_case(&cpu, format, 9, kmin, &[1, 7], 6);
+        check_case(cpu, format, 9, kmin, &[1, 7], 6);
     }
 }
 
