@@ -434,6 +434,9 @@ enum IsaArg {
     Avx2,
     /// x86-64 AVX-512 F/BW/VL.
     Avx512,
+    /// x86-64 AVX-512 F/BW/VL plus VNNI.
+    #[value(name = "avx512-vnni")]
+    Avx512Vnni,
 }
 
 impl From<IsaArg> for Isa {
@@ -442,6 +445,7 @@ impl From<IsaArg> for Isa {
             IsaArg::Scalar => Isa::Scalar,
             IsaArg::Avx2 => Isa::Avx2,
             IsaArg::Avx512 => Isa::Avx512,
+            IsaArg::Avx512Vnni => Isa::Avx512Vnni,
         }
     }
 }

@@ -1,6 +1,7 @@
 //! Instruction-set selection: detected once per process and stored, as RustFFT does.
 //!
-//! [`selected`] reads `LOWBIT_CPU` (`scalar`, `avx2`, `avx512`, `neon` or `neon-dotprod`) the
+//! [`selected`] reads `LOWBIT_CPU` (`scalar`, `avx2`, `avx512`, `avx512-vnni`, `neon` or
+//! `neon-dotprod`) the
 //! first time it is called; if set, that ISA is used (an error if the CPU lacks it), otherwise
 //! the best available one.
 //! The answer (or the error) is kept in a [`OnceLock`] and never recomputed.
@@ -8,6 +9,9 @@
 //! What each ISA needs:
 //! * [`Isa::Avx2`]: AVX2, FMA and F16C (f16 scales are widened with `vcvtph2ps`).
 //! * [`Isa::Avx512`]: the AVX2 set plus AVX-512 F, BW and VL.
+//! * [`Isa::Avx512Vnni`]: the AVX-512 set plus AVX-512 VNNI (`vpdpbusd`); a separate ISA, as
+//!   [`Isa::NeonDot`] is, so that tests can force and check both the plain and the VNNI
+//!   kernels on one machine.
 //! * [`Isa::Neon`]: aarch64 Advanced SIMD (baseline on aarch64, still detected at run time so
 //!   every ISA goes through the same check).
 //! * [`Isa::NeonDot`]: NEON plus the dot-product extension (`sdot`, Armv8.2 `dotprod`); a
@@ -27,6 +31,8 @@ pub enum Isa {
     Avx2,
     /// x86-64 AVX-512 F/BW/VL (plus the AVX2 set).
     Avx512,
+    /// x86-64 AVX-512 F/BW/VL plus VNNI (`vpdpbusd`).
+    Avx512Vnni,
     /// aarch64 NEON (Advanced SIMD).
     Neon,
     /// aarch64 NEON with the dot-product extension (`sdot`).
@@ -35,7 +41,8 @@ pub enum Isa {
 
 impl Isa {
     /// Every ISA, from the most portable.
-    pub const ALL: [Isa; 5] = [Isa::Scalar, Isa::Avx2, Isa::Avx512, Isa::Neon, Isa::NeonDot];
+    pub const ALL: [Isa; 6] =
+        [Isa::Scalar, Isa::Avx2, Isa::Avx512, Isa::Avx512Vnni, Isa::Neon, Isa::NeonDot];
 
     /// The name `LOWBIT_CPU` uses.
     pub const fn name(self) -> &'static str {
@@ -43,6 +50,7 @@ impl Isa {
             Isa::Scalar => "scalar",
             Isa::Avx2 => "avx2",
             Isa::Avx512 => "avx512",
+            Isa::Avx512Vnni => "avx512-vnni",
             Isa::Neon => "neon",
             Isa::NeonDot => "neon-dotprod",
         }
@@ -70,8 +78,12 @@ impl Isa {
                     && std::is_x86_feature_detected!("avx512bw")
                     && std::is_x86_feature_detected!("avx512vl")
             }
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx512Vnni => {
+                Isa::Avx512.available() && std::is_x86_feature_detected!("avx512vnni")
+            }
             #[cfg(not(target_arch = "x86_64"))]
-            Isa::Avx2 | Isa::Avx512 => false,
+            Isa::Avx2 | Isa::Avx512 | Isa::Avx512Vnni => false,
             #[cfg(target_arch = "aarch64")]
             Isa::Neon => std::arch::is_aarch64_feature_detected!("neon"),
             #[cfg(target_arch = "aarch64")]

@@ -264,6 +264,73 @@ fn simd_formats_larger_shapes() {
     }
 }
 
+/// Formats with an AVX-512 kernel only (x86/z512.rs, x86/iq512.rs): larger shapes, every
+/// column-tile path (1, 2, 3..4, 5..16 columns, prefill), rows past the 2-row group.
+/// (MXFP4 is left to the smaller shapes: random 2^127 scales overflow the f32 decode the exact
+/// sum starts from.)
+const AVX512_ONLY: [FormatId; 15] = [
+    FormatId::Iq1M,
+    FormatId::Iq1S,
+    FormatId::Iq4Xs,
+    FormatId::Nvfp4,
+    FormatId::Ptq1_0,
+    FormatId::Tq1_0,
+    FormatId::Q2K,
+    FormatId::Q3K,
+    FormatId::Q5K,
+    FormatId::Iq4Nl,
+    FormatId::Iq2Xxs,
+    FormatId::Iq2Xs,
+    FormatId::Iq2S,
+    FormatId::Iq3Xxs,
+    FormatId::Iq3S,
+];
+
+/// The formats with a `vpdpbusd` form (x86/z512.rs `kernel_vnni`).
+const VNNI_FORMATS: [FormatId; 7] = [
+    FormatId::Q4_0,
+    FormatId::Mxfp4,
+    FormatId::Nvfp4,
+    FormatId::Tq2_0,
+    FormatId::Pq2_0,
+    FormatId::Tq1_0,
+    FormatId::Ptq1_0,
+];
+
+#[test]
+fn vnni_kernels_are_selected() {
+    let Ok(cpu) = CpuBackend::with_isa(Isa::Avx512Vnni) else { return };
+    for format in VNNI_FORMATS {
+        let name = cpu.table().kernel_name(format).unwrap();
+        assert!(name.starts_with("avx512-vnni-"), "{format}: {name}");
+    }
+}
+
+#[test]
+fn avx512_only_formats_larger_shapes() {
+    for isa in [Isa::Avx512, Isa::Avx512Vnni] {
+        let Ok(cpu) = CpuBackend::with_isa(isa) else { continue };
+        avx512_only_formats_on(&cpu);
+    }
+}
+
+fn avx512_only_formats_on(cpu: &CpuBackend) {
+    for format in AVX512_ONLY {
+        let name = cpu.table().kernel_name(format).unwrap();
+        assert!(name.starts_with("avx512-"), "{format}: {name}");
+        let kmin = format.geometry().row_multiple;
+        check_case(
+            cpu,
+            format,
+            203,
+            kmin.max(1024),
+            &[1, 2, 3, 4, 5, 16, 17, 40],
+            91 + format as u64,
+        );
+        check_case(cpu, format, 9, kmin, &[1, 7], 6);
+    }
+}
+
 #[test]
 fn simd_kernels_are_selected() {
     for isa in Isa::available_all() {
@@ -272,10 +339,12 @@ fn simd_kernels_are_selected() {
             let name = cpu.table().kernel_name(format).unwrap();
             match isa {
                 Isa::Scalar => assert_eq!(name, "scalar-reference"),
+                // Formats without a VNNI form keep their AVX-512 kernel.
+                Isa::Avx512Vnni => assert!(name.starts_with("avx512-"), "{isa:?} {format}: {name}"),
                 _ => assert!(name.starts_with(isa.name()), "{isa:?} {format}: {name}"),
             }
         }
-        assert_eq!(cpu.table().kernel_name(FormatId::Q3K), Some("scalar-reference"));
+        assert_eq!(cpu.table().kernel_name(FormatId::Q8K), Some("scalar-reference"));
     }
     // On aarch64 the NEON kernels must be among those tested.
     if cfg!(target_arch = "aarch64") {

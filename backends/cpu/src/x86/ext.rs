@@ -36,9 +36,47 @@ pub(crate) const W_Q2K: u8 = 15;
 /// Weight code: Q5_K (256-element blocks of 176 bytes, Q8_K activations; AVX-512 only).
 pub(crate) const W_Q5K: u8 = 16;
 
+/// Weight code: IQ2_XXS (256-element blocks of 66 bytes, Q8_K activations; AVX-512 only,
+/// `super::iq512`).
+pub(crate) const W_IQ2XXS: u8 = 17;
+/// Weight code: IQ2_XS (74-byte blocks, Q8_K; AVX-512 only).
+pub(crate) const W_IQ2XS: u8 = 18;
+/// Weight code: IQ2_S (82-byte blocks, Q8_K; AVX-512 only).
+pub(crate) const W_IQ2S: u8 = 19;
+/// Weight code: IQ3_XXS (98-byte blocks, Q8_K; AVX-512 only).
+pub(crate) const W_IQ3XXS: u8 = 20;
+/// Weight code: IQ3_S (110-byte blocks, Q8_K; AVX-512 only).
+pub(crate) const W_IQ3S: u8 = 21;
+
+/// Weight code: Q3_K (110-byte blocks, Q8_K; AVX-512 only, `super::q3k512`).
+pub(crate) const W_Q3K: u8 = 22;
+/// Weight code: TQ1_0 (54-byte blocks, Q8_K; AVX-512 only, `super::tq1_512`).
+pub(crate) const W_TQ1: u8 = 23;
+/// Weight code: PTQ1_0 (128-element blocks of 28 bytes, four Q8_0 blocks each; AVX-512 only).
+pub(crate) const W_PTQ1: u8 = 24;
+/// Weight code: NVFP4 (64-element blocks of 36 bytes, two Q8_0 blocks each; AVX-512 only).
+pub(crate) const W_NVFP4: u8 = 25;
+/// Weight code: IQ4_XS (136-byte blocks, Q8_K; AVX-512 only, `super::iq512`).
+pub(crate) const W_IQ4XS: u8 = 26;
+/// Weight code: IQ1_S (50-byte blocks, Q8_K; AVX-512 only, `super::iq512`).
+pub(crate) const W_IQ1S: u8 = 27;
+/// Weight code: IQ1_M (56-byte blocks, Q8_K; AVX-512 only, `super::iq512`).
+pub(crate) const W_IQ1M: u8 = 28;
+
 /// `(block bytes, elements per block)` of a weight code.
 pub(crate) const fn geometry(f: u8) -> (usize, usize) {
     match f {
+        W_IQ2XXS => (66, 256),
+        W_IQ2XS => (74, 256),
+        W_IQ2S => (82, 256),
+        W_IQ3XXS => (98, 256),
+        W_IQ3S | W_Q3K => (110, 256),
+        W_TQ1 => (54, 256),
+        W_PTQ1 => (28, 128),
+        W_NVFP4 => (36, 64),
+        W_IQ4XS => (136, 256),
+        W_IQ1S => (50, 256),
+        W_IQ1M => (56, 256),
         W_TQ2 => (66, 256),
         W_PQ2 => (34, 128),
         W_Q4K => (144, 256),
@@ -102,10 +140,12 @@ pub(crate) fn check<'a, const F: u8>(
 ) -> Result<Shape<'a>, Error> {
     let (bs, qk) = geometry(F);
     let (act, have, act_block) = match (&acts.data, F) {
-        (ActData::Q8K(b), W_TQ2 | W_Q4K | W_Q6K | W_Q2K | W_Q5K) => {
-            (ActSlice::Q8K(b), b.len(), 256)
-        }
-        (ActData::Q8_0 { blocks, d }, W_PQ2) if d.len() == blocks.len() => {
+        (
+            ActData::Q8K(b),
+            W_TQ2 | W_Q4K | W_Q6K | W_Q2K | W_Q5K | W_IQ2XXS | W_IQ2XS | W_IQ2S | W_IQ3XXS | W_IQ3S
+            | W_Q3K | W_TQ1 | W_IQ4XS | W_IQ1S | W_IQ1M,
+        ) => (ActSlice::Q8K(b), b.len(), 256),
+        (ActData::Q8_0 { blocks, d }, W_PQ2 | W_PTQ1 | W_NVFP4) if d.len() == blocks.len() => {
             (ActSlice::Q8_0(blocks, d), blocks.len(), 32)
         }
         _ => {

@@ -23,11 +23,15 @@ mod float;
 mod float2;
 mod hfp4;
 mod hfp4_512;
+mod iq512;
 mod kquant;
 mod legacy2;
 mod legacy512;
+mod nvfp4_512;
+mod q3k512;
 mod rocmfpx;
 mod ternary;
+mod tq1_512;
 pub(crate) mod vecops;
 mod z512;
 
@@ -56,8 +60,11 @@ pub(crate) const fn block_bytes(f: u8) -> usize {
 
 /// The SIMD kernel for `(isa, format)`, if one exists.
 pub(crate) fn kernel(isa: Isa, format: FormatId) -> Option<Kernel> {
+    if isa == Isa::Avx512Vnni {
+        return z512::kernel_vnni(format).or_else(|| kernel(Isa::Avx512, format));
+    }
     rocmfpx::kernel(isa, format).or_else(|| match isa {
-        Isa::Scalar | Isa::Neon | Isa::NeonDot => None,
+        Isa::Scalar | Isa::Neon | Isa::NeonDot | Isa::Avx512Vnni => None,
         Isa::Avx2 => avx2::kernel(format)
             .or_else(|| ext::kernel_avx2(format))
             .or_else(|| float2::kernel(format))
@@ -71,6 +78,12 @@ pub(crate) fn kernel(isa: Isa, format: FormatId) -> Option<Kernel> {
 
 /// The repack and activation-layout hooks of the SIMD kernel for `(isa, format)`.
 pub(crate) fn extras(isa: Isa, format: FormatId) -> crate::kernels::Extras {
+    if isa == Isa::Avx512Vnni {
+        if z512::kernel_vnni(format).is_some() {
+            return crate::kernels::Extras::default();
+        }
+        return extras(Isa::Avx512, format);
+    }
     let e = rocmfpx::extras(isa, format);
     if e.repack.is_some() || e.prep.is_some() {
         return e;

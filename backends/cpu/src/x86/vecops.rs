@@ -25,7 +25,7 @@ pub(crate) fn bodies(
         return None;
     }
     match isa {
-        Isa::Avx512 => Some((dots512, axpys512)),
+        Isa::Avx512 | Isa::Avx512Vnni => Some((dots512, axpys512)),
         Isa::Avx2 => Some((dots256, axpys256)),
         _ => None,
     }

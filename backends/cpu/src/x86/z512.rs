@@ -47,16 +47,30 @@ use crate::kernels::Kernel;
 /// The kernel for `format`, if this module has one.
 pub(crate) fn kernel(format: FormatId) -> Option<Kernel> {
     match format {
-        FormatId::Q4_0 => Some(Kernel { name: "avx512-q4_0", f: run_q4_0 }),
-        FormatId::Mxfp4 => Some(Kernel { name: "avx512-mxfp4", f: run_q8_0::<Mxfp4> }),
-        FormatId::Iq4Nl => Some(Kernel { name: "avx512-iq4_nl", f: run_q8_0::<Iq4Nl> }),
+        FormatId::Q4_0 => Some(Kernel { name: "avx512-q4_0", f: run_q4_0::<false> }),
+        FormatId::Mxfp4 => Some(Kernel { name: "avx512-mxfp4", f: run_q8_0::<Mxfp4, false> }),
+        FormatId::Iq4Nl => Some(Kernel { name: "avx512-iq4_nl", f: run_q8_0::<Iq4Nl, false> }),
         FormatId::Tq2_0 => Some(Kernel { name: "avx512-tq2_0", f: run_ext::<Tq2, W_TQ2> }),
         FormatId::Pq2_0 => Some(Kernel { name: "avx512-pq2_0", f: run_ext::<Pq2, W_PQ2> }),
         FormatId::Q4K => Some(Kernel { name: "avx512-q4_k", f: run_ext::<Q4k, W_Q4K> }),
         FormatId::Q6K => Some(Kernel { name: "avx512-q6_k", f: run_ext::<Q6k, W_Q6K> }),
         FormatId::Q2K => Some(Kernel { name: "avx512-q2_k", f: run_ext::<Q2k, W_Q2K> }),
         FormatId::Q5K => Some(Kernel { name: "avx512-q5_k", f: run_ext::<Q5k, W_Q5K> }),
-        _ => None,
+        FormatId::Q3K => {
+            Some(Kernel { name: "avx512-q3_k", f: run_ext::<super::q3k512::Q3k, { ext::W_Q3K }> })
+        }
+        FormatId::Tq1_0 => {
+            Some(Kernel { name: "avx512-tq1_0", f: run_ext::<super::tq1_512::Tq1, { ext::W_TQ1 }> })
+        }
+        FormatId::Ptq1_0 => Some(Kernel {
+            name: "avx512-ptq1_0",
+            f: run_ext::<super::tq1_512::Ptq1, { ext::W_PTQ1 }>,
+        }),
+        FormatId::Nvfp4 => Some(Kernel {
+            name: "avx512-nvfp4",
+            f: run_ext::<super::nvfp4_512::Nvfp4, { ext::W_NVFP4 }>,
+        }),
+        _ => super::iq512::kernel(format),
     }
 }
 
@@ -66,13 +80,13 @@ pub(crate) fn kernel(format: FormatId) -> Option<Kernel> {
 pub(crate) struct V64(pub [u8; 64]);
 
 impl V64 {
-    fn put_i8(&mut self, i: usize, v: i8) {
+    pub(super) fn put_i8(&mut self, i: usize, v: i8) {
         self.0[i] = v as u8;
     }
-    fn put_i32(&mut self, i: usize, v: i32) {
+    pub(super) fn put_i32(&mut self, i: usize, v: i32) {
         self.0[4 * i..4 * i + 4].copy_from_slice(&v.to_le_bytes());
     }
-    fn put_f32(&mut self, i: usize, v: f32) {
+    pub(super) fn put_f32(&mut self, i: usize, v: f32) {
         self.0[4 * i..4 * i + 4].copy_from_slice(&v.to_le_bytes());
     }
 }
@@ -110,6 +124,32 @@ pub(crate) trait Lanes {
     /// # Safety
     /// `a` points at `REC` readable vectors; the AVX-512 set of [`entry`] is available.
     unsafe fn dot(w: &Self::W, a: *const V64, acc: __m512) -> __m512;
+    /// [`Lanes::dot`] with AVX-512 VNNI (formats listed in [`kernel_vnni`] override it): the same exact i32 lane sums (`vpdpbusd` adds the
+    /// four u8 x i8 products of each lane without the i16 step), so the same result.
+    ///
+    /// # Safety
+    /// As [`Lanes::dot`], plus AVX-512 VNNI is available ([`entry_vnni`]).
+    #[inline(always)]
+    unsafe fn dot_vnni(w: &Self::W, a: *const V64, acc: __m512) -> __m512 {
+        // SAFETY: forwarded from the caller.
+        unsafe { Self::dot(w, a, acc) }
+    }
+}
+
+/// [`Lanes::dot`], or [`Lanes::dot_vnni`] when `V`.
+///
+/// # Safety
+/// As [`Lanes::dot`] (`V`: as [`Lanes::dot_vnni`]).
+#[inline(always)]
+unsafe fn dot_v<F: Lanes, const V: bool>(w: &F::W, a: *const V64, acc: __m512) -> __m512 {
+    // SAFETY: forwarded from the caller.
+    unsafe {
+        if V {
+            F::dot_vnni(w, a, acc)
+        } else {
+            F::dot(w, a, acc)
+        }
+    }
 }
 
 /// Loads vector `i` of the record at `a`.
@@ -117,7 +157,7 @@ pub(crate) trait Lanes {
 /// # Safety
 /// `a + i` is a readable [`V64`]; AVX-512F is available.
 #[inline(always)]
-unsafe fn ld(a: *const V64, i: usize) -> __m512i {
+pub(super) unsafe fn ld(a: *const V64, i: usize) -> __m512i {
     // SAFETY: the caller guarantees the read; `V64` is 64-byte aligned.
     unsafe { _mm512_load_si512(a.add(i).cast()) }
 }
@@ -127,7 +167,7 @@ unsafe fn ld(a: *const V64, i: usize) -> __m512i {
 /// # Safety
 /// As [`ld`].
 #[inline(always)]
-unsafe fn ldps(a: *const V64, i: usize) -> __m512 {
+pub(super) unsafe fn ldps(a: *const V64, i: usize) -> __m512 {
     // SAFETY: the caller guarantees the read; `V64` is 64-byte aligned.
     unsafe { _mm512_load_ps(a.add(i).cast()) }
 }
@@ -137,7 +177,7 @@ unsafe fn ldps(a: *const V64, i: usize) -> __m512 {
 /// # Safety
 /// `p .. p + 2` is readable; AVX-512F and F16C are available.
 #[inline(always)]
-unsafe fn f16_bcast(p: *const u8) -> __m512 {
+pub(super) unsafe fn f16_bcast(p: *const u8) -> __m512 {
     // SAFETY: reads 2 bytes at `p` (caller); register-only operations.
     unsafe {
         let h = ptr::read_unaligned(p.cast::<u16>());
@@ -173,7 +213,7 @@ const PF: usize = 768;
 /// `out.len() == rows * ncols`; `ncols >= 1`.
 #[inline(always)]
 #[allow(clippy::needless_range_loop)]
-unsafe fn drive<F: Lanes, const R: usize, const CT: usize>(
+unsafe fn drive<F: Lanes, const R: usize, const CT: usize, const V: bool>(
     w: &[u8],
     rb: usize,
     nb: usize,
@@ -217,7 +257,7 @@ unsafe fn drive<F: Lanes, const R: usize, const CT: usize>(
                     for jj in 0..CT {
                         let a = ap[jj].add(g * F::REC);
                         for i in 0..R {
-                            acc[i][jj] = F::dot(&dec[i], a, acc[i][jj]);
+                            acc[i][jj] = dot_v::<F, V>(&dec[i], a, acc[i][jj]);
                         }
                     }
                 }
@@ -238,7 +278,7 @@ unsafe fn drive<F: Lanes, const R: usize, const CT: usize>(
                     for jj in 0..CT {
                         let a = ap[jj].add(full * F::REC);
                         for i in 0..R {
-                            acc[i][jj] = F::dot(&dec[i], a, acc[i][jj]);
+                            acc[i][jj] = dot_v::<F, V>(&dec[i], a, acc[i][jj]);
                         }
                     }
                 }
@@ -278,13 +318,13 @@ unsafe fn prep_all<F: Lanes>(act: ActSlice<'_>, nb: usize, cols: &Range<usize>) 
     recs
 }
 
-/// Column-count dispatch.
+/// Column-count dispatch (`V`: the VNNI dot products).
 ///
 /// # Safety
-/// As [`drive`] (with `recs` built here from `act` for `cols`), plus AVX-512 F/BW/VL, AVX2,
-/// FMA and F16C are available.
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
-unsafe fn entry<F: Lanes>(
+/// As [`drive`] (with `recs` built here from `act` for `cols`), plus the features of
+/// [`entry`] (`V`: of [`entry_vnni`]) are available.
+#[inline(always)]
+unsafe fn dispatch<F: Lanes, const V: bool>(
     w: &[u8],
     rb: usize,
     nb: usize,
@@ -298,17 +338,74 @@ unsafe fn entry<F: Lanes>(
         let recs = prep_all::<F>(act, nb, &cols);
         let recs = &recs[..];
         match (F::WIDE, ncols) {
-            (false, 1) => drive::<F, 4, 1>(w, rb, nb, recs, ncols, out),
-            (false, 2) => drive::<F, 4, 2>(w, rb, nb, recs, ncols, out),
-            (true, 1) => drive::<F, 2, 1>(w, rb, nb, recs, ncols, out),
-            (true, 2) => drive::<F, 2, 2>(w, rb, nb, recs, ncols, out),
-            (_, 1..=4) => drive::<F, 2, 4>(w, rb, nb, recs, ncols, out),
-            _ => drive::<F, 2, 8>(w, rb, nb, recs, ncols, out),
+            (false, 1) => drive::<F, 4, 1, V>(w, rb, nb, recs, ncols, out),
+            (false, 2) => drive::<F, 4, 2, V>(w, rb, nb, recs, ncols, out),
+            (true, 1) => drive::<F, 2, 1, V>(w, rb, nb, recs, ncols, out),
+            (true, 2) => drive::<F, 2, 2, V>(w, rb, nb, recs, ncols, out),
+            (_, 1..=4) => drive::<F, 2, 4, V>(w, rb, nb, recs, ncols, out),
+            _ => drive::<F, 2, 8, V>(w, rb, nb, recs, ncols, out),
         }
     }
 }
 
-fn run_q4_0(
+/// [`dispatch`] with AVX-512 F/BW/VL, AVX2, FMA and F16C enabled.
+///
+/// # Safety
+/// As [`dispatch`]; those features are available.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
+unsafe fn entry<F: Lanes>(
+    w: &[u8],
+    rb: usize,
+    nb: usize,
+    act: ActSlice<'_>,
+    cols: Range<usize>,
+    out: &mut [f32],
+) {
+    // SAFETY: forwarded from the caller.
+    unsafe { dispatch::<F, false>(w, rb, nb, act, cols, out) }
+}
+
+/// [`dispatch`] with [`entry`]'s features plus AVX-512 VNNI, running [`Lanes::dot_vnni`].
+///
+/// # Safety
+/// As [`dispatch`]; those features are available.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+unsafe fn entry_vnni<F: Lanes>(
+    w: &[u8],
+    rb: usize,
+    nb: usize,
+    act: ActSlice<'_>,
+    cols: Range<usize>,
+    out: &mut [f32],
+) {
+    // SAFETY: forwarded from the caller.
+    unsafe { dispatch::<F, true>(w, rb, nb, act, cols, out) }
+}
+
+/// [`entry`] or (`V`) [`entry_vnni`].
+///
+/// # Safety
+/// As the one called.
+#[inline(always)]
+unsafe fn entry_v<F: Lanes, const V: bool>(
+    w: &[u8],
+    rb: usize,
+    nb: usize,
+    act: ActSlice<'_>,
+    cols: Range<usize>,
+    out: &mut [f32],
+) {
+    // SAFETY: forwarded from the caller.
+    unsafe {
+        if V {
+            entry_vnni::<F>(w, rb, nb, act, cols, out)
+        } else {
+            entry::<F>(w, rb, nb, act, cols, out)
+        }
+    }
+}
+
+fn run_q4_0<const V: bool>(
     format: FormatId,
     w: &[u8],
     rb: usize,
@@ -321,14 +418,16 @@ fn run_q4_0(
         return super::avx512::run::<{ super::W_Q4_0 }>(format, w, rb, acts, cols, out);
     }
     let ck = super::check_q8_0(format, w, rb, acts, &cols, out, Q4_0::BB)?;
-    // SAFETY: reachable only through `kernel`, which `KernelTable::new` reaches only for
-    // `Isa::Avx512` after `Isa::Avx512.available()` detected the features; `check_q8_0`
-    // checked the lengths (the activation records are built inside `entry`).
-    unsafe { entry::<Q4_0>(w, rb, ck.nb, ActSlice::Q8_0(ck.a, ck.ad), cols, out) };
+    // SAFETY: reachable only through `kernel` (V = false), which `KernelTable::new` reaches
+    // only for `Isa::Avx512` / `Isa::Avx512Vnni` after `available()` detected the features,
+    // or `kernel_vnni` (V = true), reached only for `Isa::Avx512Vnni` after
+    // `Isa::Avx512Vnni.available()` also detected AVX-512 VNNI; `check_q8_0` checked the
+    // lengths (the activation records are built inside `dispatch`).
+    unsafe { entry_v::<Q4_0, V>(w, rb, ck.nb, ActSlice::Q8_0(ck.a, ck.ad), cols, out) };
     Ok(())
 }
 
-fn run_q8_0<F: Lanes>(
+fn run_q8_0<F: Lanes, const V: bool>(
     format: FormatId,
     w: &[u8],
     rb: usize,
@@ -338,11 +437,22 @@ fn run_q8_0<F: Lanes>(
 ) -> Result<(), Error> {
     let ck = super::check_q8_0(format, w, rb, acts, &cols, out, F::BB)?;
     // SAFETY: as in `run_q4_0`.
-    unsafe { entry::<F>(w, rb, ck.nb, ActSlice::Q8_0(ck.a, ck.ad), cols, out) };
+    unsafe { entry_v::<F, V>(w, rb, ck.nb, ActSlice::Q8_0(ck.a, ck.ad), cols, out) };
     Ok(())
 }
 
-fn run_ext<F: Lanes, const C: u8>(
+pub(super) fn run_ext<F: Lanes, const C: u8>(
+    format: FormatId,
+    w: &[u8],
+    rb: usize,
+    acts: &Acts,
+    cols: Range<usize>,
+    out: &mut [f32],
+) -> Result<(), Error> {
+    run_ext_v::<F, C, false>(format, w, rb, acts, cols, out)
+}
+
+fn run_ext_v<F: Lanes, const C: u8, const V: bool>(
     format: FormatId,
     w: &[u8],
     rb: usize,
@@ -352,14 +462,32 @@ fn run_ext<F: Lanes, const C: u8>(
 ) -> Result<(), Error> {
     let s = ext::check::<C>(format, w, rb, acts, &cols, out)?;
     // SAFETY: as in `run_q4_0`; `ext::check` checked the lengths for weight code `C`, whose
-    // block size is `F::BB` (one block per group).
-    unsafe { entry::<F>(w, rb, s.nb, s.act, cols, out) };
+    // block size is `F::BB` (`F::GB` blocks per group, a partial last group padded).
+    unsafe { entry_v::<F, V>(w, rb, s.nb, s.act, cols, out) };
     Ok(())
+}
+
+/// The `Isa::Avx512Vnni` kernel for `format`, if it has a VNNI form here (the caller falls
+/// back to [`kernel`] otherwise).
+pub(crate) fn kernel_vnni(format: FormatId) -> Option<Kernel> {
+    use super::nvfp4_512::Nvfp4;
+    use super::tq1_512::{Ptq1, Tq1};
+    let k = |name, f| Some(Kernel { name, f });
+    match format {
+        FormatId::Q4_0 => k("avx512-vnni-q4_0", run_q4_0::<true>),
+        FormatId::Mxfp4 => k("avx512-vnni-mxfp4", run_q8_0::<Mxfp4, true>),
+        FormatId::Tq2_0 => k("avx512-vnni-tq2_0", run_ext_v::<Tq2, W_TQ2, true>),
+        FormatId::Pq2_0 => k("avx512-vnni-pq2_0", run_ext_v::<Pq2, W_PQ2, true>),
+        FormatId::Tq1_0 => k("avx512-vnni-tq1_0", run_ext_v::<Tq1, { ext::W_TQ1 }, true>),
+        FormatId::Ptq1_0 => k("avx512-vnni-ptq1_0", run_ext_v::<Ptq1, { ext::W_PTQ1 }, true>),
+        FormatId::Nvfp4 => k("avx512-vnni-nvfp4", run_ext_v::<Nvfp4, { ext::W_NVFP4 }, true>),
+        _ => None,
+    }
 }
 
 /// The Q8_0 activation block `i` of column `j` (`nbq` blocks per column) and its scale, or
 /// `None` past the column's end.
-fn q8_0_block<'a>(
+pub(super) fn q8_0_block<'a>(
     act: ActSlice<'a>,
     nbq: usize,
     j: usize,
@@ -373,7 +501,7 @@ fn q8_0_block<'a>(
 }
 
 /// The Q8_K activation block `b` of column `j` (`nb` blocks per column).
-fn q8_k_block(
+pub(super) fn q8_k_block(
     act: ActSlice<'_>,
     nb: usize,
     j: usize,
@@ -477,6 +605,17 @@ impl Lanes for Q4_0 {
             _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(w.2, ldps(a, 3)), acc)
         }
     }
+
+    #[inline(always)]
+    unsafe fn dot_vnni(w: &Self::W, a: *const V64, acc: __m512) -> __m512 {
+        // SAFETY: reads the 4 record vectors (caller); register-only operations; VNNI is
+        // available (caller).
+        unsafe {
+            let s = _mm512_sub_epi32(_mm512_setzero_si512(), ld(a, 2));
+            let s = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(s, w.0, ld(a, 0)), w.1, ld(a, 1));
+            _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(w.2, ldps(a, 3)), acc)
+        }
+    }
 }
 
 /// TQ2_0 (66-byte blocks of 256, codes `c` with value `c - 1`; element `i` is bits
@@ -566,6 +705,19 @@ impl Lanes for Tq2 {
             );
             let p = _mm512_add_epi16(p01, p23);
             let s = _mm512_sub_epi32(_mm512_madd_epi16(p, _mm512_set1_epi16(1)), ld(a, 4));
+            _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(w.1, ldps(a, 5)), acc)
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn dot_vnni(w: &Self::W, a: *const V64, acc: __m512) -> __m512 {
+        // SAFETY: reads the 6 record vectors (caller); register-only operations; VNNI is
+        // available (caller).
+        unsafe {
+            let mut s = _mm512_sub_epi32(_mm512_setzero_si512(), ld(a, 4));
+            for k in 0..4 {
+                s = _mm512_dpbusd_epi32(s, w.0[k], ld(a, k));
+            }
             _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(w.1, ldps(a, 5)), acc)
         }
     }
@@ -698,6 +850,12 @@ impl Lanes for Pq2 {
             let s = _mm512_sub_epi32(_mm512_madd_epi16(p, _mm512_set1_epi16(1)), ld(a, 2));
             _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(w.2, ldps(a, 3)), acc)
         }
+    }
+
+    #[inline(always)]
+    unsafe fn dot_vnni(w: &Self::W, a: *const V64, acc: __m512) -> __m512 {
+        // SAFETY: forwarded from the caller; Q4_0's record shape (planes, asum, scales).
+        unsafe { Q4_0::dot_vnni(w, a, acc) }
     }
 }
 
@@ -1169,6 +1327,12 @@ impl Lanes for Mxfp4 {
     unsafe fn dot(w: &Self::W, a: *const V64, acc: __m512) -> __m512 {
         // SAFETY: forwarded from the caller; the same arithmetic as Q4_0's.
         unsafe { Q4_0::dot(w, a, acc) }
+    }
+
+    #[inline(always)]
+    unsafe fn dot_vnni(w: &Self::W, a: *const V64, acc: __m512) -> __m512 {
+        // SAFETY: forwarded from the caller.
+        unsafe { Q4_0::dot_vnni(w, a, acc) }
     }
 }
 
