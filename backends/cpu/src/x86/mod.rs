@@ -29,6 +29,7 @@ mod legacy2;
 mod legacy512;
 mod nvfp4_512;
 mod q3k512;
+mod q8_512;
 mod rocmfpx;
 mod ternary;
 mod tq1_512;

@@ -48,6 +48,7 @@ use crate::kernels::Kernel;
 pub(crate) fn kernel(format: FormatId) -> Option<Kernel> {
     match format {
         FormatId::Q4_0 => Some(Kernel { name: "avx512-q4_0", f: run_q4_0::<false> }),
+        FormatId::Q8_0 => Some(Kernel { name: "avx512-q8_0", f: run_q8::<false> }),
         FormatId::Mxfp4 => Some(Kernel { name: "avx512-mxfp4", f: run_q8_0::<Mxfp4, false> }),
         FormatId::Iq4Nl => Some(Kernel { name: "avx512-iq4_nl", f: run_q8_0::<Iq4Nl, false> }),
         FormatId::Tq2_0 => Some(Kernel { name: "avx512-tq2_0", f: run_ext::<Tq2, W_TQ2> }),
@@ -427,6 +428,22 @@ fn run_q4_0<const V: bool>(
     Ok(())
 }
 
+/// Q8_0 weights ([`super::q8_512::Q8`]) for tiles of up to 4 columns; wider tiles run the
+/// paired-row body of [`super::avx512`], which reads fewer activation bytes per weight byte.
+fn run_q8<const V: bool>(
+    format: FormatId,
+    w: &[u8],
+    rb: usize,
+    acts: &Acts,
+    cols: Range<usize>,
+    out: &mut [f32],
+) -> Result<(), Error> {
+    if cols.len() > 4 {
+        return super::avx512::run::<{ super::W_Q8_0 }>(format, w, rb, acts, cols, out);
+    }
+    run_q8_0::<super::q8_512::Q8, V>(format, w, rb, acts, cols, out)
+}
+
 fn run_q8_0<F: Lanes, const V: bool>(
     format: FormatId,
     w: &[u8],
@@ -475,6 +492,7 @@ pub(crate) fn kernel_vnni(format: FormatId) -> Option<Kernel> {
     let k = |name, f| Some(Kernel { name, f });
     match format {
         FormatId::Q4_0 => k("avx512-vnni-q4_0", run_q4_0::<true>),
+        FormatId::Q8_0 => k("avx512-vnni-q8_0", run_q8::<true>),
         FormatId::Mxfp4 => k("avx512-vnni-mxfp4", run_q8_0::<Mxfp4, true>),
         FormatId::Tq2_0 => k("avx512-vnni-tq2_0", run_ext_v::<Tq2, W_TQ2, true>),
         FormatId::Pq2_0 => k("avx512-vnni-pq2_0", run_ext_v::<Pq2, W_PQ2, true>),
