@@ -61,10 +61,21 @@ use crate::kernels::{Extras, Kernel, MAX_TILE};
 /// The kernel for `format`, if this module has one.
 pub(crate) fn kernel(format: FormatId) -> Option<Kernel> {
     match format {
-        FormatId::Q4_1 => Some(Kernel { name: "avx512-q4_1", f: run::<Q4_1> }),
-        FormatId::Q5_0 => Some(Kernel { name: "avx512-q5_0", f: run::<Q5_0> }),
-        FormatId::Q5_1 => Some(Kernel { name: "avx512-q5_1", f: run::<Q5_1> }),
-        FormatId::Q8_1 => Some(Kernel { name: "avx512-q8_1", f: run::<Q8_1> }),
+        FormatId::Q4_1 => Some(Kernel { name: "avx512-q4_1", f: run::<Q4_1, false> }),
+        FormatId::Q5_0 => Some(Kernel { name: "avx512-q5_0", f: run::<Q5_0, false> }),
+        FormatId::Q5_1 => Some(Kernel { name: "avx512-q5_1", f: run::<Q5_1, false> }),
+        FormatId::Q8_1 => Some(Kernel { name: "avx512-q8_1", f: run::<Q8_1, false> }),
+        _ => None,
+    }
+}
+
+/// The kernel for `format` with AVX-512 VNNI (`Isa::Avx512Vnni` only): each group's
+/// `vpmaddubsw` pairs and `vpmaddwd` by ones become `vpdpbusd`, the same exact i32 lane sums.
+pub(crate) fn kernel_vnni(format: FormatId) -> Option<Kernel> {
+    match format {
+        FormatId::Q4_1 => Some(Kernel { name: "avx512-vnni-q4_1", f: run::<Q4_1, true> }),
+        FormatId::Q5_0 => Some(Kernel { name: "avx512-vnni-q5_0", f: run::<Q5_0, true> }),
+        FormatId::Q5_1 => Some(Kernel { name: "avx512-vnni-q5_1", f: run::<Q5_1, true> }),
         _ => None,
     }
 }
@@ -257,7 +268,7 @@ fn check<'a, F: Legacy>(
     Ok((act, nb))
 }
 
-fn run<F: Legacy>(
+fn run<F: Legacy, const V: bool>(
     format: FormatId,
     w: &[u8],
     rb: usize,
@@ -281,8 +292,16 @@ fn run<F: Legacy>(
     // SAFETY: reachable only through `kernel`, which `KernelTable::new` reaches only for
     // `Isa::Avx512` after `Isa::Avx512.available()` detected AVX-512 F/BW/VL, AVX2, FMA and
     // F16C; `check` checked the lengths; `recs` holds the `cols.len() * ceil(nb / 4)`
-    // records of the tile's columns (a shared layout is used only at that length).
-    unsafe { entry::<F>(w, rb, nb, recs, cols.len(), out) };
+    // records of the tile's columns (a shared layout is used only at that length). With `V`
+    // the wrapper is reachable only through `kernel_vnni`, which `super::kernel` calls only
+    // for `Isa::Avx512Vnni` after `Isa::Avx512Vnni.available()` also detected AVX-512 VNNI.
+    unsafe {
+        if V {
+            entry_vnni::<F>(w, rb, nb, recs, cols.len(), out)
+        } else {
+            entry::<F>(w, rb, nb, recs, cols.len(), out)
+        }
+    };
     Ok(())
 }
 
@@ -443,13 +462,20 @@ unsafe fn decode_group<F: Legacy>(p: *const u8) -> Dec {
 /// # Safety
 /// `a .. a + REC` is readable; the features of [`entry`] are available.
 #[inline(always)]
-unsafe fn dot<F: Legacy>(w: &Dec, a: *const V64, acc: __m512) -> __m512 {
-    // SAFETY: aligned reads of the record's vectors (caller); register-only operations.
+unsafe fn dot<F: Legacy, const V: bool>(w: &Dec, a: *const V64, acc: __m512) -> __m512 {
+    // SAFETY: aligned reads of the record's vectors (caller); register-only operations;
+    // with `V`, AVX-512 VNNI is available (caller).
     unsafe {
         let alo = _mm512_load_si512(a.cast());
         let ahi = _mm512_load_si512(a.add(1).cast());
-        let p = _mm512_add_epi16(_mm512_maddubs_epi16(w.lo, alo), _mm512_maddubs_epi16(w.hi, ahi));
-        let mut s = _mm512_madd_epi16(p, _mm512_set1_epi16(1));
+        let mut s = if V && !F::BYTES {
+            let s = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w.lo, alo);
+            _mm512_dpbusd_epi32(s, w.hi, ahi)
+        } else {
+            let p =
+                _mm512_add_epi16(_mm512_maddubs_epi16(w.lo, alo), _mm512_maddubs_epi16(w.hi, ahi));
+            _mm512_madd_epi16(p, _mm512_set1_epi16(1))
+        };
         if F::BYTES {
             let h = _mm512_add_epi16(
                 _mm512_maddubs_epi16(w.lo2, alo),
@@ -495,7 +521,7 @@ const PF: usize = 768;
 /// `recs` holds `ncols * ceil(nb / 4) * REC` vectors; `out.len() == rows * ncols`;
 /// `ncols >= 1`.
 #[inline(always)]
-unsafe fn drive<F: Legacy, const R: usize, const CT: usize>(
+unsafe fn drive<F: Legacy, const R: usize, const CT: usize, const V: bool>(
     w: &[u8],
     rb: usize,
     nb: usize,
@@ -539,7 +565,7 @@ unsafe fn drive<F: Legacy, const R: usize, const CT: usize>(
                     for jj in 0..CT {
                         let a = ap[jj].add(g * REC);
                         for i in 0..R {
-                            acc[i][jj] = dot::<F>(&dec[i], a, acc[i][jj]);
+                            acc[i][jj] = dot::<F, V>(&dec[i], a, acc[i][jj]);
                         }
                     }
                 }
@@ -560,7 +586,7 @@ unsafe fn drive<F: Legacy, const R: usize, const CT: usize>(
                     for jj in 0..CT {
                         let a = ap[jj].add(full * REC);
                         for i in 0..R {
-                            acc[i][jj] = dot::<F>(&dec[i], a, acc[i][jj]);
+                            acc[i][jj] = dot::<F, V>(&dec[i], a, acc[i][jj]);
                         }
                     }
                 }
@@ -590,12 +616,46 @@ unsafe fn entry<F: Legacy>(
     out: &mut [f32],
 ) {
     // SAFETY: forwarded from the caller.
+    unsafe { by_columns::<F, false>(w, rb, nb, recs, ncols, out) }
+}
+
+/// [`entry`] with AVX-512 VNNI as well ([`dot`] uses `vpdpbusd`).
+///
+/// # Safety
+/// As [`entry`], plus AVX-512 VNNI is available.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+unsafe fn entry_vnni<F: Legacy>(
+    w: &[u8],
+    rb: usize,
+    nb: usize,
+    recs: &[V64],
+    ncols: usize,
+    out: &mut [f32],
+) {
+    // SAFETY: forwarded from the caller.
+    unsafe { by_columns::<F, true>(w, rb, nb, recs, ncols, out) }
+}
+
+/// The row-group and column-tile sizes per column count.
+///
+/// # Safety
+/// As [`drive`] (with `V`: AVX-512 VNNI is available).
+#[inline(always)]
+unsafe fn by_columns<F: Legacy, const V: bool>(
+    w: &[u8],
+    rb: usize,
+    nb: usize,
+    recs: &[V64],
+    ncols: usize,
+    out: &mut [f32],
+) {
+    // SAFETY: forwarded from the caller.
     unsafe {
         match ncols {
-            1 => drive::<F, 4, 1>(w, rb, nb, recs, ncols, out),
-            2 => drive::<F, 4, 2>(w, rb, nb, recs, ncols, out),
-            3 | 4 => drive::<F, 2, 4>(w, rb, nb, recs, ncols, out),
-            _ => drive::<F, 2, 8>(w, rb, nb, recs, ncols, out),
+            1 => drive::<F, 4, 1, V>(w, rb, nb, recs, ncols, out),
+            2 => drive::<F, 4, 2, V>(w, rb, nb, recs, ncols, out),
+            3 | 4 => drive::<F, 2, 4, V>(w, rb, nb, recs, ncols, out),
+            _ => drive::<F, 2, 8, V>(w, rb, nb, recs, ncols, out),
         }
     }
 }
