@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Model-level quality on SmolLM2-135M-Instruct: perplexity and KL divergence against the F32
 # base for every built-in recipe, and the controlled sweep of issue 5 (every tensor Q8_0 except
-# ffn_down, which is in the format under test), with and without an importance matrix.
+# ffn_down, which is in the format under test), with and without an importance matrix. The
+# recipes fpx-ifp2, hfp4 and ternary run once more with the importance matrix (recipe-NAME-imat).
 #
 #   tools/quality_sweep.sh MODEL.gguf TEXT [CHUNKS] [OUTDIR]
 #
@@ -42,6 +43,12 @@ for r in fpx-ifp2 hfp4 mfp4 ternary q4_0 q8_0; do
     [ -f "$out/recipe-$r.gguf" ] || "$lowbit" quantize "$model" "$out/recipe-$r.gguf" --recipe "$r" \
         | tail -n 4
     models+=("$out/recipe-$r.gguf")
+done
+# The recipes whose encoders take the importance matrix, once more with it.
+for r in fpx-ifp2 hfp4 ternary; do
+    [ -f "$out/recipe-$r-imat.gguf" ] || "$lowbit" quantize "$model" "$out/recipe-$r-imat.gguf" \
+        --recipe "$r" --imatrix "$imat" | tail -n 4
+    models+=("$out/recipe-$r-imat.gguf")
 done
 for v in "ROCMFP2 reference" "ROCMFP3 reference" "HFP4G32 reference" "HFP4G32 improved" \
     "MFP4G32 improved" "PQ2_0 improved" "Q4_0 reference" "MXFP4 reference" "Q8_0 reference"; do

@@ -1,14 +1,16 @@
 #!/usr/bin/env python3
 """Turns tools/quality_sweep.sh's output into the docs' tables and the KLD-vs-bpw plot.
 
-Usage: quality_table.py OUTDIR [SVG]
+Usage: quality_table.py OUTDIR [SVG [FULL.json]]
 
 Reads OUTDIR/kld.json (from `lowbit kld --json`) and OUTDIR/models.tsv (file, bytes, bpw) and
 prints two Markdown tables: the built-in recipes (file size, bpw, perplexity, mean KLD against
 the base, same-top-token %) and the ffn_down sweep (format, encoder, imatrix, bpw of ffn_down,
 mean KLD). With SVG, also writes the plot (tools/plot_kld.py) of KLD against the whole file's
 bpw, with llama.cpp's sweep figures from issue 5 as a second series for comparison (those are
-plotted at their formats' nominal bpw, since only the format of ffn_down changes).
+plotted at their formats' nominal bpw, since only the format of ffn_down changes). FULL.json
+(optional: `lowbit kld --json` over the whole text, models named as in OUTDIR) adds a table and a
+series of those whole-text figures, the ones comparable with llama.cpp's.
 """
 import json
 import os
@@ -30,7 +32,7 @@ LLAMA_CPP = [
 
 
 def main():
-    if len(sys.argv) not in (2, 3):
+    if len(sys.argv) not in (2, 3, 4):
         print(__doc__)
         return 2
     out = sys.argv[1]
@@ -74,10 +76,32 @@ def main():
             label = fmt + ("+imat" if imat else "") + ("" if enc == "reference" else f" ({enc})")
             points.append({"label": label, "bpw": bpw, "kld": r["mean_kld"],
                            "series": "lowbit ffn_down sweep (format's bpw)"})
+    if len(sys.argv) == 4:
+        with open(sys.argv[3]) as f:
+            full = json.load(f)
+        r0 = full[0]
+        print(f"\nwhole text: base PPL {r0['ppl_base']:.4f}; {r0['chunks']} chunks of "
+              f"{r0['n_ctx']} tokens, {r0['positions']} positions scored\n")
+        print("| model | bpw | PPL | mean KLD | same top % |")
+        print("|---|--:|--:|--:|--:|")
+        for r in full:
+            name = os.path.basename(r["model"])[:-len(".gguf")]
+            if name.startswith("recipe-"):
+                bpw = sizes[name + ".gguf"][1]
+                label = name[len("recipe-"):]
+            else:
+                parts = name[len("sweep-"):].split("-")
+                bpw = NOMINAL.get(parts[0], 0)
+                label = parts[0] + ("+imat" if len(parts) > 2 else "") + (
+                    "" if parts[1] == "reference" else f" ({parts[1]})")
+            print(f"| {label} | {bpw:.3f} | {r['ppl_model']:.4f} | "
+                  f"{r['mean_kld']:.4f} ± {r['kld_stderr']:.4f} | {r['same_top_percent']:.2f} |")
+            points.append({"label": label, "bpw": bpw, "kld": r["mean_kld"],
+                           "series": "lowbit, whole text (27 chunks)"})
     for label, bpw, kld in LLAMA_CPP:
         points.append({"label": label, "bpw": bpw, "kld": kld,
                        "series": "llama.cpp ffn_down sweep (issue 5)"})
-    if len(sys.argv) == 3:
+    if len(sys.argv) >= 3:
         pts = os.path.join(out, "points.json")
         with open(pts, "w") as f:
             json.dump(points, f, indent=1)

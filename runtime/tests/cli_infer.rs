@@ -74,7 +74,7 @@ fn perplexity_kld_against_itself_and_imatrix() {
     let (ok, _, err) = lowbit(&["perplexity", "-m", m, "-f", t, "-c", "100000"]);
     assert!(!ok && err.contains("needs at least 200000"), "{err}");
 
-    // imatrix: written, then used by quantize (+imat on the ROCmFP2 tensors).
+    // imatrix: written, then used by quantize (+imat on the ROCmFP3 tensors).
     let dir = tempfile::tempdir().unwrap();
     let imat = dir.path().join("imatrix.gguf");
     let imat_s = imat.to_str().unwrap();
@@ -86,12 +86,12 @@ fn perplexity_kld_against_itself_and_imatrix() {
     let (ok, out, err) =
         lowbit(&["quantize", m, q.to_str().unwrap(), "--recipe", "fpx-ifp2", "--imatrix", imat_s]);
     assert!(ok, "{err}");
-    assert!(out.contains("ROCMFP2   reference+imat"), "{out}");
+    assert!(out.contains("ROCMFP3   reference+imat"), "{out}");
     assert!(!out.contains("warning:"), "{out}");
-    // Without the imatrix, the summary warns about the 2-bit tensors.
-    let (ok, out, err) = lowbit(&["quantize", m, q.to_str().unwrap(), "--recipe", "fpx-ifp2"]);
+    // Without the imatrix, the summary warns about the 2-bit tensors (ternary: PQ2_0 ffn_down).
+    let (ok, out, err) = lowbit(&["quantize", m, q.to_str().unwrap(), "--recipe", "ternary"]);
     assert!(ok, "{err}");
-    assert!(out.contains("warning: 90 tensors are in a format below 3 bits"), "{out}");
+    assert!(out.contains("warning: 30 tensors are in a format below 3 bits"), "{out}");
 }
 
 #[test]

@@ -78,7 +78,9 @@ fn expected_format(recipe: &str, name: &str, dims: &[u64]) -> FormatId {
     let k = dims[0];
     let ffn = name.contains(".ffn_");
     match recipe {
-        "fpx-ifp2" if ffn => FormatId::RocmFp2,
+        "fpx-ifp2" if name.contains(".ffn_down") => FormatId::RocmFp3,
+        "fpx-ifp2" if ffn => FormatId::Q4_0,
+        "fpx-ifp2" if name.contains(".attn_") || name == "token_embd.weight" => FormatId::Q5_0,
         "fpx-ifp2" | "q8_0" => FormatId::Q8_0,
         "q4_0" => FormatId::Q4_0,
         "hfp4" | "mfp4" | "ternary" if name == "token_embd.weight" => FormatId::Q8_0,
@@ -518,6 +520,6 @@ fn default_command_quantizes_the_synthetic_model() {
     let g = GgufFile::open(d.join("lowbit-synthetic.fpx-ifp2.gguf"), None).unwrap();
     assert_eq!(g.tensors().len(), 2 + 2 * 9 + 1);
     assert_eq!(g.dialect().single(), Some(Dialect::RocmFpx));
-    assert_eq!(g.tensor("blk.1.ffn_down.weight").unwrap().format, FormatId::RocmFp2);
+    assert_eq!(g.tensor("blk.1.ffn_down.weight").unwrap().format, FormatId::RocmFp3);
     assert_eq!(table_rows(&s).len(), 21);
 }

@@ -167,7 +167,7 @@ fn importance_is_sliced_per_expert() {
     let r = Recipe::builtin("fpx-ifp2").unwrap();
     let (out, s) = run(srcs.clone(), &r, Some(&im), 3).unwrap();
     assert_eq!(s.tensors[0].importance, ImportanceUse::Used);
-    assert_eq!(s.tensors[1].importance, ImportanceUse::NotTaken); // Q8_0 takes none
+    assert_eq!(s.tensors[1].importance, ImportanceUse::NotTaken); // Q5_0 takes none
     let rb = FormatId::RocmFp2.row_bytes(k).unwrap();
     let mut expect = Vec::new();
     for x in 0..e {

@@ -62,12 +62,14 @@ fn documented_formats_on_smollm2() {
         r.plan(t, dims).unwrap()
     };
     use FormatId as F;
-    for t in ["blk.3.ffn_gate.weight", "blk.3.ffn_up.weight", "blk.3.ffn_down.weight"] {
-        assert_eq!(plan("fpx-ifp2", t).format, F::RocmFp2, "{t}");
+    for t in ["blk.3.ffn_gate.weight", "blk.3.ffn_up.weight"] {
+        assert_eq!(plan("fpx-ifp2", t).format, F::Q4_0, "{t}");
     }
-    for t in ["blk.3.attn_q.weight", "blk.3.attn_v.weight", "token_embd.weight", "output.weight"] {
-        assert_eq!(plan("fpx-ifp2", t).format, F::Q8_0, "{t}");
+    assert_eq!(plan("fpx-ifp2", "blk.3.ffn_down.weight").format, F::RocmFp3);
+    for t in ["blk.3.attn_q.weight", "blk.3.attn_v.weight", "token_embd.weight"] {
+        assert_eq!(plan("fpx-ifp2", t).format, F::Q5_0, "{t}");
     }
+    assert_eq!(plan("fpx-ifp2", "output.weight").format, F::Q8_0);
     assert_eq!(plan("fpx-ifp2", "blk.3.ffn_norm.weight").format, F::F32);
 
     // ternary: only the 1536-wide rows (ffn_down) hold 128-blocks.

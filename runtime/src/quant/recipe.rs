@@ -117,18 +117,22 @@ pub struct Planned {
 /// Names of the built-in recipes, in the order `docs/RECIPES.md` describes them.
 pub const BUILTIN_NAMES: [&str; 6] = ["fpx-ifp2", "hfp4", "mfp4", "ternary", "q4_0", "q8_0"];
 
-/// `fpx-ifp2`: ROCmFP2 on the FFN / routed-expert bulk, Q8_0 elsewhere.
+/// `fpx-ifp2`: ROCmFP2 on the routed-expert bulk of MoE models; on dense FFNs ROCmFP3 for
+/// `ffn_down` and Q4_0 for `ffn_gate`/`ffn_up`; Q5_0 on attention and the token embedding; Q8_0
+/// on shared experts, the output projection and anything else.
 ///
-/// Follows the recipe of the ROCmFPX project's FPX-IFP2 report (the HY3 "Speed-v1" artifact,
-/// in `shared/seeds/`, section "Where FPX-IFP2 belongs today"): ROCmFP2 on the routed expert
+/// The MoE part follows the ROCmFPX project's FPX-IFP2 report (the HY3 "Speed-v1" artifact, in
+/// `shared/seeds/`, section "Where FPX-IFP2 belongs today"): ROCmFP2 on the routed expert
 /// tensors, higher precision for attention, embeddings, shared experts and other fragile
-/// tensors. The report does not name the higher-precision type; Q8_0 is lowbit's choice (a
-/// ggml type the ROCmFPX fork reads, 8.5 bpw). On a dense model the FFN weights are the bulk,
-/// so they get ROCmFP2 as the report's expert tensors do. The MoE router (`ffn_gate_inp`) stays
-/// F32, as llama.cpp's quantizer keeps it (`src/llama-quant.cpp`).
+/// tensors. The MoE router (`ffn_gate_inp`) stays F32, as llama.cpp's quantizer keeps it
+/// (`src/llama-quant.cpp`). The dense part is measured, not taken from the report: on
+/// SmolLM2-135M with an importance matrix, ROCmFP2 on every dense `ffn_gate`+`ffn_up` costs a
+/// mean KLD of 0.79 and on every `ffn_down` 0.40 (everything else Q8_0), so a dense FFN in
+/// ROCmFP2 cannot meet llama.cpp IQ2_M's quality at its size; ROCmFP3 `ffn_down` (0.10) with
+/// Q4_0 gate/up (0.07) and Q5_0 attention and embedding does (docs/RECIPES.md, docs/QUALITY.md).
 pub const FPX_IFP2_TOML: &str = r#"
 name = "fpx-ifp2"
-description = "ROCmFP2 (2.5 bpw) on FFN and routed-expert weights; Q8_0 on attention, embeddings, output and shared experts; norms F32"
+description = "ROCmFP2 (2.5 bpw) on routed-expert weights; dense FFN: ROCmFP3 ffn_down, Q4_0 ffn_gate/ffn_up; Q5_0 attention and token embedding; Q8_0 output and shared experts; router and norms F32"
 fallback = ["Q8_0", "F16"]
 
 [[rule]]
@@ -141,9 +145,25 @@ format = "Q8_0"
 fallback = ["F16"]
 
 [[rule]]
-match = ["blk.*.ffn_*_exps.weight", "blk.*.ffn_gate.weight", "blk.*.ffn_up.weight", "blk.*.ffn_down.weight"]
+match = "blk.*.ffn_*_exps.weight"
 format = "ROCMFP2"
 encoder = "reference"
+fallback = ["Q8_0", "F16"]
+
+[[rule]]
+match = "blk.*.ffn_down.weight"
+format = "ROCMFP3"
+encoder = "reference"
+fallback = ["Q8_0", "F16"]
+
+[[rule]]
+match = ["blk.*.ffn_gate.weight", "blk.*.ffn_up.weight"]
+format = "Q4_0"
+fallback = ["Q8_0", "F16"]
+
+[[rule]]
+match = ["blk.*.attn_*.weight", "token_embd.weight"]
+format = "Q5_0"
 fallback = ["Q8_0", "F16"]
 
 [[rule]]
