@@ -414,8 +414,9 @@ fn run_q4_0<const V: bool>(
     cols: Range<usize>,
     out: &mut [f32],
 ) -> Result<(), Error> {
-    if cols.len() > 4 {
-        // Wide tiles: the paired-row body reads fewer activation bytes per weight byte.
+    if !V && cols.len() > 4 {
+        // Wide tiles without VNNI: the paired-row body reads fewer activation bytes per weight
+        // byte. With VNNI this body's two `vpdpbusd` per 128 products win.
         return super::avx512::run::<{ super::W_Q4_0 }>(format, w, rb, acts, cols, out);
     }
     let ck = super::check_q8_0(format, w, rb, acts, &cols, out, Q4_0::BB)?;
@@ -428,7 +429,7 @@ fn run_q4_0<const V: bool>(
     Ok(())
 }
 
-/// Q8_0 weights ([`super::q8_512::Q8`]) for tiles of up to 4 columns; wider tiles run the
+/// Q8_0 weights ([`super::q8_512::Q8`]); without VNNI, tiles wider than 4 columns run the
 /// paired-row body of [`super::avx512`], which reads fewer activation bytes per weight byte.
 fn run_q8<const V: bool>(
     format: FormatId,
@@ -438,7 +439,7 @@ fn run_q8<const V: bool>(
     cols: Range<usize>,
     out: &mut [f32],
 ) -> Result<(), Error> {
-    if cols.len() > 4 {
+    if !V && cols.len() > 4 {
         return super::avx512::run::<{ super::W_Q8_0 }>(format, w, rb, acts, cols, out);
     }
     run_q8_0::<super::q8_512::Q8, V>(format, w, rb, acts, cols, out)
