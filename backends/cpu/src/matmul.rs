@@ -29,19 +29,25 @@ use crate::kernels::{Kernel, KernelTable, MAX_TILE};
 /// while every column tile runs over it, with room for the activations and outputs.
 pub const PREFILL_CHUNK_BYTES: usize = 256 * 1024;
 
+/// Weight bytes below which a one-pass task is not split further: a task costs a few hundred
+/// nanoseconds to schedule, about what 16 KiB of weights take to stream.
+pub const MIN_TASK_BYTES: usize = 16 * 1024;
+
 /// Rows per rayon task for one pass over the weights: a multiple of 8 (the SIMD kernels' row
-/// group), about 8 tasks per thread so uneven progress balances, at least 8.
-fn chunk_rows(rows: usize) -> usize {
+/// group), about 8 tasks per thread so uneven progress balances, but at least
+/// [`MIN_TASK_BYTES`] of weights per task (small decode matrices get fewer, larger tasks).
+fn chunk_rows(rows: usize, row_bytes: usize) -> usize {
     let threads = rayon::current_num_threads().max(1);
     let per = rows.div_ceil(threads * 8);
-    per.div_ceil(8).max(1) * 8
+    let min = MIN_TASK_BYTES.div_ceil(row_bytes.max(1));
+    per.max(min).div_ceil(8).max(1) * 8
 }
 
 /// Rows per prefill task: as many whole groups of 8 rows as fit in [`PREFILL_CHUNK_BYTES`]
 /// (at least 8), but no more than [`chunk_rows`] so every thread still gets work.
 fn prefill_chunk_rows(rows: usize, row_bytes: usize) -> usize {
     let fit = (PREFILL_CHUNK_BYTES / row_bytes.max(1)) / 8 * 8;
-    fit.max(8).min(chunk_rows(rows))
+    fit.max(8).min(chunk_rows(rows, row_bytes))
 }
 
 pub(crate) fn matmul(
@@ -105,7 +111,7 @@ fn one_pass(
     nc: usize,
     out: &mut [f32],
 ) -> Result<(), CpuError> {
-    let chunk = chunk_rows(desc.rows);
+    let chunk = chunk_rows(desc.rows, rb);
     let res: Vec<Result<(), Error>> = w
         .par_chunks(chunk * rb)
         .zip(out.par_chunks_mut(chunk * nc))
