@@ -26,6 +26,8 @@ typedef unsigned long long lb_u64;
 #define LB_WARP 32
 #define LB_KERNEL extern "C" __global__
 #define LB_DEV static __device__ __forceinline__
+typedef int4 lb_i32x4;      // 16-byte vector loads: .x .y .z .w
+typedef float4 lb_f32x4;
 LB_DEV lb_u32 lb_tid() { return threadIdx.x; }
 LB_DEV lb_u32 lb_bid_x() { return blockIdx.x; }
 LB_DEV lb_u32 lb_bid_y() { return blockIdx.y; }
@@ -63,6 +65,8 @@ LB_DEV lb_u32 lb_as_u32(float f) { return __float_as_uint(f); }
 #endif
 #define LB_KERNEL extern "C" __attribute__((global)) __attribute__((amdgpu_flat_work_group_size(1, 256)))
 #define LB_DEV static __attribute__((device)) __attribute__((always_inline)) inline
+typedef int lb_i32x4 __attribute__((ext_vector_type(4)));    // 16-byte vector loads
+typedef float lb_f32x4 __attribute__((ext_vector_type(4)));
 LB_DEV lb_u32 lb_tid() { return __builtin_amdgcn_workitem_id_x(); }
 LB_DEV lb_u32 lb_bid_x() { return __builtin_amdgcn_workgroup_id_x(); }
 LB_DEV lb_u32 lb_bid_y() { return __builtin_amdgcn_workgroup_id_y(); }

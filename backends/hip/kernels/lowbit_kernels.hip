@@ -23,17 +23,20 @@
 
 // ------------------------------------------------------------------ activations --------------
 
-// x (total f32, total % 32 == 0) -> Q8_0 quants + f32(f16(d)) per 32, bit-exact with ggml's
-// quantize_row_q8_0_ref: d = amax/127, id = d ? 1/d : 0, q = roundf(x*id). One thread per
-// element; groups of 32 lanes are one block.
-LB_KERNEL void lb_quantize_q8_0(const float* x, lb_i8* aq, float* ad, lb_u32 total) {
+// x (total f32, total % 32 == 0, columns of nb blocks) -> Q8_0 quants + f32(f16(d)) per 32,
+// bit-exact with ggml's quantize_row_q8_0_ref: d = amax/127, id = d ? 1/d : 0,
+// q = roundf(x*id). One thread per element; groups of 32 lanes are one block.
+// Quant layout per column: the first 16 quants of every block (16 B each, block order), then
+// the last 16 of every block, so that a warp's 16-byte loads are contiguous.
+LB_KERNEL void lb_quantize_q8_0(const float* x, lb_i8* aq, float* ad, lb_u32 total, lb_u32 nb) {
     lb_u64 i = (lb_u64)lb_bid_x() * LB_BLOCK + lb_tid();
     float v = i < total ? x[i] : 0.0f;
     float amax = lb_max32(lb_fabsf(v));
     float d = amax / 127.0f;
     float id = d != 0.0f ? 1.0f / d : 0.0f;
     if (i < total) {
-        aq[i] = (lb_i8)(lb_i32)lb_roundf(v * id);
+        lb_u64 k = (lb_u64)nb * 32, col = i / k, w = i % k, b = w >> 5, j = w & 31u;
+        aq[col * k + (j >> 4) * (nb * 16ull) + b * 16 + (j & 15u)] = (lb_i8)(lb_i32)lb_roundf(v * id);
         if ((i & 31u) == 0) ad[i >> 5] = lb_f16_to_f32(lb_f32_to_f16(d));
     }
 }
@@ -78,6 +81,16 @@ LB_KERNEL void lb_fwht256(float* x, const lb_u32* signs, lb_u32 segments) {
     p[t] = v;
 }
 
+// f32 activations (columns of nb blocks) reordered so that float4 number i (0..7) of every
+// block is contiguous: xt[col*K + (i*nb + b)*4 + j] = x[col*K + b*32 + 4i + j]. One thread per
+// float4.
+LB_KERNEL void lb_interleave_f32(const float* x, float* xt, lb_u32 total4, lb_u32 nb) {
+    lb_u64 t = (lb_u64)lb_bid_x() * LB_BLOCK + lb_tid();
+    if (t >= total4) return;
+    lb_u64 per = (lb_u64)nb * 8, col = t / per, w = t % per, b = w >> 3, i = w & 7u;
+    ((lb_f32x4*)xt)[col * per + i * nb + b] = ((const lb_f32x4*)x)[t];
+}
+
 // Reads n16 16-byte words; the bandwidth ceiling the matvec kernels are compared with.
 LB_KERNEL void lb_read(const lb_u32* p, lb_u64 n16, lb_u32* sink) {
     lb_u64 stride = (lb_u64)lb_grid_x() * LB_BLOCK;
@@ -91,25 +104,43 @@ LB_KERNEL void lb_read(const lb_u32* p, lb_u64 n16, lb_u32* sink) {
 
 // ------------------------------------------------------------------ weight decoders ---------
 // Each decoder loads one weight block of one row (`load`) and then returns that block's
-// contribution for one activation column (`dot`), in the order the core reference states.
+// contribution for one activation column (`dot`, activations already in registers), in the
+// order the core reference states. Loads are 16-byte vectors where the plane allows.
 
+// 32 Q8_0 activation quants of one block as 8 words.
+struct ActQ8 {
+    lb_i32 a[8];
+    float d;
+    LB_DEVM void load(const lb_i8* aq, const float* ad, lb_u64 col, lb_u32 b, lb_u32 nb) {
+        const lb_i8* base = aq + col * nb * 32;
+        lb_i32x4 u = *(const lb_i32x4*)(base + b * 16ull);
+        lb_i32x4 v = *(const lb_i32x4*)(base + (lb_u64)(nb + b) * 16);
+        lb_u64 blk = col * nb + b;
+        a[0] = u.x; a[1] = u.y; a[2] = u.z; a[3] = u.w;
+        a[4] = v.x; a[5] = v.y; a[6] = v.z; a[7] = v.w;
+        d = ad[blk];
+    }
+};
 
 // Q8_0: sumi * (dw * da).
 struct DecQ8_0 {
     lb_i32 w[8];
     float dw;
-    LB_DEVM void load(const lb_u8* q, const lb_u8* s, const lb_u8*, lb_u64 blk) {
-        const lb_i32* p = (const lb_i32*)(q + blk * 32);
-#pragma unroll
-        for (int i = 0; i < 8; i++) w[i] = p[i];
+    LB_DEVM void load(const lb_u8* q, const lb_u8* s, lb_u64 row, lb_u32 b, lb_u32 nb) {
+        // Plane layout as the activations': first halves of the row's blocks, then second.
+        const lb_u8* base = q + row * nb * 32;
+        lb_i32x4 u = *(const lb_i32x4*)(base + b * 16ull);
+        lb_i32x4 v = *(const lb_i32x4*)(base + (lb_u64)(nb + b) * 16);
+        lb_u64 blk = row * nb + b;
+        w[0] = u.x; w[1] = u.y; w[2] = u.z; w[3] = u.w;
+        w[4] = v.x; w[5] = v.y; w[6] = v.z; w[7] = v.w;
         dw = lb_f16_to_f32(((const lb_u16*)s)[blk]);
     }
-    LB_DEVM float dot(const lb_i8* a, float da) const {
-        const lb_i32* ap = (const lb_i32*)a;
+    LB_DEVM float dot(const ActQ8& a) const {
         lb_i32 sumi = 0;
 #pragma unroll
-        for (int i = 0; i < 8; i++) sumi = lb_dot4(w[i], ap[i], sumi);
-        return (float)sumi * (dw * da);
+        for (int i = 0; i < 8; i++) sumi = lb_dot4(w[i], a.a[i], sumi);
+        return (float)sumi * (dw * a.d);
     }
 };
 
@@ -117,23 +148,23 @@ struct DecQ8_0 {
 struct DecQ4_0 {
     lb_i32 w[8];
     float dw;
-    LB_DEVM void load(const lb_u8* q, const lb_u8* s, const lb_u8*, lb_u64 blk) {
-        const lb_u32* p = (const lb_u32*)(q + blk * 16);
+    LB_DEVM void load(const lb_u8* q, const lb_u8* s, lb_u64 row, lb_u32 b, lb_u32 nb) {
+        lb_u64 blk = row * nb + b;
+        lb_i32x4 u = *(const lb_i32x4*)(q + blk * 16);
+        lb_u32 v[4] = {(lb_u32)u.x, (lb_u32)u.y, (lb_u32)u.z, (lb_u32)u.w};
 #pragma unroll
         for (int i = 0; i < 4; i++) {
-            lb_u32 v = p[i];
             // nibble (0..15) - 8 per byte: +0x78 cannot carry out of a byte; ^0x80 re-signs.
-            w[i] = (lb_i32)(((v & 0x0f0f0f0fu) + 0x78787878u) ^ 0x80808080u);
-            w[i + 4] = (lb_i32)((((v >> 4) & 0x0f0f0f0fu) + 0x78787878u) ^ 0x80808080u);
+            w[i] = (lb_i32)(((v[i] & 0x0f0f0f0fu) + 0x78787878u) ^ 0x80808080u);
+            w[i + 4] = (lb_i32)((((v[i] >> 4) & 0x0f0f0f0fu) + 0x78787878u) ^ 0x80808080u);
         }
         dw = lb_f16_to_f32(((const lb_u16*)s)[blk]);
     }
-    LB_DEVM float dot(const lb_i8* a, float da) const {
-        const lb_i32* ap = (const lb_i32*)a;
+    LB_DEVM float dot(const ActQ8& a) const {
         lb_i32 sumi = 0;
 #pragma unroll
-        for (int i = 0; i < 8; i++) sumi = lb_dot4(w[i], ap[i], sumi);
-        return (float)sumi * dw * da;
+        for (int i = 0; i < 8; i++) sumi = lb_dot4(w[i], a.a[i], sumi);
+        return (float)sumi * dw * a.d;
     }
 };
 
@@ -148,7 +179,8 @@ LB_DEV float lb_ue4m3_b8(lb_u32 b) {
 struct DecFp2 {
     lb_i32 w[8];
     float s0, s1;
-    LB_DEVM void load(const lb_u8* q, const lb_u8* s, const lb_u8*, lb_u64 blk) {
+    LB_DEVM void load(const lb_u8* q, const lb_u8* s, lb_u64 row, lb_u32 b, lb_u32 nb) {
+        lb_u64 blk = row * nb + b;
         const lb_u32* p = (const lb_u32*)(q + blk * 8);
         const lb_u32 table = 0x0401FFFCu;  // bytes -4, -1, +1, +4
 #pragma unroll
@@ -161,15 +193,14 @@ struct DecFp2 {
         s0 = lb_ue4m3_b8(e & 0xffu);
         s1 = lb_ue4m3_b8(e >> 8);
     }
-    LB_DEVM float dot(const lb_i8* a, float da) const {
-        const lb_i32* ap = (const lb_i32*)a;
+    LB_DEVM float dot(const ActQ8& a) const {
         lb_i32 m0 = 0, m1 = 0;
 #pragma unroll
         for (int i = 0; i < 4; i++) {
-            m0 = lb_dot4(w[i], ap[i], m0);
-            m1 = lb_dot4(w[i + 4], ap[i + 4], m1);
+            m0 = lb_dot4(w[i], a.a[i], m0);
+            m1 = lb_dot4(w[i + 4], a.a[i + 4], m1);
         }
-        return da * (s0 * (float)m0 + s1 * (float)m1);
+        return a.d * (s0 * (float)m0 + s1 * (float)m1);
     }
 };
 
@@ -180,100 +211,105 @@ LB_DEV float lb_e2m1(lb_u32 nib) {
     return lb_as_float(mag | ((nib & 8u) << 28));
 }
 
+// 32 f32 activations of one block.
+struct ActF32 {
+    float x[32];
+    LB_DEVM void load(const float* xs, lb_u64 col, lb_u32 b, lb_u32 nb) {
+        const lb_f32x4* p = (const lb_f32x4*)(xs + col * nb * 32);  // interleaved (lb_interleave_f32)
+#pragma unroll
+        for (int i = 0; i < 8; i++) {
+            lb_f32x4 v = p[(lb_u64)i * nb + b];
+            x[4 * i] = v.x; x[4 * i + 1] = v.y; x[4 * i + 2] = v.z; x[4 * i + 3] = v.w;
+        }
+    }
+};
+
 // HFP4G32 / MFP4G32 (block factor 2^(e-127)) and MFP4G32P (E4M3 block scale); f32 activations:
 // s = sum E2M1 * x over the block, acc += s * factor; the row scale multiplies the row total.
 template <bool E4M3>
 struct DecHfp4 {
-    float w[32];
+    lb_u32 v[4];
     float f;
-    LB_DEVM void load(const lb_u8* q, const lb_u8* s, const lb_u8*, lb_u64 blk) {
-        const lb_u32* p = (const lb_u32*)(q + blk * 16);
-#pragma unroll
-        for (int i = 0; i < 4; i++) {
-            lb_u32 v = p[i];
-#pragma unroll
-            for (int j = 0; j < 8; j++) w[8 * i + j] = lb_e2m1((v >> (4 * j)) & 15u);
-        }
-        lb_u32 b = s[blk];
+    LB_DEVM void load(const lb_u8* q, const lb_u8* s, lb_u64 row, lb_u32 b, lb_u32 nb) {
+        lb_u64 blk = row * nb + b;
+        lb_i32x4 u = *(const lb_i32x4*)(q + blk * 16);
+        v[0] = (lb_u32)u.x; v[1] = (lb_u32)u.y; v[2] = (lb_u32)u.z; v[3] = (lb_u32)u.w;
+        lb_u32 sb = s[blk];
         if (E4M3) {
-            lb_u32 e = b >> 3, m = b & 7u;
+            lb_u32 e = sb >> 3, m = sb & 7u;
             f = e == 0 ? (float)m * 0x1p-9f : (float)(8u + m) * lb_as_float((e + 117u) << 23);
         } else {
-            f = lb_as_float(b == 0 ? 0x00400000u : (b << 23));
+            f = lb_as_float(sb == 0 ? 0x00400000u : (sb << 23));
         }
     }
-    LB_DEVM float dotf(const float* x) const {
+    LB_DEVM float dot(const ActF32& a) const {
         float acc = 0.0f;
 #pragma unroll
-        for (int i = 0; i < 32; i += 4) {
-            const float* xp = x + i;
-            acc += w[i] * xp[0];
-            acc += w[i + 1] * xp[1];
-            acc += w[i + 2] * xp[2];
-            acc += w[i + 3] * xp[3];
+        for (int i = 0; i < 4; i++) {
+#pragma unroll
+            for (int j = 0; j < 8; j++) acc += lb_e2m1((v[i] >> (4 * j)) & 15u) * a.x[8 * i + j];
         }
         return acc * f;
     }
 };
 
-// ------------------------------------------------------------------ matvec skeletons ---------
+// ------------------------------------------------------------------ matvec skeleton -----------
 
-// y[col*rows + row] = sum over blocks of dec.dot(activations of col), Q8_0 activations.
-template <int NC, class Dec>
-LB_DEV void lb_mv_q8(const lb_u8* wq, const lb_u8* ws, const lb_u8* wr, const lb_i8* aq, const float* ad,
-                     float* y, lb_u32 rows, lb_u32 nb, lb_u32 ncols) {
+LB_DEV void lb_load_act(ActQ8& a, const void* p, const float* ad, lb_u64 col, lb_u32 b, lb_u32 nb) {
+    a.load((const lb_i8*)p, ad, col, b, nb);
+}
+LB_DEV void lb_load_act(ActF32& a, const void* p, const float*, lb_u64 col, lb_u32 b, lb_u32 nb) {
+    a.load((const float*)p, col, b, nb);
+}
+
+// Rows per warp: activations loaded once per block and column are reused for R rows.
+#define LB_R(NC) ((NC) == 1 ? 2 : 4)
+
+// y[col*rows + row] = sum over blocks of dec.dot(activations of col) (times the row's f16
+// scale when the format has one: `rowscale`). Each warp owns R consecutive rows.
+template <int NC, class Dec, class Act, bool ROWSCALE>
+LB_DEV void lb_mv(const lb_u8* wq, const lb_u8* ws, const lb_u8* wr, const void* act0, const float* ad,
+                  float* y, lb_u32 rows, lb_u32 nb, lb_u32 ncols) {
+    constexpr int R = LB_R(NC);
     lb_u32 warp = lb_tid() / LB_WARP, lane = lb_tid() % LB_WARP;
     lb_u32 col0 = lb_bid_y() * NC;
     lb_u32 nc = ncols - col0 < (lb_u32)NC ? ncols - col0 : (lb_u32)NC;
-    lb_u64 k = (lb_u64)nb * 32;
-    for (lb_u32 row = lb_bid_x() * LB_ROWS_PER_CTA + warp; row < rows; row += lb_grid_x() * LB_ROWS_PER_CTA) {
-        float acc[NC];
+    lb_u32 groups = (rows + R - 1) / R;
+    for (lb_u32 g = lb_bid_x() * LB_ROWS_PER_CTA + warp; g < groups; g += lb_grid_x() * LB_ROWS_PER_CTA) {
+        lb_u32 row0 = g * R;
+        float acc[R][NC];
 #pragma unroll
-        for (int c = 0; c < NC; c++) acc[c] = 0.0f;
+        for (int r = 0; r < R; r++)
+#pragma unroll
+            for (int c = 0; c < NC; c++) acc[r][c] = 0.0f;
         for (lb_u32 b = lane; b < nb; b += LB_WARP) {
-            Dec dec;
-            dec.load(wq, ws, wr, (lb_u64)row * nb + b);
+            Dec dec[R];
+#pragma unroll
+            for (int r = 0; r < R; r++) {
+                lb_u32 row = row0 + r < rows ? row0 + r : rows - 1;  // clamp: loads stay in bounds
+                dec[r].load(wq, ws, row, b, nb);
+            }
 #pragma unroll
             for (int c = 0; c < NC; c++) {
                 if ((lb_u32)c < nc) {
-                    lb_u64 col = col0 + c;
-                    acc[c] += dec.dot(aq + col * k + (lb_u64)b * 32, ad[col * nb + b]);
+                    Act a;
+                    lb_load_act(a, act0, ad, col0 + c, b, nb);
+#pragma unroll
+                    for (int r = 0; r < R; r++) acc[r][c] += dec[r].dot(a);
                 }
             }
         }
 #pragma unroll
-        for (int c = 0; c < NC; c++) {
-            float v = lb_warp_sum(acc[c]);
-            if (lane == 0 && (lb_u32)c < nc) y[(lb_u64)(col0 + c) * rows + row] = v;
-        }
-    }
-}
-
-// The same for f32 activations and a per-row f16 scale (HFP4 family).
-template <int NC, class Dec>
-LB_DEV void lb_mv_f32(const lb_u8* wq, const lb_u8* ws, const lb_u8* wr, const float* x, float* y,
-                      lb_u32 rows, lb_u32 nb, lb_u32 ncols) {
-    lb_u32 warp = lb_tid() / LB_WARP, lane = lb_tid() % LB_WARP;
-    lb_u32 col0 = lb_bid_y() * NC;
-    lb_u32 nc = ncols - col0 < (lb_u32)NC ? ncols - col0 : (lb_u32)NC;
-    lb_u64 k = (lb_u64)nb * 32;
-    for (lb_u32 row = lb_bid_x() * LB_ROWS_PER_CTA + warp; row < rows; row += lb_grid_x() * LB_ROWS_PER_CTA) {
-        float acc[NC];
-#pragma unroll
-        for (int c = 0; c < NC; c++) acc[c] = 0.0f;
-        for (lb_u32 b = lane; b < nb; b += LB_WARP) {
-            Dec dec;
-            dec.load(wq, ws, wr, (lb_u64)row * nb + b);
+        for (int r = 0; r < R; r++) {
+            lb_u32 row = row0 + r;
+            float rs = 1.0f;
+            if (ROWSCALE && row < rows) rs = lb_f16_to_f32(((const lb_u16*)wr)[row]);
 #pragma unroll
             for (int c = 0; c < NC; c++) {
-                if ((lb_u32)c < nc) acc[c] += dec.dotf(x + (col0 + c) * k + (lb_u64)b * 32);
+                float v = lb_warp_sum(acc[r][c]);
+                if (ROWSCALE) v *= rs;
+                if (lane == 0 && (lb_u32)c < nc && row < rows) y[(lb_u64)(col0 + c) * rows + row] = v;
             }
-        }
-        float rs = lb_f16_to_f32(((const lb_u16*)wr)[row]);
-#pragma unroll
-        for (int c = 0; c < NC; c++) {
-            float v = lb_warp_sum(acc[c]);
-            if (lane == 0 && (lb_u32)c < nc) y[(lb_u64)(col0 + c) * rows + row] = v * rs;
         }
     }
 }
@@ -281,12 +317,12 @@ LB_DEV void lb_mv_f32(const lb_u8* wq, const lb_u8* ws, const lb_u8* wr, const f
 #define LB_MV_Q8(name, Dec, NC)                                                                   \
     LB_KERNEL void name(const lb_u8* wq, const lb_u8* ws, const lb_u8* wr, const lb_i8* aq,      \
                         const float* ad, float* y, lb_u32 rows, lb_u32 nb, lb_u32 ncols) {       \
-        lb_mv_q8<NC, Dec>(wq, ws, wr, aq, ad, y, rows, nb, ncols);                               \
+        lb_mv<NC, Dec, ActQ8, false>(wq, ws, wr, aq, ad, y, rows, nb, ncols);                    \
     }
 #define LB_MV_F32(name, Dec, NC)                                                                  \
     LB_KERNEL void name(const lb_u8* wq, const lb_u8* ws, const lb_u8* wr, const float* x,       \
                         float* y, lb_u32 rows, lb_u32 nb, lb_u32 ncols) {                        \
-        lb_mv_f32<NC, Dec>(wq, ws, wr, x, y, rows, nb, ncols);                                   \
+        lb_mv<NC, Dec, ActF32, true>(wq, ws, wr, x, (const float*)0, y, rows, nb, ncols);        \
     }
 #define LB_MV_Q8_ALL(fmt, Dec)                                                                   \
     LB_MV_Q8(lb_mv_##fmt##_1, Dec, 1) LB_MV_Q8(lb_mv_##fmt##_2, Dec, 2)                         \

@@ -20,8 +20,17 @@ use crate::layout::{self, Split};
 
 /// Threads per block in every launch (the kernels' LB_BLOCK).
 const BLOCK: u32 = 256;
-/// Rows per block for 32-wide warps; kernels grid-stride rows, so wave64 is also correct.
-const ROWS_PER_CTA: usize = 8;
+/// Warps per block for 32-wide warps; kernels grid-stride rows, so wave64 is also correct.
+const WARPS_PER_CTA: usize = 8;
+
+/// Rows each warp owns for a column tile of `nc` (the kernels' LB_R).
+fn rows_per_warp(nc: usize) -> usize {
+    if nc == 1 {
+        2
+    } else {
+        4
+    }
+}
 
 /// Device memory, freed on drop.
 struct DeviceBuffer {
@@ -53,6 +62,7 @@ impl Drop for DeviceBuffer {
 #[derive(Default)]
 struct Workspace {
     x: Option<DeviceBuffer>,
+    xt: Option<DeviceBuffer>,
     aq: Option<DeviceBuffer>,
     ad: Option<DeviceBuffer>,
     y: Option<DeviceBuffer>,
@@ -187,23 +197,26 @@ impl HipBackend {
         Ok(())
     }
 
-    /// Uploads `x` and prepares it on the device; returns (x, aq, ad) device pointers.
-    fn prepare(&self, ws: &mut Workspace, sp: &Split, format: FormatId, x: &[f32]) -> Result<[u64; 3], HipError> {
+    /// Uploads `x` and prepares it on the device; returns the activation pointers for the
+    /// matvec kernel: (interleaved f32, Q8_0 quants, Q8_0 scales); unused ones are 0.
+    fn prepare(
+        &self,
+        ws: &mut Workspace,
+        sp: &Split,
+        format: FormatId,
+        x: &[f32],
+        cols: usize,
+    ) -> Result<[u64; 3], HipError> {
         let total = x.len();
         let xp = ensure(&mut ws.x, &self.dev, total * 4)?;
         self.dev.api.upload(xp, bytemuck::cast_slice(x))?;
-        let grid = u32::try_from(total.div_ceil(BLOCK as usize)).map_err(|_| too_large(format))?;
-        if format.info().rotation == Rotation::Fwht256 {
-            let segs = u32_of(total / 256, format)?;
-            self.launch("lb_fwht256", [segs as u32, 1], &mut [xp, self.signs.ptr, segs])?;
-        }
-        if !sp.q8_act {
-            return Ok([xp, 0, 0]);
-        }
-        let aq = ensure(&mut ws.aq, &self.dev, total)?;
-        let ad = ensure(&mut ws.ad, &self.dev, (total / 32) * 4)?;
-        self.launch("lb_quantize_q8_0", [grid, 1], &mut [xp, aq, ad, u32_of(total, format)?])?;
-        Ok([xp, aq, ad])
+        let act = if sp.q8_act {
+            [xp, ensure(&mut ws.aq, &self.dev, total)?, ensure(&mut ws.ad, &self.dev, (total / 32) * 4)?]
+        } else {
+            [xp, ensure(&mut ws.xt, &self.dev, total * 4)?, 0]
+        };
+        self.prepare_on_device(sp, format, act, total, cols)?;
+        Ok(if sp.q8_act { act } else { [act[1], 0, 0] })
     }
 
     /// Launches the matvec kernel(s) for `n` columns into `yp`.
@@ -217,7 +230,7 @@ impl HipBackend {
             _ => 16,
         };
         let gy = u32::try_from(n.div_ceil(nc)).map_err(|_| too_large(format))?;
-        let gx = u32::try_from(rows.div_ceil(ROWS_PER_CTA).min(1 << 20)).map_err(|_| too_large(format))?;
+        let gx = u32::try_from(rows.div_ceil(WARPS_PER_CTA * rows_per_warp(nc)).min(1 << 20)).map_err(|_| too_large(format))?;
         let name = format!("lb_mv_{}_{nc}", m.split.stem);
         let (rows, nb, n) = (u32_of(rows, format)?, u32_of(cols / 32, format)?, u32_of(n, format)?);
         let mut args: Vec<u64> = vec![m.q.ptr, m.s.ptr, m.r.ptr];
@@ -226,6 +239,7 @@ impl HipBackend {
         } else {
             args.push(act[0]);
         }
+        debug_assert!(act[0] != 0);
         args.extend([yp, rows, nb, n]);
         self.launch(&name, [gx, gy], &mut args)
     }
@@ -247,11 +261,16 @@ impl HipBackend {
         let mut y = vec![0f32; n * m.desc.rows];
         self.matmul(m, x, n, &mut y)?; // validates, warms up
         let mut ws = self.ws.lock().unwrap_or_else(|p| p.into_inner());
-        let act = self.prepare(&mut ws, &m.split, m.desc.format, x)?;
+        let act = self.prepare(&mut ws, &m.split, m.desc.format, x, m.desc.cols)?;
         let yp = ensure(&mut ws.y, &self.dev, n * m.desc.rows * 4)?;
+        let dev_act = if m.split.q8_act {
+            act
+        } else {
+            [ws.x.as_ref().map_or(0, |b| b.ptr), act[0], 0]
+        };
         let ms = self.dev.api.time_ms(&mut || {
             for _ in 0..reps {
-                self.prepare_on_device(&m.split, m.desc.format, act, x.len())?;
+                self.prepare_on_device(&m.split, m.desc.format, dev_act, x.len(), m.desc.cols)?;
                 self.run_matvec(m, act, yp, n)?;
             }
             Ok(())
@@ -259,16 +278,29 @@ impl HipBackend {
         Ok(f64::from(ms) * 1e-3 / reps.max(1) as f64)
     }
 
-    /// The device part of `prepare` (x already uploaded): FWHT and/or quantization. For
-    /// rotated formats this re-rotates x in place, which only matters for timing.
-    fn prepare_on_device(&self, sp: &Split, format: FormatId, act: [u64; 3], total: usize) -> Result<(), HipError> {
+    /// The device part of `prepare` (x already uploaded to `act[0]`): FWHT-256 in place for
+    /// rotated formats, then Q8_0 quantization into `act[1]`/`act[2]`, or the f32 interleave
+    /// into `act[1]`. Re-running it re-rotates x, which only timing does.
+    fn prepare_on_device(
+        &self,
+        sp: &Split,
+        format: FormatId,
+        act: [u64; 3],
+        total: usize,
+        cols: usize,
+    ) -> Result<(), HipError> {
+        let nb = u32_of(cols / 32, format)?;
         if format.info().rotation == Rotation::Fwht256 {
             let segs = u32_of(total / 256, format)?;
             self.launch("lb_fwht256", [segs as u32, 1], &mut [act[0], self.signs.ptr, segs])?;
         }
         if sp.q8_act {
             let grid = u32::try_from(total.div_ceil(BLOCK as usize)).map_err(|_| too_large(format))?;
-            self.launch("lb_quantize_q8_0", [grid, 1], &mut [act[0], act[1], act[2], u32_of(total, format)?])?;
+            self.launch("lb_quantize_q8_0", [grid, 1], &mut [act[0], act[1], act[2], u32_of(total, format)?, nb])?;
+        } else {
+            let total4 = total / 4;
+            let grid = u32::try_from(total4.div_ceil(BLOCK as usize)).map_err(|_| too_large(format))?;
+            self.launch("lb_interleave_f32", [grid, 1], &mut [act[0], act[1], u32_of(total4, format)?, nb])?;
         }
         Ok(())
     }
@@ -300,18 +332,26 @@ impl HipBackend {
         self.dev.bind()?;
         let mut ws = self.ws.lock().unwrap_or_else(|p| p.into_inner());
         let sp = layout::split(FormatId::Q8_0).ok_or(too_large(FormatId::Q8_0))?;
-        let act = self.prepare(&mut ws, &sp, FormatId::Q8_0, x)?;
-        let mut q = vec![0i8; x.len()];
+        let act = self.prepare(&mut ws, &sp, FormatId::Q8_0, x, x.len())?;
+        let mut qi = vec![0i8; x.len()];
         let mut d = vec![0f32; x.len() / 32];
-        self.dev.api.download(bytemuck::cast_slice_mut(&mut q), act[1])?;
+        self.dev.api.download(bytemuck::cast_slice_mut(&mut qi), act[1])?;
         self.dev.api.download(bytemuck::cast_slice_mut(&mut d), act[2])?;
+        // Undo the half-block interleave (one column of x.len() elements).
+        let nb = x.len() / 32;
+        let mut q = vec![0i8; x.len()];
+        for (i, v) in q.iter_mut().enumerate() {
+            let (b, j) = (i / 32, i % 32);
+            *v = qi[(j / 16) * nb * 16 + b * 16 + j % 16];
+        }
         Ok((q, d))
     }
 }
 
 /// Every kernel the backend resolves at load.
 fn kernel_names() -> Vec<String> {
-    let mut v = vec!["lb_quantize_q8_0".to_string(), "lb_fwht256".to_string(), "lb_read".to_string()];
+    let mut v: Vec<String> =
+        ["lb_quantize_q8_0", "lb_interleave_f32", "lb_fwht256", "lb_read"].map(String::from).to_vec();
     for stem in ["q8_0", "q4_0", "rocmfp2", "hfp4", "hfp4p"] {
         for nc in [1, 2, 4, 8, 16] {
             v.push(format!("lb_mv_{stem}_{nc}"));
@@ -377,7 +417,7 @@ impl Backend for HipBackend {
         }
         self.dev.bind()?;
         let mut ws = self.ws.lock().unwrap_or_else(|p| p.into_inner());
-        let act = self.prepare(&mut ws, &m.split, format, x)?;
+        let act = self.prepare(&mut ws, &m.split, format, x, cols)?;
         let yp = ensure(&mut ws.y, &self.dev, n * rows * 4)?;
         self.run_matvec(m, act, yp, n)?;
         self.dev.api.download(bytemuck::cast_slice_mut(y), yp)

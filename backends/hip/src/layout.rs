@@ -31,14 +31,26 @@ pub(crate) struct Split {
     pub q: (usize, usize),
     /// Activations: quantized to Q8_0 on the device (true) or f32.
     pub q8_act: bool,
+    /// The q plane holds each row's first 16 quant bytes of every block, then the last 16
+    /// (Q8_0: matches the activation layout, keeps 16-byte loads contiguous across a warp).
+    pub halves: bool,
 }
 
 /// The split of `format`, or None if the HIP backend has no kernel for it.
 pub(crate) fn split(format: FormatId) -> Option<Split> {
-    let g = |stem, block, s, q| Split { stem, header: 0, r_bytes: 0, block, s, q, q8_act: true };
-    let hfp = |stem| Split { stem, header: 16, r_bytes: 2, block: 17, s: (0, 1), q: (1, 16), q8_act: false };
+    let g = |stem, block, s, q| Split { stem, header: 0, r_bytes: 0, block, s, q, q8_act: true, halves: false };
+    let hfp = |stem| Split {
+        stem,
+        header: 16,
+        r_bytes: 2,
+        block: 17,
+        s: (0, 1),
+        q: (1, 16),
+        q8_act: false,
+        halves: false,
+    };
     Some(match format {
-        FormatId::Q8_0 => g("q8_0", 34, (0, 2), (2, 32)),
+        FormatId::Q8_0 => Split { halves: true, ..g("q8_0", 34, (0, 2), (2, 32)) },
         FormatId::Q4_0 => g("q4_0", 18, (0, 2), (2, 16)),
         FormatId::RocmFp2 => g("rocmfp2", 10, (8, 2), (0, 8)),
         FormatId::Hfp4G32 | FormatId::Mfp4G32 => hfp("hfp4"),
@@ -65,9 +77,22 @@ pub(crate) fn to_planes(sp: &Split, desc: &MatrixDesc, bytes: &[u8], row_bytes: 
     };
     for row in bytes.chunks_exact(row_bytes.max(1)).take(desc.rows) {
         p.r.extend_from_slice(&row[..sp.r_bytes]);
-        for blk in row[sp.header..].chunks_exact(sp.block) {
+        let blocks = || row[sp.header..].chunks_exact(sp.block);
+        for blk in blocks() {
             p.s.extend_from_slice(&blk[sp.s.0..sp.s.0 + sp.s.1]);
-            p.q.extend_from_slice(&blk[sp.q.0..sp.q.0 + sp.q.1]);
+        }
+        if sp.halves {
+            let h = sp.q.1 / 2;
+            for part in 0..2 {
+                for blk in blocks() {
+                    let o = sp.q.0 + part * h;
+                    p.q.extend_from_slice(&blk[o..o + h]);
+                }
+            }
+        } else {
+            for blk in blocks() {
+                p.q.extend_from_slice(&blk[sp.q.0..sp.q.0 + sp.q.1]);
+            }
         }
     }
     p
@@ -103,6 +128,18 @@ mod tests {
         assert_eq!(&p.q[..16], &bytes[2..18]);
         assert_eq!(&p.q[48..], &bytes[56..72]);
         assert!(p.r.is_empty());
+    }
+
+    #[test]
+    fn q8_0_quants_split_into_halves() {
+        let desc = MatrixDesc { format: FormatId::Q8_0, rows: 1, cols: 64 };
+        let bytes: Vec<u8> = (0..68u8).collect();
+        let p = to_planes(&split(FormatId::Q8_0).unwrap(), &desc, &bytes, 68);
+        assert_eq!(p.s, [0, 1, 34, 35]);
+        assert_eq!(&p.q[..16], &bytes[2..18]);
+        assert_eq!(&p.q[16..32], &bytes[36..52]);
+        assert_eq!(&p.q[32..48], &bytes[18..34]);
+        assert_eq!(&p.q[48..], &bytes[52..68]);
     }
 
     #[test]
