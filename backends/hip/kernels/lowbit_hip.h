@@ -41,12 +41,16 @@ LB_DEV lb_u32 lb_perm(lb_u32 hi, lb_u32 lo, lb_u32 sel) {
     lb_u32 nib = (sel & 0x7u) | ((sel >> 4) & 0x70u) | ((sel >> 8) & 0x700u) | ((sel >> 12) & 0x7000u);
     return __byte_perm(lo, hi, nib);
 }
-// 2-bit codes -> 4 table bytes: result byte i = table byte ((b >> 2i) & 3).
-LB_DEV lb_u32 lb_expand2(lb_u32 table, lb_u32 b) {
-    lb_u32 nib = (b & 3u) | ((b & 0xCu) << 2) | ((b & 0x30u) << 4) | ((b & 0xC0u) << 6);
-    return __byte_perm(table, 0u, nib);
+// Four table bytes for group g (0..3) of the sixteen 2-bit codes in v: one shift, one mask and
+// one PRMT per four weights. Byte k of the result is the code of element 2k + {0,1,8,9}[g]
+// (prmt takes one selector nibble per byte); lb_codebook4_pos says where activations go.
+LB_DEV lb_u32 lb_codebook4(lb_u32 table, lb_u32 v, int g) {
+    const int shift = (g & 1) * 2 + (g >> 1) * 16;
+    return __byte_perm(table, 0u, (v >> shift) & 0x3333u);
 }
-#define LB_DEVM __device__ __forceinline__
+// Position (0..15) at which the activation of element e (0..15) of a 16-code word is stored
+// so that group g's bytes line up with lb_codebook4's: 4g + k.
+LB_DEV int lb_codebook4_pos(int e) { return 4 * ((e >= 8 ? 2 : 0) + (e & 1)) + ((e & 7) >> 1); }
 LB_DEV float lb_roundf(float x) { return roundf(x); }
 LB_DEV float lb_rintf(float x) { return rintf(x); }
 LB_DEV float lb_fabsf(float x) { return fabsf(x); }
@@ -90,11 +94,12 @@ LB_DEV lb_i32 lb_dot4(lb_i32 a, lb_i32 b, lb_i32 c) {
 }
 // v_perm_b32: bytes 0-3 come from the second operand, 4-7 from the first.
 LB_DEV lb_u32 lb_perm(lb_u32 hi, lb_u32 lo, lb_u32 sel) { return __builtin_amdgcn_perm(hi, lo, sel); }
-LB_DEV lb_u32 lb_expand2(lb_u32 table, lb_u32 b) {
-    lb_u32 sel = (b & 3u) | ((b & 0xCu) << 6) | ((b & 0x30u) << 12) | ((b & 0xC0u) << 18);
-    return __builtin_amdgcn_perm(0u, table, sel);
+// As on NVIDIA, but v_perm_b32 takes one selector byte per result byte: group g is code g of
+// every byte, so byte k is the code of element 4k + g.
+LB_DEV lb_u32 lb_codebook4(lb_u32 table, lb_u32 v, int g) {
+    return __builtin_amdgcn_perm(0u, table, (v >> (2 * g)) & 0x03030303u);
 }
-#define LB_DEVM __attribute__((device)) __attribute__((always_inline)) inline
+LB_DEV int lb_codebook4_pos(int e) { return 4 * (e & 3) + (e >> 2); }
 LB_DEV float lb_roundf(float x) { return __builtin_roundf(x); }
 LB_DEV float lb_rintf(float x) { return __builtin_rintf(x); }
 LB_DEV float lb_fabsf(float x) { return __builtin_fabsf(x); }

@@ -27,8 +27,9 @@
 // bit-exact with ggml's quantize_row_q8_0_ref: d = amax/127, id = d ? 1/d : 0,
 // q = roundf(x*id). One thread per element; groups of 32 lanes are one block.
 // Quant layout per column: the first 16 quants of every block (16 B each, block order), then
-// the last 16 of every block, so that a warp's 16-byte loads are contiguous.
-LB_KERNEL void lb_quantize_q8_0(const float* x, lb_i8* aq, float* ad, lb_u32 total, lb_u32 nb) {
+// the last 16 of every block, so that a warp's 16-byte loads are contiguous. With `order` = 1
+// each half is stored in lb_codebook4 order (ROCmFP2's kernel), else in element order.
+LB_KERNEL void lb_quantize_q8_0(const float* x, lb_i8* aq, float* ad, lb_u32 total, lb_u32 nb, lb_u32 order) {
     lb_u64 i = (lb_u64)lb_bid_x() * LB_BLOCK + lb_tid();
     float v = i < total ? x[i] : 0.0f;
     float amax = lb_max32(lb_fabsf(v));
@@ -36,7 +37,8 @@ LB_KERNEL void lb_quantize_q8_0(const float* x, lb_i8* aq, float* ad, lb_u32 tot
     float id = d != 0.0f ? 1.0f / d : 0.0f;
     if (i < total) {
         lb_u64 k = (lb_u64)nb * 32, col = i / k, w = i % k, b = w >> 5, j = w & 31u;
-        aq[col * k + (j >> 4) * (nb * 16ull) + b * 16 + (j & 15u)] = (lb_i8)(lb_i32)lb_roundf(v * id);
+        lb_u64 p = order == 1 ? (lb_u64)lb_codebook4_pos((int)(j & 15u)) : (j & 15u);
+        aq[col * k + (j >> 4) * (nb * 16ull) + b * 16 + p] = (lb_i8)(lb_i32)lb_roundf(v * id);
         if ((i & 31u) == 0) ad[i >> 5] = lb_f16_to_f32(lb_f32_to_f16(d));
     }
 }
@@ -168,14 +170,18 @@ struct DecQ4_0 {
     }
 };
 
-// UE4M3-b8 (ROCmFPX scale): E = b >> 3, M = b & 7; E = 0: M * 2^-10, else (8 + M) * 2^(E-11).
+// UE4M3-b8 (ROCmFPX scale): E = b >> 3, M = b & 7; E = 0: M * 2^-10, else (8 + M) * 2^(E-11)
+// = (1 + M/8) * 2^(E-8), i.e. f32 bits (E + 119) << 23 | M << 20. E = 0 is the E = 1 value
+// minus 2^-7 (exact), so no int-to-float conversion is needed.
 LB_DEV float lb_ue4m3_b8(lb_u32 b) {
     lb_u32 e = b >> 3, m = b & 7u;
-    return e == 0 ? (float)m * 0x1p-10f : (float)(8u + m) * lb_as_float((e + 116u) << 23);
+    float v = lb_as_float(((e == 0 ? 1u : e) + 119u) << 23 | (m << 20));
+    return e == 0 ? v - 0x1p-7f : v;
 }
 
-// ROCmFP2: each code byte expands (byte permute over the codebook {-4,-1,1,4}) to four int8
-// levels; d_act * (s0 * sum0 + s1 * sum1).
+// ROCmFP2: each group of four codes expands (one byte permute over the codebook
+// {-4,-1,1,4}) to four int8 levels, in lb_codebook4 order (the activations were stored in the
+// same order by lb_quantize_q8_0 with order = 1); d_act * (s0 * sum0 + s1 * sum1).
 struct DecFp2 {
     lb_i32 w[8];
     float s0, s1;
@@ -187,7 +193,7 @@ struct DecFp2 {
         for (int h = 0; h < 2; h++) {
             lb_u32 v = p[h];
 #pragma unroll
-            for (int j = 0; j < 4; j++) w[4 * h + j] = (lb_i32)lb_expand2(table, (v >> (8 * j)) & 0xffu);
+            for (int g = 0; g < 4; g++) w[4 * h + g] = (lb_i32)lb_codebook4(table, v, g);
         }
         lb_u32 e = ((const lb_u16*)s)[blk];
         s0 = lb_ue4m3_b8(e & 0xffu);
@@ -262,15 +268,13 @@ LB_DEV void lb_load_act(ActF32& a, const void* p, const float*, lb_u64 col, lb_u
     a.load((const float*)p, col, b, nb);
 }
 
-// Rows per warp: activations loaded once per block and column are reused for R rows.
-#define LB_R(NC) ((NC) == 1 ? 2 : 4)
 
 // y[col*rows + row] = sum over blocks of dec.dot(activations of col) (times the row's f16
 // scale when the format has one: `rowscale`). Each warp owns R consecutive rows.
-template <int NC, class Dec, class Act, bool ROWSCALE>
+// R = rows per warp: activations loaded once per block and column serve R rows.
+template <int NC, int R, class Dec, class Act, bool ROWSCALE>
 LB_DEV void lb_mv(const lb_u8* wq, const lb_u8* ws, const lb_u8* wr, const void* act0, const float* ad,
                   float* y, lb_u32 rows, lb_u32 nb, lb_u32 ncols) {
-    constexpr int R = LB_R(NC);
     lb_u32 warp = lb_tid() / LB_WARP, lane = lb_tid() % LB_WARP;
     lb_u32 col0 = lb_bid_y() * NC;
     lb_u32 nc = ncols - col0 < (lb_u32)NC ? ncols - col0 : (lb_u32)NC;
@@ -314,27 +318,26 @@ LB_DEV void lb_mv(const lb_u8* wq, const lb_u8* ws, const lb_u8* wr, const void*
     }
 }
 
-#define LB_MV_Q8(name, Dec, NC)                                                                   \
-    LB_KERNEL void name(const lb_u8* wq, const lb_u8* ws, const lb_u8* wr, const lb_i8* aq,      \
-                        const float* ad, float* y, lb_u32 rows, lb_u32 nb, lb_u32 ncols) {       \
-        lb_mv<NC, Dec, ActQ8, false>(wq, ws, wr, aq, ad, y, rows, nb, ncols);                    \
+#define LB_MV_Q8(fmt, Dec, NC, R)                                                                 \
+    LB_KERNEL void lb_mv_##fmt##_##NC##_r##R(const lb_u8* wq, const lb_u8* ws, const lb_u8* wr,      \
+                                              const lb_i8* aq, const float* ad, float* y, lb_u32 rows, \
+                                              lb_u32 nb, lb_u32 ncols) {                               \
+        lb_mv<NC, R, Dec, ActQ8, false>(wq, ws, wr, aq, ad, y, rows, nb, ncols);                      \
     }
-#define LB_MV_F32(name, Dec, NC)                                                                  \
-    LB_KERNEL void name(const lb_u8* wq, const lb_u8* ws, const lb_u8* wr, const float* x,       \
-                        float* y, lb_u32 rows, lb_u32 nb, lb_u32 ncols) {                        \
-        lb_mv<NC, Dec, ActF32, true>(wq, ws, wr, x, (const float*)0, y, rows, nb, ncols);        \
+#define LB_MV_F32(fmt, Dec, NC, R)                                                                \
+    LB_KERNEL void lb_mv_##fmt##_##NC##_r##R(const lb_u8* wq, const lb_u8* ws, const lb_u8* wr,      \
+                                              const float* x, float* y, lb_u32 rows, lb_u32 nb,       \
+                                              lb_u32 ncols) {                                          \
+        lb_mv<NC, R, Dec, ActF32, true>(wq, ws, wr, x, (const float*)0, y, rows, nb, ncols);          \
     }
-#define LB_MV_Q8_ALL(fmt, Dec)                                                                   \
-    LB_MV_Q8(lb_mv_##fmt##_1, Dec, 1) LB_MV_Q8(lb_mv_##fmt##_2, Dec, 2)                         \
-    LB_MV_Q8(lb_mv_##fmt##_4, Dec, 4) LB_MV_Q8(lb_mv_##fmt##_8, Dec, 8)                         \
-    LB_MV_Q8(lb_mv_##fmt##_16, Dec, 16)
-#define LB_MV_F32_ALL(fmt, Dec)                                                                  \
-    LB_MV_F32(lb_mv_##fmt##_1, Dec, 1) LB_MV_F32(lb_mv_##fmt##_2, Dec, 2)                       \
-    LB_MV_F32(lb_mv_##fmt##_4, Dec, 4) LB_MV_F32(lb_mv_##fmt##_8, Dec, 8)                       \
-    LB_MV_F32(lb_mv_##fmt##_16, Dec, 16)
+// Every column tile (1, 2, 4, 8, 16) times rows per warp (1, 2, 4); the host picks one.
+#define LB_MV_NC(M, fmt, Dec, NC) M(fmt, Dec, NC, 1) M(fmt, Dec, NC, 2) M(fmt, Dec, NC, 4)
+#define LB_MV_ALL(M, fmt, Dec)                                                                    \
+    LB_MV_NC(M, fmt, Dec, 1) LB_MV_NC(M, fmt, Dec, 2) LB_MV_NC(M, fmt, Dec, 4)                    \
+    LB_MV_NC(M, fmt, Dec, 8) LB_MV_NC(M, fmt, Dec, 16)
 
-LB_MV_Q8_ALL(q8_0, DecQ8_0)
-LB_MV_Q8_ALL(q4_0, DecQ4_0)
-LB_MV_Q8_ALL(rocmfp2, DecFp2)
-LB_MV_F32_ALL(hfp4, DecHfp4<false>)
-LB_MV_F32_ALL(hfp4p, DecHfp4<true>)
+LB_MV_ALL(LB_MV_Q8, q8_0, DecQ8_0)
+LB_MV_ALL(LB_MV_Q8, q4_0, DecQ4_0)
+LB_MV_ALL(LB_MV_Q8, rocmfp2, DecFp2)
+LB_MV_ALL(LB_MV_F32, hfp4, DecHfp4<false>)
+LB_MV_ALL(LB_MV_F32, hfp4p, DecHfp4<true>)

@@ -23,8 +23,14 @@ const BLOCK: u32 = 256;
 /// Warps per block for 32-wide warps; kernels grid-stride rows, so wave64 is also correct.
 const WARPS_PER_CTA: usize = 8;
 
-/// Rows each warp owns for a column tile of `nc` (the kernels' LB_R).
+/// Rows each warp owns for a column tile of `nc` (1, 2 or 4; `LOWBIT_HIP_ROWS_PER_WARP`
+/// overrides, for tuning).
 fn rows_per_warp(nc: usize) -> usize {
+    if let Some(r) = std::env::var("LOWBIT_HIP_ROWS_PER_WARP").ok().and_then(|v| v.parse().ok()) {
+        if [1, 2, 4].contains(&r) {
+            return r;
+        }
+    }
     if nc == 1 {
         2
     } else {
@@ -231,7 +237,7 @@ impl HipBackend {
         };
         let gy = u32::try_from(n.div_ceil(nc)).map_err(|_| too_large(format))?;
         let gx = u32::try_from(rows.div_ceil(WARPS_PER_CTA * rows_per_warp(nc)).min(1 << 20)).map_err(|_| too_large(format))?;
-        let name = format!("lb_mv_{}_{nc}", m.split.stem);
+        let name = format!("lb_mv_{}_{nc}_r{}", m.split.stem, rows_per_warp(nc));
         let (rows, nb, n) = (u32_of(rows, format)?, u32_of(cols / 32, format)?, u32_of(n, format)?);
         let mut args: Vec<u64> = vec![m.q.ptr, m.s.ptr, m.r.ptr];
         if m.split.q8_act {
@@ -296,7 +302,8 @@ impl HipBackend {
         }
         if sp.q8_act {
             let grid = u32::try_from(total.div_ceil(BLOCK as usize)).map_err(|_| too_large(format))?;
-            self.launch("lb_quantize_q8_0", [grid, 1], &mut [act[0], act[1], act[2], u32_of(total, format)?, nb])?;
+            let order = u64::from(format == FormatId::RocmFp2);
+            self.launch("lb_quantize_q8_0", [grid, 1], &mut [act[0], act[1], act[2], u32_of(total, format)?, nb, order])?;
         } else {
             let total4 = total / 4;
             let grid = u32::try_from(total4.div_ceil(BLOCK as usize)).map_err(|_| too_large(format))?;
@@ -354,7 +361,9 @@ fn kernel_names() -> Vec<String> {
         ["lb_quantize_q8_0", "lb_interleave_f32", "lb_fwht256", "lb_read"].map(String::from).to_vec();
     for stem in ["q8_0", "q4_0", "rocmfp2", "hfp4", "hfp4p"] {
         for nc in [1, 2, 4, 8, 16] {
-            v.push(format!("lb_mv_{stem}_{nc}"));
+            for r in [1, 2, 4] {
+                v.push(format!("lb_mv_{stem}_{nc}_r{r}"));
+            }
         }
     }
     v
