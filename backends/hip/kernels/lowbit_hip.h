@@ -51,6 +51,7 @@ LB_DEV lb_u32 lb_codebook4(lb_u32 table, lb_u32 v, int g) {
 // Position (0..15) at which the activation of element e (0..15) of a 16-code word is stored
 // so that group g's bytes line up with lb_codebook4's: 4g + k.
 LB_DEV int lb_codebook4_pos(int e) { return 4 * ((e >= 8 ? 2 : 0) + (e & 1)) + ((e & 7) >> 1); }
+#define LB_DEVM __device__ __forceinline__
 LB_DEV float lb_roundf(float x) { return roundf(x); }
 LB_DEV float lb_rintf(float x) { return rintf(x); }
 LB_DEV float lb_fabsf(float x) { return fabsf(x); }
@@ -100,6 +101,7 @@ LB_DEV lb_u32 lb_codebook4(lb_u32 table, lb_u32 v, int g) {
     return __builtin_amdgcn_perm(0u, table, (v >> (2 * g)) & 0x03030303u);
 }
 LB_DEV int lb_codebook4_pos(int e) { return 4 * (e & 3) + (e >> 2); }
+#define LB_DEVM __attribute__((device)) __attribute__((always_inline)) inline
 LB_DEV float lb_roundf(float x) { return __builtin_roundf(x); }
 LB_DEV float lb_rintf(float x) { return __builtin_rintf(x); }
 LB_DEV float lb_fabsf(float x) { return __builtin_fabsf(x); }
