@@ -41,17 +41,31 @@ LB_DEV lb_u32 lb_perm(lb_u32 hi, lb_u32 lo, lb_u32 sel) {
     lb_u32 nib = (sel & 0x7u) | ((sel >> 4) & 0x70u) | ((sel >> 8) & 0x700u) | ((sel >> 12) & 0x7000u);
     return __byte_perm(lo, hi, nib);
 }
-// Four table bytes for group g (0..3) of the sixteen 2-bit codes in v: one shift, one mask and
-// one PRMT per four weights. Byte k of the result is the code of element 2k + {0,1,8,9}[g]
-// (prmt takes one selector nibble per byte); lb_codebook4_pos says where activations go.
-LB_DEV lb_u32 lb_codebook4(lb_u32 table, lb_u32 v, int g) {
-    const int shift = (g & 1) * 2 + (g >> 1) * 16;
-    return __byte_perm(table, 0u, (v >> shift) & 0x3333u);
+// The sixteen 2-bit codes of v as four words of four table bytes (group g = out[g]): two masks,
+// two shifts and four PRMTs per sixteen weights (prmt reads the low 16 selector bits, one
+// nibble per byte). Byte k of out[g] is the code of element 2k + {0,1,8,9}[g];
+// lb_codebook4_pos says where the activations go.
+LB_DEV void lb_codebook16(lb_u32 table, lb_u32 v, lb_u32 out[4]) {
+    lb_u32 m0 = v & 0x33333333u, m1 = (v >> 2) & 0x33333333u;
+    out[0] = __byte_perm(table, 0u, m0);
+    out[1] = __byte_perm(table, 0u, m1);
+    out[2] = __byte_perm(table, 0u, m0 >> 16);
+    out[3] = __byte_perm(table, 0u, m1 >> 16);
 }
 // Position (0..15) at which the activation of element e (0..15) of a 16-code word is stored
 // so that group g's bytes line up with lb_codebook4's: 4g + k.
 LB_DEV int lb_codebook4_pos(int e) { return 4 * ((e >= 8 ? 2 : 0) + (e & 1)) + ((e & 7) >> 1); }
 #define LB_DEVM __device__ __forceinline__
+// Weight loads that should not evict the (reused) activations from L1: cache-streaming
+// (evict-first) 16- and 8-byte loads.
+LB_DEV lb_i32x4 lb_ld_stream16(const void* p) {
+    lb_i32x4 r;
+    asm("ld.global.cs.v4.s32 {%0, %1, %2, %3}, [%4];" : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));
+    return r;
+}
+LB_DEV void lb_ld_stream8(const void* p, lb_u32& a, lb_u32& b) {
+    asm("ld.global.cs.v2.u32 {%0, %1}, [%2];" : "=r"(a), "=r"(b) : "l"(p));
+}
 LB_DEV float lb_roundf(float x) { return roundf(x); }
 LB_DEV float lb_rintf(float x) { return rintf(x); }
 LB_DEV float lb_fabsf(float x) { return fabsf(x); }
@@ -96,12 +110,21 @@ LB_DEV lb_i32 lb_dot4(lb_i32 a, lb_i32 b, lb_i32 c) {
 // v_perm_b32: bytes 0-3 come from the second operand, 4-7 from the first.
 LB_DEV lb_u32 lb_perm(lb_u32 hi, lb_u32 lo, lb_u32 sel) { return __builtin_amdgcn_perm(hi, lo, sel); }
 // As on NVIDIA, but v_perm_b32 takes one selector byte per result byte: group g is code g of
-// every byte, so byte k is the code of element 4k + g.
-LB_DEV lb_u32 lb_codebook4(lb_u32 table, lb_u32 v, int g) {
-    return __builtin_amdgcn_perm(0u, table, (v >> (2 * g)) & 0x03030303u);
+// every byte, so byte k of out[g] is the code of element 4k + g.
+LB_DEV void lb_codebook16(lb_u32 table, lb_u32 v, lb_u32 out[4]) {
+#pragma unroll
+    for (int g = 0; g < 4; g++) out[g] = __builtin_amdgcn_perm(0u, table, (v >> (2 * g)) & 0x03030303u);
 }
 LB_DEV int lb_codebook4_pos(int e) { return 4 * (e & 3) + (e >> 2); }
 #define LB_DEVM __attribute__((device)) __attribute__((always_inline)) inline
+// Weight loads that should not evict the (reused) activations: nontemporal loads.
+typedef unsigned lb_u32x2 __attribute__((ext_vector_type(2)));
+LB_DEV lb_i32x4 lb_ld_stream16(const void* p) { return __builtin_nontemporal_load((const lb_i32x4*)p); }
+LB_DEV void lb_ld_stream8(const void* p, lb_u32& a, lb_u32& b) {
+    lb_u32x2 v = __builtin_nontemporal_load((const lb_u32x2*)p);
+    a = v.x;
+    b = v.y;
+}
 LB_DEV float lb_roundf(float x) { return __builtin_roundf(x); }
 LB_DEV float lb_rintf(float x) { return __builtin_rintf(x); }
 LB_DEV float lb_fabsf(float x) { return __builtin_fabsf(x); }

@@ -28,7 +28,7 @@
 // q = roundf(x*id). One thread per element; groups of 32 lanes are one block.
 // Quant layout per column: the first 16 quants of every block (16 B each, block order), then
 // the last 16 of every block, so that a warp's 16-byte loads are contiguous. With `order` = 1
-// each half is stored in lb_codebook4 order (ROCmFP2's kernel), else in element order.
+// each half is stored in lb_codebook16 order (ROCmFP2's kernel), else in element order.
 LB_KERNEL void lb_quantize_q8_0(const float* x, lb_i8* aq, float* ad, lb_u32 total, lb_u32 nb, lb_u32 order) {
     lb_u64 i = (lb_u64)lb_bid_x() * LB_BLOCK + lb_tid();
     float v = i < total ? x[i] : 0.0f;
@@ -131,8 +131,8 @@ struct DecQ8_0 {
     LB_DEVM void load(const lb_u8* q, const lb_u8* s, lb_u64 row, lb_u32 b, lb_u32 nb) {
         // Plane layout as the activations': first halves of the row's blocks, then second.
         const lb_u8* base = q + row * nb * 32;
-        lb_i32x4 u = *(const lb_i32x4*)(base + b * 16ull);
-        lb_i32x4 v = *(const lb_i32x4*)(base + (lb_u64)(nb + b) * 16);
+        lb_i32x4 u = lb_ld_stream16(base + b * 16ull);
+        lb_i32x4 v = lb_ld_stream16(base + (lb_u64)(nb + b) * 16);
         lb_u64 blk = row * nb + b;
         w[0] = u.x; w[1] = u.y; w[2] = u.z; w[3] = u.w;
         w[4] = v.x; w[5] = v.y; w[6] = v.z; w[7] = v.w;
@@ -152,7 +152,7 @@ struct DecQ4_0 {
     float dw;
     LB_DEVM void load(const lb_u8* q, const lb_u8* s, lb_u64 row, lb_u32 b, lb_u32 nb) {
         lb_u64 blk = row * nb + b;
-        lb_i32x4 u = *(const lb_i32x4*)(q + blk * 16);
+        lb_i32x4 u = lb_ld_stream16(q + blk * 16);
         lb_u32 v[4] = {(lb_u32)u.x, (lb_u32)u.y, (lb_u32)u.z, (lb_u32)u.w};
 #pragma unroll
         for (int i = 0; i < 4; i++) {
@@ -180,20 +180,22 @@ LB_DEV float lb_ue4m3_b8(lb_u32 b) {
 }
 
 // ROCmFP2: each group of four codes expands (one byte permute over the codebook
-// {-4,-1,1,4}) to four int8 levels, in lb_codebook4 order (the activations were stored in the
+// {-4,-1,1,4}) to four int8 levels, in lb_codebook16 order (the activations were stored in the
 // same order by lb_quantize_q8_0 with order = 1); d_act * (s0 * sum0 + s1 * sum1).
 struct DecFp2 {
     lb_i32 w[8];
     float s0, s1;
     LB_DEVM void load(const lb_u8* q, const lb_u8* s, lb_u64 row, lb_u32 b, lb_u32 nb) {
         lb_u64 blk = row * nb + b;
-        const lb_u32* p = (const lb_u32*)(q + blk * 8);
+        lb_u32 p[2];
+        lb_ld_stream8(q + blk * 8, p[0], p[1]);
         const lb_u32 table = 0x0401FFFCu;  // bytes -4, -1, +1, +4
 #pragma unroll
         for (int h = 0; h < 2; h++) {
-            lb_u32 v = p[h];
+            lb_u32 o[4];
+            lb_codebook16(table, p[h], o);
 #pragma unroll
-            for (int g = 0; g < 4; g++) w[4 * h + g] = (lb_i32)lb_codebook4(table, v, g);
+            for (int g = 0; g < 4; g++) w[4 * h + g] = (lb_i32)o[g];
         }
         lb_u32 e = ((const lb_u16*)s)[blk];
         s0 = lb_ue4m3_b8(e & 0xffu);
@@ -238,7 +240,7 @@ struct DecHfp4 {
     float f;
     LB_DEVM void load(const lb_u8* q, const lb_u8* s, lb_u64 row, lb_u32 b, lb_u32 nb) {
         lb_u64 blk = row * nb + b;
-        lb_i32x4 u = *(const lb_i32x4*)(q + blk * 16);
+        lb_i32x4 u = lb_ld_stream16(q + blk * 16);
         v[0] = (lb_u32)u.x; v[1] = (lb_u32)u.y; v[2] = (lb_u32)u.z; v[3] = (lb_u32)u.w;
         lb_u32 sb = s[blk];
         if (E4M3) {

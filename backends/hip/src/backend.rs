@@ -31,10 +31,12 @@ fn rows_per_warp(nc: usize) -> usize {
             return r;
         }
     }
+    // Measured on an H200 (docs/BENCHMARKS.md): one row per warp is best at n = 1, two rows
+    // share each activation load best for n >= 2.
     if nc == 1 {
-        2
+        1
     } else {
-        4
+        2
     }
 }
 
