@@ -70,7 +70,9 @@ pub fn run(
         read = read.max(hip.read_bandwidth(max_bytes, 20).map_err(|e| e.to_string())?);
     }
     let date = crate::bench::utc_string(
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs()),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs()),
     );
     line(&format!("device: {} (arch {}), date {date}", hip.name(), hip.arch()));
     line(&format!("read ceiling (lb_read, {} MiB): {:.3} TB/s", max_bytes >> 20, read / 1e12));
@@ -82,11 +84,15 @@ pub fn run(
     for &format in &formats {
         for &(rows, k) in shapes {
             if k % format.geometry().row_multiple != 0 {
-                line(&format!("{format}: K = {k} is not a multiple of {}, skipped", format.geometry().row_multiple));
+                line(&format!(
+                    "{format}: K = {k} is not a multiple of {}, skipped",
+                    format.geometry().row_multiple
+                ));
                 continue;
             }
             let w = make_weights(format, rows, k, 1)?;
-            let m = hip.upload(MatrixDesc { format, rows, cols: k }, &w).map_err(|e| e.to_string())?;
+            let m =
+                hip.upload(MatrixDesc { format, rows, cols: k }, &w).map_err(|e| e.to_string())?;
             drop(w);
             let mut t1 = None;
             for &n in ns {

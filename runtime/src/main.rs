@@ -873,8 +873,11 @@ fn run_bench(a: BenchArgs) -> Result<ExitCode, CliError> {
 #[cfg(feature = "hip")]
 fn run_bench_hip(a: BenchArgs) -> Result<ExitCode, CliError> {
     let shapes = if a.shapes.is_empty() { bench::DEFAULT_SHAPES.to_vec() } else { a.shapes };
-    let ns: Vec<usize> =
-        if a.ns.is_empty() { bench::DEFAULT_NS.to_vec() } else { a.ns.into_iter().map(|n| n as usize).collect() };
+    let ns: Vec<usize> = if a.ns.is_empty() {
+        bench::DEFAULT_NS.to_vec()
+    } else {
+        a.ns.into_iter().map(|n| n as usize).collect()
+    };
     let cmd = std::env::args().collect::<Vec<_>>().join(" ");
     let mut write_err = None;
     let report = lowbit_runtime::bench_hip::run(&a.formats, &shapes, &ns, &cmd, &mut |l| {
@@ -893,7 +896,11 @@ fn run_bench_hip(a: BenchArgs) -> Result<ExitCode, CliError> {
         }
     };
     if let Some(path) = a.json {
-        std::fs::write(&path, json).map_err(|e| CliError::Io { path: path.clone(), op: "write", source: e })?;
+        std::fs::write(&path, json).map_err(|e| CliError::Io {
+            path: path.clone(),
+            op: "write",
+            source: e,
+        })?;
         emit(&format!("wrote {}\n", path.display()))?;
     }
     Ok(ExitCode::SUCCESS)

@@ -76,7 +76,11 @@ struct Workspace {
     y: Option<DeviceBuffer>,
 }
 
-fn ensure(slot: &mut Option<DeviceBuffer>, dev: &Arc<Device>, bytes: usize) -> Result<u64, HipError> {
+fn ensure(
+    slot: &mut Option<DeviceBuffer>,
+    dev: &Arc<Device>,
+    bytes: usize,
+) -> Result<u64, HipError> {
     if slot.as_ref().is_none_or(|b| b.bytes < bytes) {
         *slot = None; // free first
         *slot = Some(DeviceBuffer::new(dev, bytes)?);
@@ -118,7 +122,10 @@ fn vendor_order() -> Vec<Vendor> {
 }
 
 fn too_large(format: FormatId) -> HipError {
-    HipError::Core(Error::Unsupported { format, op: "a dimension of 2^32 or more on the HIP backend" })
+    HipError::Core(Error::Unsupported {
+        format,
+        op: "a dimension of 2^32 or more on the HIP backend",
+    })
 }
 
 fn u32_of(v: usize, format: FormatId) -> Result<u64, HipError> {
@@ -129,7 +136,8 @@ impl HipBackend {
     /// Opens the first usable device. Errors for which [`HipError::is_unavailable`] holds mean
     /// "no runtime / no device here": use another backend.
     pub fn new() -> Result<Self, HipError> {
-        let index: i32 = std::env::var("LOWBIT_HIP_DEVICE").ok().and_then(|v| v.parse().ok()).unwrap_or(0);
+        let index: i32 =
+            std::env::var("LOWBIT_HIP_DEVICE").ok().and_then(|v| v.parse().ok()).unwrap_or(0);
         let mut why = Vec::new();
         for vendor in vendor_order() {
             match Api::load(vendor).and_then(|api| Device::open(api, index)) {
@@ -146,7 +154,11 @@ impl HipBackend {
                 if any_runtime {
                     Err(HipError::NoDevice { detail })
                 } else {
-                    Err(HipError::NoRuntime { vendor: Vendor::Amd, tried: detail, last: "no runtime for any vendor".into() })
+                    Err(HipError::NoRuntime {
+                        vendor: Vendor::Amd,
+                        tried: detail,
+                        last: "no runtime for any vendor".into(),
+                    })
                 }
             }
         }
@@ -169,7 +181,11 @@ impl HipBackend {
         );
         let dev = Arc::new(dev);
         let mut words = [0u32; 16];
-        for (i, s) in lowbit_core::rotate::FWHT_SIGNS1.iter().chain(&lowbit_core::rotate::FWHT_SIGNS2).enumerate() {
+        for (i, s) in lowbit_core::rotate::FWHT_SIGNS1
+            .iter()
+            .chain(&lowbit_core::rotate::FWHT_SIGNS2)
+            .enumerate()
+        {
             if *s > 0.0 {
                 words[i / 32] |= 1 << (i % 32);
             }
@@ -196,7 +212,8 @@ impl HipBackend {
     /// Checks activations the way the reference encoder would: for quantized activations any
     /// non-finite value, or a block scale beyond f16, is the reference's error for that column.
     fn check_activations(&self, format: FormatId, x: &[f32], cols: usize) -> Result<(), HipError> {
-        let bad = x.iter().any(|v| !v.is_finite() || half::f16::from_f32(v.abs() / 127.0).is_infinite());
+        let bad =
+            x.iter().any(|v| !v.is_finite() || half::f16::from_f32(v.abs() / 127.0).is_infinite());
         if bad {
             for col in x.chunks_exact(cols) {
                 PreparedActivations::new(format, col)?;
@@ -219,7 +236,11 @@ impl HipBackend {
         let xp = ensure(&mut ws.x, &self.dev, total * 4)?;
         self.dev.api.upload(xp, bytemuck::cast_slice(x))?;
         let act = if sp.q8_act {
-            [xp, ensure(&mut ws.aq, &self.dev, total)?, ensure(&mut ws.ad, &self.dev, (total / 32) * 4)?]
+            [
+                xp,
+                ensure(&mut ws.aq, &self.dev, total)?,
+                ensure(&mut ws.ad, &self.dev, (total / 32) * 4)?,
+            ]
         } else {
             [xp, ensure(&mut ws.xt, &self.dev, total * 4)?, 0]
         };
@@ -238,7 +259,8 @@ impl HipBackend {
             _ => 16,
         };
         let gy = u32::try_from(n.div_ceil(nc)).map_err(|_| too_large(format))?;
-        let gx = u32::try_from(rows.div_ceil(WARPS_PER_CTA * rows_per_warp(nc)).min(1 << 20)).map_err(|_| too_large(format))?;
+        let gx = u32::try_from(rows.div_ceil(WARPS_PER_CTA * rows_per_warp(nc)).min(1 << 20))
+            .map_err(|_| too_large(format))?;
         let name = format!("lb_mv_{}_{nc}_r{}", m.split.stem, rows_per_warp(nc));
         let (rows, nb, n) = (u32_of(rows, format)?, u32_of(cols / 32, format)?, u32_of(n, format)?);
         let mut args: Vec<u64> = vec![m.q.ptr, m.s.ptr, m.r.ptr];
@@ -255,27 +277,42 @@ impl HipBackend {
     fn check_lengths(desc: &MatrixDesc, x: &[f32], n: usize, y: &[f32]) -> Result<(), HipError> {
         let MatrixDesc { format, rows, cols } = *desc;
         if x.len() != n * cols {
-            return Err(Error::Length { format, buffer: Buffer::Activations, got: x.len(), expected: n * cols }.into());
+            return Err(Error::Length {
+                format,
+                buffer: Buffer::Activations,
+                got: x.len(),
+                expected: n * cols,
+            }
+            .into());
         }
         if y.len() != n * rows {
-            return Err(Error::Length { format, buffer: Buffer::Values, got: y.len(), expected: n * rows }.into());
+            return Err(Error::Length {
+                format,
+                buffer: Buffer::Values,
+                got: y.len(),
+                expected: n * rows,
+            }
+            .into());
         }
         Ok(())
     }
 
     /// GPU time of one `matmul` (activation preparation + matvec, x already on the device),
     /// averaged over `reps` back-to-back calls between two events, in seconds.
-    pub fn time_matmul(&self, m: &HipMatrix, x: &[f32], n: usize, reps: usize) -> Result<f64, HipError> {
+    pub fn time_matmul(
+        &self,
+        m: &HipMatrix,
+        x: &[f32],
+        n: usize,
+        reps: usize,
+    ) -> Result<f64, HipError> {
         let mut y = vec![0f32; n * m.desc.rows];
         self.matmul(m, x, n, &mut y)?; // validates, warms up
         let mut ws = self.ws.lock().unwrap_or_else(|p| p.into_inner());
         let act = self.prepare(&mut ws, &m.split, m.desc.format, x, m.desc.cols)?;
         let yp = ensure(&mut ws.y, &self.dev, n * m.desc.rows * 4)?;
-        let dev_act = if m.split.q8_act {
-            act
-        } else {
-            [ws.x.as_ref().map_or(0, |b| b.ptr), act[0], 0]
-        };
+        let dev_act =
+            if m.split.q8_act { act } else { [ws.x.as_ref().map_or(0, |b| b.ptr), act[0], 0] };
         let ms = self.dev.api.time_ms(&mut || {
             for _ in 0..reps {
                 self.prepare_on_device(&m.split, m.desc.format, dev_act, x.len(), m.desc.cols)?;
@@ -303,13 +340,23 @@ impl HipBackend {
             self.launch("lb_fwht256", [segs as u32, 1], &mut [act[0], self.signs.ptr, segs])?;
         }
         if sp.q8_act {
-            let grid = u32::try_from(total.div_ceil(BLOCK as usize)).map_err(|_| too_large(format))?;
+            let grid =
+                u32::try_from(total.div_ceil(BLOCK as usize)).map_err(|_| too_large(format))?;
             let order = u64::from(format == FormatId::RocmFp2);
-            self.launch("lb_quantize_q8_0", [grid, 1], &mut [act[0], act[1], act[2], u32_of(total, format)?, nb, order])?;
+            self.launch(
+                "lb_quantize_q8_0",
+                [grid, 1],
+                &mut [act[0], act[1], act[2], u32_of(total, format)?, nb, order],
+            )?;
         } else {
             let total4 = total / 4;
-            let grid = u32::try_from(total4.div_ceil(BLOCK as usize)).map_err(|_| too_large(format))?;
-            self.launch("lb_interleave_f32", [grid, 1], &mut [act[0], act[1], u32_of(total4, format)?, nb])?;
+            let grid =
+                u32::try_from(total4.div_ceil(BLOCK as usize)).map_err(|_| too_large(format))?;
+            self.launch(
+                "lb_interleave_f32",
+                [grid, 1],
+                &mut [act[0], act[1], u32_of(total4, format)?, nb],
+            )?;
         }
         Ok(())
     }
@@ -359,8 +406,9 @@ impl HipBackend {
 
 /// Every kernel the backend resolves at load.
 fn kernel_names() -> Vec<String> {
-    let mut v: Vec<String> =
-        ["lb_quantize_q8_0", "lb_interleave_f32", "lb_fwht256", "lb_read"].map(String::from).to_vec();
+    let mut v: Vec<String> = ["lb_quantize_q8_0", "lb_interleave_f32", "lb_fwht256", "lb_read"]
+        .map(String::from)
+        .to_vec();
     for stem in ["q8_0", "q4_0", "rocmfp2", "hfp4", "hfp4p"] {
         for nc in [1, 2, 4, 8, 16] {
             for r in [1, 2, 4] {
@@ -385,12 +433,20 @@ impl Backend for HipBackend {
 
     fn upload(&self, desc: MatrixDesc, bytes: &[u8]) -> Result<HipMatrix, HipError> {
         let format = desc.format;
-        let sp = layout::split(format)
-            .ok_or(HipError::Core(Error::Unsupported { format, op: "matmul on the HIP backend" }))?;
+        let sp = layout::split(format).ok_or(HipError::Core(Error::Unsupported {
+            format,
+            op: "matmul on the HIP backend",
+        }))?;
         let rb = format.row_bytes(desc.cols)?;
         let need = desc.canonical_bytes()?;
         if bytes.len() != need {
-            return Err(Error::Length { format, buffer: Buffer::Encoded, got: bytes.len(), expected: need }.into());
+            return Err(Error::Length {
+                format,
+                buffer: Buffer::Encoded,
+                got: bytes.len(),
+                expected: need,
+            }
+            .into());
         }
         u32_of(desc.rows, format)?;
         u32_of(desc.cols, format)?;

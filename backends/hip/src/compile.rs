@@ -146,8 +146,10 @@ mod tests {
         }
         std::fs::write(dir.join("keep.txt"), b"x").unwrap();
         prune(&dir, 2).unwrap();
-        let mut left: Vec<String> =
-            std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+        let mut left: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
         left.sort();
         assert_eq!(left, ["3.co", "4.co", "keep.txt"]);
         std::fs::remove_dir_all(&dir).unwrap();

@@ -64,7 +64,9 @@ impl core::fmt::Display for HipError {
             HipError::MissingSymbol { library, symbol } => {
                 write!(f, "{library} has no {symbol} (runtime too old?)")
             }
-            HipError::Driver { call, code, name } => write!(f, "GPU driver call {call} failed: {name} ({code})"),
+            HipError::Driver { call, code, name } => {
+                write!(f, "GPU driver call {call} failed: {name} ({code})")
+            }
             HipError::Compile { log } => write!(f, "kernel compilation failed:\n{log}"),
             HipError::Core(e) => write!(f, "{e}"),
         }

@@ -83,7 +83,10 @@ pub(crate) enum VendorCalls {
         error_name: unsafe extern "C" fn(i32, *mut *const c_char) -> i32,
     },
     /// HIP: a current device per thread.
-    Amd { set_device: unsafe extern "C" fn(i32) -> i32, error_name: unsafe extern "C" fn(i32) -> *const c_char },
+    Amd {
+        set_device: unsafe extern "C" fn(i32) -> i32,
+        error_name: unsafe extern "C" fn(i32) -> *const c_char,
+    },
 }
 
 /// Every driver and run-time-compiler entry point lowbit-hip uses.
@@ -137,7 +140,9 @@ fn candidates(vendor: Vendor, rtc: bool) -> Vec<String> {
                 .chain([PathBuf::from("/usr/local/cuda/lib64")])
                 .collect(),
         ),
-        (Vendor::Amd, false) => (&["libamdhip64.so", "libamdhip64.so.7", "libamdhip64.so.6"], rocm_dirs()),
+        (Vendor::Amd, false) => {
+            (&["libamdhip64.so", "libamdhip64.so.7", "libamdhip64.so.6"], rocm_dirs())
+        }
         (Vendor::Amd, true) => (&["libhiprtc.so", "libhiprtc.so.7", "libhiprtc.so.6"], rocm_dirs()),
     };
     out.extend(names.iter().map(|n| n.to_string()));
@@ -316,7 +321,9 @@ impl Api {
                 self.check("cuCtxSetCurrent", unsafe { ctx_set_current(ctx) })
             }
             // SAFETY: plain call with a device index checked by open_device.
-            VendorCalls::Amd { set_device, .. } => self.check("hipSetDevice", unsafe { set_device(dev) }),
+            VendorCalls::Amd { set_device, .. } => {
+                self.check("hipSetDevice", unsafe { set_device(dev) })
+            }
         }
     }
 
@@ -362,7 +369,9 @@ impl Api {
         headers: &[(&str, &str)],
         options: &[String],
     ) -> Result<Vec<u8>, HipError> {
-        let cs = |s: &str| CString::new(s).map_err(|_| HipError::Compile { log: format!("NUL in {s:?}") });
+        let cs = |s: &str| {
+            CString::new(s).map_err(|_| HipError::Compile { log: format!("NUL in {s:?}") })
+        };
         let src = cs(source)?;
         let cname = cs(name)?;
         let hdr_text: Vec<CString> = headers.iter().map(|h| cs(h.1)).collect::<Result<_, _>>()?;
@@ -375,9 +384,18 @@ impl Api {
         // SAFETY: every pointer refers to a live NUL-terminated string owned above; the counts
         // match the arrays; `prog` is destroyed below on every path after creation.
         unsafe {
-            let rc = (self.rtc_create)(&mut prog, src.as_ptr(), cname.as_ptr(), hp.len() as i32, hp.as_ptr(), hn.as_ptr());
+            let rc = (self.rtc_create)(
+                &mut prog,
+                src.as_ptr(),
+                cname.as_ptr(),
+                hp.len() as i32,
+                hp.as_ptr(),
+                hn.as_ptr(),
+            );
             if rc != 0 {
-                return Err(HipError::Compile { log: format!("creating the program failed ({rc})") });
+                return Err(HipError::Compile {
+                    log: format!("creating the program failed ({rc})"),
+                });
             }
             let rc = (self.rtc_compile)(prog, op.len() as i32, op.as_ptr());
             let mut log_len = 0usize;
@@ -392,10 +410,13 @@ impl Api {
             let mut size = 0usize;
             let rc1 = (self.rtc_code_size)(prog, &mut size);
             let mut code = vec![0u8; size];
-            let rc2 = if size > 0 { (self.rtc_code)(prog, code.as_mut_ptr() as *mut c_char) } else { 1 };
+            let rc2 =
+                if size > 0 { (self.rtc_code)(prog, code.as_mut_ptr() as *mut c_char) } else { 1 };
             (self.rtc_destroy)(&mut prog);
             if rc1 != 0 || rc2 != 0 {
-                return Err(HipError::Compile { log: format!("no device code returned ({rc1}, {rc2}); log: {log}") });
+                return Err(HipError::Compile {
+                    log: format!("no device code returned ({rc1}, {rc2}); log: {log}"),
+                });
             }
             Ok(code)
         }
@@ -432,7 +453,9 @@ impl Api {
         }
         // SAFETY: the source slice is live for the (synchronous) copy; the caller guarantees
         // the destination allocation is large enough.
-        self.check("memcpy HtoD", unsafe { (self.htod)(dst, src.as_ptr() as *const c_void, src.len()) })
+        self.check("memcpy HtoD", unsafe {
+            (self.htod)(dst, src.as_ptr() as *const c_void, src.len())
+        })
     }
 
     /// Copies device memory at `src` into `dst`.
@@ -441,20 +464,25 @@ impl Api {
             return Ok(());
         }
         // SAFETY: the destination slice is live and writable for the (synchronous) copy.
-        self.check("memcpy DtoH", unsafe { (self.dtoh)(dst.as_mut_ptr() as *mut c_void, src, dst.len()) })
+        self.check("memcpy DtoH", unsafe {
+            (self.dtoh)(dst.as_mut_ptr() as *mut c_void, src, dst.len())
+        })
     }
 
     /// Loads device code and returns the module.
     pub(crate) fn load_module(&self, code: &[u8]) -> Result<Handle, HipError> {
         let mut m: Handle = std::ptr::null_mut();
         // SAFETY: `code` is a complete cubin / code object produced by the matching compiler.
-        self.check("module load", unsafe { (self.module_load)(&mut m, code.as_ptr() as *const c_void) })?;
+        self.check("module load", unsafe {
+            (self.module_load)(&mut m, code.as_ptr() as *const c_void)
+        })?;
         Ok(m)
     }
 
     /// Looks a kernel up in a module.
     pub(crate) fn function(&self, module: Handle, name: &str) -> Result<Handle, HipError> {
-        let c = CString::new(name).map_err(|_| HipError::Compile { log: format!("bad kernel name {name:?}") })?;
+        let c = CString::new(name)
+            .map_err(|_| HipError::Compile { log: format!("bad kernel name {name:?}") })?;
         let mut f: Handle = std::ptr::null_mut();
         // SAFETY: `module` is a loaded module; `c` is NUL-terminated.
         self.check("get function", unsafe { (self.get_function)(&mut f, module, c.as_ptr()) })?;
@@ -463,13 +491,32 @@ impl Api {
 
     /// Launches `f` on the default stream with `args` (one 64-bit slot per kernel parameter,
     /// in order; see the note on little-endian slots).
-    pub(crate) fn launch_kernel(&self, f: Handle, grid: [u32; 2], block: u32, args: &mut [u64]) -> Result<(), HipError> {
-        let mut ptrs: Vec<*mut c_void> = args.iter_mut().map(|a| a as *mut u64 as *mut c_void).collect();
+    pub(crate) fn launch_kernel(
+        &self,
+        f: Handle,
+        grid: [u32; 2],
+        block: u32,
+        args: &mut [u64],
+    ) -> Result<(), HipError> {
+        let mut ptrs: Vec<*mut c_void> =
+            args.iter_mut().map(|a| a as *mut u64 as *mut c_void).collect();
         // SAFETY: `f` is a kernel of this module whose parameters are 8-byte pointers/u64 or
         // u32 (read from the slot's low half); `ptrs` and `args` outlive the call (the driver
         // copies parameters at launch).
         self.check("launch", unsafe {
-            (self.launch)(f, grid[0], grid[1], 1, block, 1, 1, 0, std::ptr::null_mut(), ptrs.as_mut_ptr(), std::ptr::null_mut())
+            (self.launch)(
+                f,
+                grid[0],
+                grid[1],
+                1,
+                block,
+                1,
+                1,
+                0,
+                std::ptr::null_mut(),
+                ptrs.as_mut_ptr(),
+                std::ptr::null_mut(),
+            )
         })
     }
 
@@ -480,7 +527,10 @@ impl Api {
     }
 
     /// Runs `work` between two events and returns the elapsed GPU time in milliseconds.
-    pub(crate) fn time_ms(&self, work: &mut dyn FnMut() -> Result<(), HipError>) -> Result<f32, HipError> {
+    pub(crate) fn time_ms(
+        &self,
+        work: &mut dyn FnMut() -> Result<(), HipError>,
+    ) -> Result<f32, HipError> {
         let (mut a, mut b): (Handle, Handle) = (std::ptr::null_mut(), std::ptr::null_mut());
         // SAFETY: out-pointers to locals; the events are destroyed before returning.
         unsafe {
@@ -534,14 +584,18 @@ impl Device {
     /// Initialises the runtime and opens device `index` (binding it to this thread).
     pub(crate) fn open(api: Api, index: i32) -> Result<Device, HipError> {
         // SAFETY: plain initialisation call with flags 0.
-        api.check("init", unsafe { (api.init)(0) }).map_err(|e| HipError::NoDevice { detail: e.to_string() })?;
+        api.check("init", unsafe { (api.init)(0) })
+            .map_err(|e| HipError::NoDevice { detail: e.to_string() })?;
         let mut count = 0;
         // SAFETY: out-pointer to a local.
         api.check("device count", unsafe { (api.device_count)(&mut count) })
             .map_err(|e| HipError::NoDevice { detail: e.to_string() })?;
         if index < 0 || index >= count {
             return Err(HipError::NoDevice {
-                detail: format!("{:?} runtime reports {count} device(s); asked for device {index}", api.vendor),
+                detail: format!(
+                    "{:?} runtime reports {count} device(s); asked for device {index}",
+                    api.vendor
+                ),
             });
         }
         let ctx = api.open_device(index)?;
@@ -566,11 +620,9 @@ impl Device {
 
     /// A kernel by name (resolved at load).
     pub(crate) fn kernel(&self, name: &str) -> Result<Handle, HipError> {
-        self.functions
-            .iter()
-            .find(|(n, _)| n == name)
-            .map(|(_, f)| *f)
-            .ok_or_else(|| HipError::Compile { log: format!("kernel {name} missing from the module") })
+        self.functions.iter().find(|(n, _)| n == name).map(|(_, f)| *f).ok_or_else(|| {
+            HipError::Compile { log: format!("kernel {name} missing from the module") }
+        })
     }
 }
 
@@ -597,7 +649,10 @@ mod tests {
             Err(e) => {
                 assert!(e.is_unavailable(), "{e}");
                 let s = e.to_string();
-                assert!(s.contains("/nonexistent/libamdhip64.so") && s.contains("libamdhip64.so.6"), "{s}");
+                assert!(
+                    s.contains("/nonexistent/libamdhip64.so") && s.contains("libamdhip64.so.6"),
+                    "{s}"
+                );
             }
             Ok(_) => assert!(has_rocm, "loaded an AMD runtime that should not exist"),
         }

@@ -38,7 +38,16 @@ pub(crate) struct Split {
 
 /// The split of `format`, or None if the HIP backend has no kernel for it.
 pub(crate) fn split(format: FormatId) -> Option<Split> {
-    let g = |stem, block, s, q| Split { stem, header: 0, r_bytes: 0, block, s, q, q8_act: true, halves: false };
+    let g = |stem, block, s, q| Split {
+        stem,
+        header: 0,
+        r_bytes: 0,
+        block,
+        s,
+        q,
+        q8_act: true,
+        halves: false,
+    };
     let hfp = |stem| Split {
         stem,
         header: 16,
