@@ -16,7 +16,7 @@ use lowbit_core::backend::{Backend, MatrixDesc};
 use lowbit_core::FormatId;
 use lowbit_hip::HipBackend;
 
-use crate::bench::make_weights;
+use crate::bench::{json_str, make_weights};
 use crate::demo::Pcg32;
 
 /// One measurement.
@@ -135,10 +135,10 @@ pub fn run(
     let mut j = String::new();
     let _ = writeln!(j, "{{");
     let _ = writeln!(j, "  \"backend\": \"hip\",");
-    let _ = writeln!(j, "  \"device\": {:?},", hip.name());
-    let _ = writeln!(j, "  \"arch\": {:?},", hip.arch());
-    let _ = writeln!(j, "  \"date\": {date:?},");
-    let _ = writeln!(j, "  \"command\": {command_line:?},");
+    let _ = writeln!(j, "  \"device\": {},", json_str(hip.name()));
+    let _ = writeln!(j, "  \"arch\": {},", json_str(hip.arch()));
+    let _ = writeln!(j, "  \"date\": {},", json_str(&date));
+    let _ = writeln!(j, "  \"command\": {},", json_str(command_line));
     let _ = writeln!(j, "  \"read_tb_s\": {:.4},", read / 1e12);
     let _ = writeln!(j, "  \"matmul\": [");
     for (i, r) in rows_out.iter().enumerate() {
