@@ -146,22 +146,11 @@ impl HipBackend {
                 Err(e) => return Err(e),
             }
         }
-        match why.len() {
-            1 => Err(why.remove(0)),
-            _ => {
-                let any_runtime = why.iter().any(|e| matches!(e, HipError::NoDevice { .. }));
-                let detail = why.iter().map(|e| e.to_string()).collect::<Vec<_>>().join("; ");
-                if any_runtime {
-                    Err(HipError::NoDevice { detail })
-                } else {
-                    Err(HipError::NoRuntime {
-                        vendor: Vendor::Amd,
-                        tried: detail,
-                        last: "no runtime for any vendor".into(),
-                    })
-                }
-            }
+        if why.len() == 1 {
+            return Err(why.remove(0));
         }
+        let detail = why.iter().map(|e| e.to_string()).collect::<Vec<_>>().join("; ");
+        Err(HipError::Unavailable { detail })
     }
 
     fn with_device(mut dev: Device) -> Result<Self, HipError> {

@@ -16,6 +16,11 @@ pub enum HipError {
         /// The loader's message for the last one.
         last: String,
     },
+    /// Neither vendor's runtime is usable (each vendor's reason, joined).
+    Unavailable {
+        /// What each vendor's attempt said.
+        detail: String,
+    },
     /// A runtime loaded but reports no usable device.
     NoDevice {
         /// Which runtimes were asked, and what each said.
@@ -50,7 +55,10 @@ impl HipError {
     /// True for "no HIP/CUDA runtime" and "no device": conditions where an application should
     /// use another backend rather than fail.
     pub fn is_unavailable(&self) -> bool {
-        matches!(self, HipError::NoRuntime { .. } | HipError::NoDevice { .. })
+        matches!(
+            self,
+            HipError::NoRuntime { .. } | HipError::NoDevice { .. } | HipError::Unavailable { .. }
+        )
     }
 }
 
@@ -58,8 +66,9 @@ impl core::fmt::Display for HipError {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         match self {
             HipError::NoRuntime { vendor, tried, last } => {
-                write!(f, "no {vendor:?} GPU runtime found (tried {tried}; last error: {last})")
+                write!(f, "no {vendor} runtime found (tried {tried}; last error: {last})")
             }
+            HipError::Unavailable { detail } => write!(f, "no usable GPU runtime: {detail}"),
             HipError::NoDevice { detail } => write!(f, "no HIP-capable device: {detail}"),
             HipError::MissingSymbol { library, symbol } => {
                 write!(f, "{library} has no {symbol} (runtime too old?)")

@@ -31,6 +31,15 @@ pub enum Vendor {
     Nvidia,
 }
 
+impl core::fmt::Display for Vendor {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(match self {
+            Vendor::Amd => "AMD HIP (libamdhip64 + hiprtc)",
+            Vendor::Nvidia => "NVIDIA CUDA (libcuda + NVRTC)",
+        })
+    }
+}
+
 type FnI32 = unsafe extern "C" fn() -> i32;
 type FnU32 = unsafe extern "C" fn(u32) -> i32;
 type FnPtrI32 = unsafe extern "C" fn(*mut i32) -> i32;
