@@ -20,6 +20,14 @@ pub(crate) const KERNELS: &str = include_str!("../kernels/lowbit_kernels.hip");
 /// The portability header the source includes.
 pub(crate) const HEADER: &str = include_str!("../kernels/lowbit_hip.h");
 
+include!(concat!(env!("OUT_DIR"), "/aot.rs"));
+
+/// The embedded ahead-of-time code object for an AMD architecture, if the crate was built with
+/// the `aot` feature and clang.
+pub(crate) fn aot_code_object(arch: &str) -> Option<&'static [u8]> {
+    AOT.iter().find(|(a, _)| *a == arch).map(|(_, code)| *code)
+}
+
 /// Most code objects kept in the cache directory.
 pub(crate) const CACHE_FILES: usize = 32;
 
@@ -67,8 +75,14 @@ pub(crate) fn cache_dir() -> Option<PathBuf> {
     Some(base.join("lowbit").join("hip"))
 }
 
-/// Compiles the kernels for `arch` (or returns the cached code object).
+/// Compiles the kernels for `arch` (or returns the embedded ahead-of-time or the cached code
+/// object).
 pub(crate) fn compile_kernels(api: &Api, arch: &str) -> Result<Vec<u8>, HipError> {
+    if api.vendor == Vendor::Amd {
+        if let Some(code) = aot_code_object(arch) {
+            return Ok(code.to_vec());
+        }
+    }
     let opts = options(api.vendor, arch);
     let (maj, min) = api.compiler_version();
     let key = cache_key(&[
@@ -153,6 +167,21 @@ mod tests {
         left.sort();
         assert_eq!(left, ["3.co", "4.co", "keep.txt"]);
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn embedded_code_objects_are_amdgpu_elf() {
+        // Empty without the `aot` feature (or without clang); with it, each entry must be an
+        // AMDGPU ELF (e_machine 0xE0) for a shipped architecture.
+        for (arch, code) in AOT {
+            assert!(["gfx1100", "gfx1151", "gfx1201", "gfx942"].contains(arch), "{arch}");
+            assert_eq!(&code[..4], b"\x7fELF", "{arch}");
+            assert_eq!(u16::from_le_bytes([code[18], code[19]]), 0xE0, "{arch}");
+        }
+        if cfg!(feature = "aot") && std::env::var("LOWBIT_HIP_REQUIRE_AOT").is_ok_and(|v| v == "1")
+        {
+            assert_eq!(AOT.len(), 4);
+        }
     }
 
     #[test]

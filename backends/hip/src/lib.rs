@@ -15,6 +15,14 @@
 //! [`HipError::is_unavailable`] set. Kernels are compiled at first use and cached on disk
 //! (see `compile.rs` for the key and the `LOWBIT_HIP_CACHE*` variables).
 //!
+//! Environment: `LOWBIT_HIP_PLATFORM=amd|nvidia` (default: AMD first, then NVIDIA),
+//! `LOWBIT_HIP_DEVICE` (index, default 0), `LOWBIT_HIP_ARCH` (AMD target such as `gfx1100`;
+//! unset, hiprtc compiles for the current device), `LOWBIT_HIP_DRIVER_LIB` /
+//! `LOWBIT_HIP_RTC_LIB` (library paths tried first), `LOWBIT_HIP_CACHE=0` /
+//! `LOWBIT_HIP_CACHE_DIR` (code-object cache), `LOWBIT_HIP_ROWS_PER_WARP` (1, 2, 4: tuning).
+//! Feature `aot`: embed clang-built code objects for gfx1100, gfx1151, gfx1201 and gfx942
+//! (used on AMD when `LOWBIT_HIP_ARCH` names one of them).
+//!
 //! Status: AMD code objects are compiled in CI (clang-19, gfx1100/gfx1151/gfx1201/gfx942) but
 //! have **not been run on AMD hardware**; the NVIDIA path has been run (H200).
 //!
