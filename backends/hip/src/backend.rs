@@ -26,10 +26,15 @@ const WARPS_PER_CTA: usize = 8;
 /// Rows each warp owns for a column tile of `nc` (1, 2 or 4; `LOWBIT_HIP_ROWS_PER_WARP`
 /// overrides, for tuning).
 fn rows_per_warp(nc: usize) -> usize {
-    if let Some(r) = std::env::var("LOWBIT_HIP_ROWS_PER_WARP").ok().and_then(|v| v.parse().ok()) {
-        if [1, 2, 4].contains(&r) {
-            return r;
-        }
+    static FORCED: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
+    let forced = FORCED.get_or_init(|| {
+        std::env::var("LOWBIT_HIP_ROWS_PER_WARP")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .filter(|r| [1, 2, 4].contains(r))
+    });
+    if let Some(r) = *forced {
+        return r;
     }
     // Measured on an H200 (docs/BENCHMARKS.md): one row per warp is best at n = 1, two rows
     // share each activation load best for n >= 2.
