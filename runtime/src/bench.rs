@@ -608,7 +608,8 @@ fn encode_section(
 
 // ---------------------------------------------------------------- JSON
 
-fn json_str(s: &str) -> String {
+/// `s` as a JSON string literal.
+pub(crate) fn json_str(s: &str) -> String {
     let mut o = String::with_capacity(s.len() + 2);
     o.push('"');
     for c in s.chars() {

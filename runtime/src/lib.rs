@@ -13,6 +13,8 @@
 #![warn(missing_docs)]
 
 pub mod bench;
+#[cfg(feature = "hip")]
+pub mod bench_hip;
 pub mod cmd;
 pub mod demo;
 pub mod engine;

@@ -424,6 +424,9 @@ struct BenchArgs {
     /// Also measure encode throughput of every rule, and fast vs exhaustive search.
     #[arg(long)]
     encode: bool,
+    /// Backend to measure: `cpu` (default) or `hip` (needs a build with `--features hip`).
+    #[arg(long, default_value = "cpu")]
+    backend: String,
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug)]
@@ -894,6 +897,14 @@ fn run_quantize(a: QuantizeArgs) -> Result<String, CmdError> {
 }
 
 fn run_bench(a: BenchArgs) -> Result<ExitCode, CliError> {
+    match a.backend.as_str() {
+        "cpu" => {}
+        "hip" => return run_bench_hip(a),
+        other => {
+            eprintln!("error: unknown backend '{other}' (cpu, hip)");
+            return Ok(ExitCode::FAILURE);
+        }
+    }
     let cfg = bench::BenchConfig {
         formats: a.formats,
         shapes: if !a.shapes.is_empty() {
@@ -938,6 +949,48 @@ fn run_bench(a: BenchArgs) -> Result<ExitCode, CliError> {
     }
     let bad_search = report.search.iter().any(|s| !s.identical);
     Ok(if bad_search { ExitCode::FAILURE } else { ExitCode::SUCCESS })
+}
+
+#[cfg(feature = "hip")]
+fn run_bench_hip(a: BenchArgs) -> Result<ExitCode, CliError> {
+    let shapes = if a.shapes.is_empty() { bench::DEFAULT_SHAPES.to_vec() } else { a.shapes };
+    let ns: Vec<usize> = if a.ns.is_empty() {
+        bench::DEFAULT_NS.to_vec()
+    } else {
+        a.ns.into_iter().map(|n| n as usize).collect()
+    };
+    let cmd = std::env::args().collect::<Vec<_>>().join(" ");
+    let mut write_err = None;
+    let report = lowbit_runtime::bench_hip::run(&a.formats, &shapes, &ns, &cmd, &mut |l| {
+        if write_err.is_none() {
+            write_err = emit(&format!("{l}\n")).err();
+        }
+    });
+    if let Some(e) = write_err {
+        return Err(e);
+    }
+    let json = match report {
+        Ok(j) => j,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return Ok(ExitCode::FAILURE);
+        }
+    };
+    if let Some(path) = a.json {
+        std::fs::write(&path, json).map_err(|e| CliError::Io {
+            path: path.clone(),
+            op: "write",
+            source: e,
+        })?;
+        emit(&format!("wrote {}\n", path.display()))?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(not(feature = "hip"))]
+fn run_bench_hip(_: BenchArgs) -> Result<ExitCode, CliError> {
+    eprintln!("error: this lowbit was built without the HIP backend (cargo build --features hip)");
+    Ok(ExitCode::FAILURE)
 }
 
 fn run_tokenize(a: TokenizeArgs) -> Result<ExitCode, CliError> {

@@ -81,3 +81,31 @@ fn bad_arguments_fail() {
         .unwrap();
     assert!(!out.status.success());
 }
+
+#[test]
+fn hip_backend_reports_why_it_cannot_run() {
+    // CI has no GPU: the command must fail with a message naming the missing piece (no HIP
+    // feature in this build, or no runtime/device), never panic. On a GPU machine built with
+    // `--features hip` it may succeed instead.
+    let out = Command::new(env!("CARGO_BIN_EXE_lowbit"))
+        .args(["bench", "--backend", "hip", "--shape", "64x256", "--n", "1"])
+        .env("LOWBIT_HIP_CACHE", "0")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    if !out.status.success() {
+        assert!(
+            err.contains("without the HIP backend")
+                || err.contains("GPU runtime")
+                || err.contains("no HIP"),
+            "{err}"
+        );
+        assert!(!err.contains("panicked"), "{err}");
+    }
+    let bad = Command::new(env!("CARGO_BIN_EXE_lowbit"))
+        .args(["bench", "--backend", "tpu", "--quick"])
+        .output()
+        .unwrap();
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("unknown backend"));
+}

@@ -1,0 +1,181 @@
+// lowbit_hip.h: the portability layer every lowbit HIP kernel is written against.
+//
+// One kernel source compiles two ways:
+//  * AMD: hiprtc, or clang -x hip --cuda-device-only -nogpuinc -nogpulib (no ROCm headers:
+//    this file never includes hip_runtime.h). Thread ids, shuffles, dot4 and byte-permute map
+//    to amdgcn builtins; wave32 (RDNA) and wave64 (CDNA) both work because every reduction
+//    is written over LB_WARP lanes with xor shuffles.
+//  * NVIDIA: NVRTC. The same names map to CUDA's threadIdx/__shfl_xor_sync/__dp4a/__byte_perm,
+//    the way HIP itself runs on NVIDIA.
+//
+// What lives here: ids, shuffles, integer dot products, byte permutes, bit casts and the
+// f16 conversions (bit-exact, written out so no vendor half header is needed). What must not
+// live here: anything that knows a weight format (that is the kernels' job).
+#pragma once
+
+typedef unsigned char lb_u8;
+typedef signed char lb_i8;
+typedef unsigned short lb_u16;
+typedef unsigned int lb_u32;
+typedef int lb_i32;
+typedef unsigned long long lb_u64;
+
+#if defined(__CUDACC_RTC__) || defined(__CUDACC__)
+// ---------------------------------------------------------------- NVIDIA (NVRTC) ----------
+#define LB_NVIDIA 1
+#define LB_WARP 32
+#define LB_KERNEL extern "C" __global__
+#define LB_DEV static __device__ __forceinline__
+typedef int4 lb_i32x4;      // 16-byte vector loads: .x .y .z .w
+typedef float4 lb_f32x4;
+LB_DEV lb_u32 lb_tid() { return threadIdx.x; }
+LB_DEV lb_u32 lb_bid_x() { return blockIdx.x; }
+LB_DEV lb_u32 lb_bid_y() { return blockIdx.y; }
+LB_DEV lb_u32 lb_grid_x() { return gridDim.x; }
+LB_DEV float lb_shfl_xor(float v, int m) { return __shfl_xor_sync(0xffffffffu, v, m, 32); }
+// Signed 8-bit dot of four lanes plus c.
+LB_DEV lb_i32 lb_dot4(lb_i32 a, lb_i32 b, lb_i32 c) { return __dp4a(a, b, c); }
+// Byte permute with a byte-granular selector: result byte i = byte sel.byte[i] (0..7) of the
+// 8-byte value (hi:lo). CUDA's selector takes one nibble per result byte.
+LB_DEV lb_u32 lb_perm(lb_u32 hi, lb_u32 lo, lb_u32 sel) {
+    lb_u32 nib = (sel & 0x7u) | ((sel >> 4) & 0x70u) | ((sel >> 8) & 0x700u) | ((sel >> 12) & 0x7000u);
+    return __byte_perm(lo, hi, nib);
+}
+// The sixteen 2-bit codes of v as four words of four table bytes (group g = out[g]): two masks,
+// two shifts and four PRMTs per sixteen weights (prmt reads the low 16 selector bits, one
+// nibble per byte). Byte k of out[g] is the code of element 2k + {0,1,8,9}[g];
+// lb_codebook4_pos says where the activations go.
+LB_DEV void lb_codebook16(lb_u32 table, lb_u32 v, lb_u32 out[4]) {
+    lb_u32 m0 = v & 0x33333333u, m1 = (v >> 2) & 0x33333333u;
+    out[0] = __byte_perm(table, 0u, m0);
+    out[1] = __byte_perm(table, 0u, m1);
+    out[2] = __byte_perm(table, 0u, m0 >> 16);
+    out[3] = __byte_perm(table, 0u, m1 >> 16);
+}
+// Position (0..15) at which the activation of element e (0..15) of a 16-code word is stored
+// so that group g's bytes line up with lb_codebook4's: 4g + k.
+LB_DEV int lb_codebook4_pos(int e) { return 4 * ((e >= 8 ? 2 : 0) + (e & 1)) + ((e & 7) >> 1); }
+#define LB_DEVM __device__ __forceinline__
+// Weight loads that should not evict the (reused) activations from L1: cache-streaming
+// (evict-first) 16- and 8-byte loads.
+LB_DEV lb_i32x4 lb_ld_stream16(const void* p) {
+    lb_i32x4 r;
+    asm("ld.global.cs.v4.s32 {%0, %1, %2, %3}, [%4];" : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));
+    return r;
+}
+LB_DEV void lb_ld_stream8(const void* p, lb_u32& a, lb_u32& b) {
+    asm("ld.global.cs.v2.u32 {%0, %1}, [%2];" : "=r"(a), "=r"(b) : "l"(p));
+}
+LB_DEV float lb_roundf(float x) { return roundf(x); }
+LB_DEV float lb_rintf(float x) { return rintf(x); }
+LB_DEV float lb_fabsf(float x) { return fabsf(x); }
+LB_DEV float lb_fmaxf(float a, float b) { return fmaxf(a, b); }
+LB_DEV float lb_as_float(lb_u32 u) { return __uint_as_float(u); }
+LB_DEV lb_u32 lb_as_u32(float f) { return __float_as_uint(f); }
+#elif defined(__HIP__) || defined(__AMDGCN__)
+// ---------------------------------------------------------------- AMD (hiprtc / clang) ----
+#define LB_AMD 1
+#if defined(__AMDGCN_WAVEFRONT_SIZE__)
+#define LB_WARP __AMDGCN_WAVEFRONT_SIZE__
+#elif defined(__AMDGCN_WAVEFRONT_SIZE)
+#define LB_WARP __AMDGCN_WAVEFRONT_SIZE
+#else
+#define LB_WARP 64
+#endif
+#define LB_KERNEL extern "C" __attribute__((global)) __attribute__((amdgpu_flat_work_group_size(1, 256)))
+#define LB_DEV static __attribute__((device)) __attribute__((always_inline)) inline
+typedef int lb_i32x4 __attribute__((ext_vector_type(4)));    // 16-byte vector loads
+typedef float lb_f32x4 __attribute__((ext_vector_type(4)));
+LB_DEV lb_u32 lb_tid() { return __builtin_amdgcn_workitem_id_x(); }
+LB_DEV lb_u32 lb_bid_x() { return __builtin_amdgcn_workgroup_id_x(); }
+LB_DEV lb_u32 lb_bid_y() { return __builtin_amdgcn_workgroup_id_y(); }
+LB_DEV lb_u32 lb_grid_x() {
+    // Dispatch packet grid size (work-items) divided by the work-group size.
+    return __builtin_amdgcn_grid_size_x() / __builtin_amdgcn_workgroup_size_x();
+}
+LB_DEV lb_u32 lb_lane_id() { return __builtin_amdgcn_mbcnt_hi(~0u, __builtin_amdgcn_mbcnt_lo(~0u, 0u)); }
+LB_DEV float lb_shfl_xor(float v, int m) {
+    int src = (int)((lb_lane_id() ^ (lb_u32)m) << 2);
+    return __builtin_bit_cast(float, __builtin_amdgcn_ds_bpermute(src, __builtin_bit_cast(int, v)));
+}
+LB_DEV lb_i32 lb_dot4(lb_i32 a, lb_i32 b, lb_i32 c) {
+#if defined(__gfx11__) || defined(__gfx12__) || defined(__GFX11__) || defined(__GFX12__)
+    // RDNA3/3.5/4: v_dot4_i32_iu8 with both operands signed.
+    return __builtin_amdgcn_sudot4(true, a, true, b, c, false);
+#else
+    // CDNA3 (gfx942) and RDNA2: v_dot4(c)_i32_i8.
+    return __builtin_amdgcn_sdot4(a, b, c, false);
+#endif
+}
+// v_perm_b32: bytes 0-3 come from the second operand, 4-7 from the first.
+LB_DEV lb_u32 lb_perm(lb_u32 hi, lb_u32 lo, lb_u32 sel) { return __builtin_amdgcn_perm(hi, lo, sel); }
+// As on NVIDIA, but v_perm_b32 takes one selector byte per result byte: group g is code g of
+// every byte, so byte k of out[g] is the code of element 4k + g.
+LB_DEV void lb_codebook16(lb_u32 table, lb_u32 v, lb_u32 out[4]) {
+#pragma unroll
+    for (int g = 0; g < 4; g++) out[g] = __builtin_amdgcn_perm(0u, table, (v >> (2 * g)) & 0x03030303u);
+}
+LB_DEV int lb_codebook4_pos(int e) { return 4 * (e & 3) + (e >> 2); }
+#define LB_DEVM __attribute__((device)) __attribute__((always_inline)) inline
+// Weight loads that should not evict the (reused) activations: nontemporal loads.
+typedef unsigned lb_u32x2 __attribute__((ext_vector_type(2)));
+LB_DEV lb_i32x4 lb_ld_stream16(const void* p) { return __builtin_nontemporal_load((const lb_i32x4*)p); }
+LB_DEV void lb_ld_stream8(const void* p, lb_u32& a, lb_u32& b) {
+    lb_u32x2 v = __builtin_nontemporal_load((const lb_u32x2*)p);
+    a = v.x;
+    b = v.y;
+}
+LB_DEV float lb_roundf(float x) { return __builtin_roundf(x); }
+LB_DEV float lb_rintf(float x) { return __builtin_rintf(x); }
+LB_DEV float lb_fabsf(float x) { return __builtin_fabsf(x); }
+LB_DEV float lb_fmaxf(float a, float b) { return __builtin_fmaxf(a, b); }
+LB_DEV float lb_as_float(lb_u32 u) { return __builtin_bit_cast(float, u); }
+LB_DEV lb_u32 lb_as_u32(float f) { return __builtin_bit_cast(lb_u32, f); }
+#else
+#error "lowbit_hip.h: compile with NVRTC (NVIDIA) or as HIP for amdgcn (hiprtc / clang -x hip)"
+#endif
+
+// ---------------------------------------------------------------- shared helpers ----------
+#if defined(LB_NVIDIA)
+LB_DEV lb_u32 lb_lane() { return threadIdx.x & 31u; }
+#else
+LB_DEV lb_u32 lb_lane() { return lb_lane_id(); }
+#endif
+
+// Sum over the LB_WARP lanes of a warp/wavefront (every lane gets the total).
+LB_DEV float lb_warp_sum(float v) {
+#pragma unroll
+    for (int m = LB_WARP / 2; m > 0; m >>= 1) v += lb_shfl_xor(v, m);
+    return v;
+}
+// Max over groups of 32 lanes (a Q8 block), every lane of the group gets it.
+LB_DEV float lb_max32(float v) {
+#pragma unroll
+    for (int m = 16; m > 0; m >>= 1) v = lb_fmaxf(v, lb_shfl_xor(v, m));
+    return v;
+}
+
+// IEEE binary16 bits -> f32, exact (subnormals, inf and NaN included).
+LB_DEV float lb_f16_to_f32(lb_u32 h) {
+    lb_u32 sign = (h & 0x8000u) << 16;
+    lb_u32 em = h & 0x7fffu;
+    if (em >= 0x7c00u) return lb_as_float(sign | 0x7f800000u | ((em & 0x3ffu) << 13));
+    // em << 13 puts the f16 exponent/mantissa into f32 position with bias 15 read as 127:
+    // multiplying by 2^112 rebiases exactly (also for f16 subnormals).
+    return lb_as_float(sign | lb_as_u32(lb_as_float(em << 13) * 0x1p112f));
+}
+
+// f32 -> binary16 bits, round to nearest even (ggml's GGML_FP32_TO_FP16 rule).
+LB_DEV lb_u32 lb_f32_to_f16(float f) {
+    lb_u32 x = lb_as_u32(f);
+    lb_u32 sign = (x >> 16) & 0x8000u;
+    x &= 0x7fffffffu;
+    if (x > 0x7f800000u) return sign | 0x7e00u;   // NaN
+    if (x >= 0x47800000u) return sign | 0x7c00u;  // >= 65536: inf
+    if (x < 0x38800000u) {                        // below 2^-14: f16 subnormal (or zero)
+        return sign | (lb_u32)(lb_i32)lb_rintf(lb_as_float(x) * 0x1p24f);
+    }
+    lb_u32 r = x - 0x38000000u;                   // rebias 127 -> 15
+    r = (r + 0xfffu + ((r >> 13) & 1u)) >> 13;    // round to nearest even (may carry to inf)
+    return sign | r;
+}

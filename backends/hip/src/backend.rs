@@ -1,0 +1,486 @@
+//! [`HipBackend`]: the [`Backend`] implementation. Opens a device (AMD first, then NVIDIA,
+//! unless `LOWBIT_HIP_PLATFORM=amd|nvidia` picks one; `LOWBIT_HIP_DEVICE` = index), compiles the
+//! kernels once, uploads matrices as planes (layout.rs), and per `matmul` uploads x, prepares
+//! the activations on the device (Q8_0 quantization, FWHT-256 for MFP4) and runs the matvec
+//! kernel for the column count.
+//!
+//! What must not live here: `unsafe` (ffi.rs), kernel source (kernels/), plane layout.
+
+use std::sync::{Arc, Mutex};
+
+use lowbit_core::backend::{Backend, MatrixDesc, PreparedActivations};
+use lowbit_core::codec;
+use lowbit_core::error::{Buffer, Error};
+use lowbit_core::registry::{FormatId, Rotation};
+
+use crate::compile;
+use crate::error::HipError;
+use crate::ffi::{Api, Device, Vendor};
+use crate::layout::{self, Split};
+
+/// Threads per block in every launch (the kernels' LB_BLOCK).
+const BLOCK: u32 = 256;
+/// Warps per block for 32-wide warps; kernels grid-stride rows, so wave64 is also correct.
+const WARPS_PER_CTA: usize = 8;
+
+/// Rows each warp owns for a column tile of `nc` (1, 2 or 4; `LOWBIT_HIP_ROWS_PER_WARP`
+/// overrides, for tuning).
+fn rows_per_warp(nc: usize) -> usize {
+    static FORCED: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
+    let forced = FORCED.get_or_init(|| {
+        std::env::var("LOWBIT_HIP_ROWS_PER_WARP")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .filter(|r| [1, 2, 4].contains(r))
+    });
+    if let Some(r) = *forced {
+        return r;
+    }
+    // Measured on an H200 (docs/BENCHMARKS.md): one row per warp is best at n = 1, two rows
+    // share each activation load best for n >= 2.
+    if nc == 1 {
+        1
+    } else {
+        2
+    }
+}
+
+/// Device memory, freed on drop.
+struct DeviceBuffer {
+    ptr: u64,
+    bytes: usize,
+    dev: Arc<Device>,
+}
+
+impl DeviceBuffer {
+    fn new(dev: &Arc<Device>, bytes: usize) -> Result<Self, HipError> {
+        Ok(DeviceBuffer { ptr: dev.api.alloc(bytes)?, bytes, dev: dev.clone() })
+    }
+    fn with(dev: &Arc<Device>, data: &[u8]) -> Result<Self, HipError> {
+        let b = Self::new(dev, data.len())?;
+        dev.api.upload(b.ptr, data)?;
+        Ok(b)
+    }
+}
+
+impl Drop for DeviceBuffer {
+    fn drop(&mut self) {
+        if self.dev.bind().is_ok() {
+            self.dev.api.free(self.ptr);
+        }
+    }
+}
+
+/// Per-call scratch buffers, grown as needed and reused.
+#[derive(Default)]
+struct Workspace {
+    x: Option<DeviceBuffer>,
+    xt: Option<DeviceBuffer>,
+    aq: Option<DeviceBuffer>,
+    ad: Option<DeviceBuffer>,
+    y: Option<DeviceBuffer>,
+}
+
+fn ensure(
+    slot: &mut Option<DeviceBuffer>,
+    dev: &Arc<Device>,
+    bytes: usize,
+) -> Result<u64, HipError> {
+    if slot.as_ref().is_none_or(|b| b.bytes < bytes) {
+        *slot = None; // free first
+        *slot = Some(DeviceBuffer::new(dev, bytes)?);
+    }
+    Ok(slot.as_ref().map_or(0, |b| b.ptr))
+}
+
+/// A matrix on the device.
+pub struct HipMatrix {
+    desc: MatrixDesc,
+    split: Split,
+    q: DeviceBuffer,
+    s: DeviceBuffer,
+    r: DeviceBuffer,
+}
+
+impl HipMatrix {
+    /// Bytes of weight data read per product (the canonical size).
+    pub fn weight_bytes(&self) -> usize {
+        self.desc.canonical_bytes().unwrap_or(0)
+    }
+}
+
+/// The HIP backend (see the crate docs).
+pub struct HipBackend {
+    dev: Arc<Device>,
+    name: String,
+    arch: String,
+    ws: Mutex<Workspace>,
+    signs: DeviceBuffer,
+}
+
+fn vendor_order() -> Vec<Vendor> {
+    match std::env::var("LOWBIT_HIP_PLATFORM").as_deref() {
+        Ok("amd") => vec![Vendor::Amd],
+        Ok("nvidia") => vec![Vendor::Nvidia],
+        _ => vec![Vendor::Amd, Vendor::Nvidia],
+    }
+}
+
+fn too_large(format: FormatId) -> HipError {
+    HipError::Core(Error::Unsupported {
+        format,
+        op: "a dimension of 2^32 or more on the HIP backend",
+    })
+}
+
+fn u32_of(v: usize, format: FormatId) -> Result<u64, HipError> {
+    u32::try_from(v).map(u64::from).map_err(|_| too_large(format))
+}
+
+impl HipBackend {
+    /// Opens the first usable device. Errors for which [`HipError::is_unavailable`] holds mean
+    /// "no runtime / no device here": use another backend.
+    pub fn new() -> Result<Self, HipError> {
+        let index: i32 =
+            std::env::var("LOWBIT_HIP_DEVICE").ok().and_then(|v| v.parse().ok()).unwrap_or(0);
+        let mut why = Vec::new();
+        for vendor in vendor_order() {
+            match Api::load(vendor).and_then(|api| Device::open(api, index)) {
+                Ok(dev) => return Self::with_device(dev),
+                Err(e) if e.is_unavailable() => why.push(e),
+                Err(e) => return Err(e),
+            }
+        }
+        if why.len() == 1 {
+            return Err(why.remove(0));
+        }
+        let detail = why.iter().map(|e| e.to_string()).collect::<Vec<_>>().join("; ");
+        Err(HipError::Unavailable { detail })
+    }
+
+    fn with_device(mut dev: Device) -> Result<Self, HipError> {
+        let arch = match dev.api.compute_capability(dev.index)? {
+            Some((maj, min)) => format!("sm_{maj}{min}"),
+            None => std::env::var("LOWBIT_HIP_ARCH").unwrap_or_default(),
+        };
+        let code = compile::compile_kernels(&dev.api, &arch)?;
+        dev.load_kernels(&code, &kernel_names())?;
+        let name = format!(
+            "hip-{}:{}",
+            match dev.api.vendor {
+                Vendor::Amd => "amd",
+                Vendor::Nvidia => "nvidia",
+            },
+            dev.api.name(dev.index)?
+        );
+        let dev = Arc::new(dev);
+        let mut words = [0u32; 16];
+        for (i, s) in lowbit_core::rotate::FWHT_SIGNS1
+            .iter()
+            .chain(&lowbit_core::rotate::FWHT_SIGNS2)
+            .enumerate()
+        {
+            if *s > 0.0 {
+                words[i / 32] |= 1 << (i % 32);
+            }
+        }
+        let signs = DeviceBuffer::with(&dev, bytemuck::cast_slice(&words))?;
+        Ok(HipBackend { dev, name, arch, ws: Mutex::new(Workspace::default()), signs })
+    }
+
+    /// The compile target ("sm_90", "gfx1100"; empty = hiprtc's default for the device).
+    pub fn arch(&self) -> &str {
+        &self.arch
+    }
+
+    /// The loaded driver and compiler libraries.
+    pub fn libraries(&self) -> [&str; 2] {
+        [&self.dev.api.paths[0], &self.dev.api.paths[1]]
+    }
+
+    fn launch(&self, name: &str, grid: [u32; 2], args: &mut [u64]) -> Result<(), HipError> {
+        let f = self.dev.kernel(name)?;
+        self.dev.api.launch_kernel(f, grid, BLOCK, args)
+    }
+
+    /// Checks activations the way the reference encoder would: for quantized activations any
+    /// non-finite value, or a block scale beyond f16, is the reference's error for that column.
+    fn check_activations(&self, format: FormatId, x: &[f32], cols: usize) -> Result<(), HipError> {
+        let bad =
+            x.iter().any(|v| !v.is_finite() || half::f16::from_f32(v.abs() / 127.0).is_infinite());
+        if bad {
+            for col in x.chunks_exact(cols) {
+                PreparedActivations::new(format, col)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Uploads `x` and prepares it on the device; returns the activation pointers for the
+    /// matvec kernel: (interleaved f32, Q8_0 quants, Q8_0 scales); unused ones are 0.
+    fn prepare(
+        &self,
+        ws: &mut Workspace,
+        sp: &Split,
+        format: FormatId,
+        x: &[f32],
+        cols: usize,
+    ) -> Result<[u64; 3], HipError> {
+        let total = x.len();
+        let xp = ensure(&mut ws.x, &self.dev, total * 4)?;
+        self.dev.api.upload(xp, bytemuck::cast_slice(x))?;
+        let act = if sp.q8_act {
+            [
+                xp,
+                ensure(&mut ws.aq, &self.dev, total)?,
+                ensure(&mut ws.ad, &self.dev, (total / 32) * 4)?,
+            ]
+        } else {
+            [xp, ensure(&mut ws.xt, &self.dev, total * 4)?, 0]
+        };
+        self.prepare_on_device(sp, format, act, total, cols)?;
+        Ok(if sp.q8_act { act } else { [act[1], 0, 0] })
+    }
+
+    /// Launches the matvec kernel(s) for `n` columns into `yp`.
+    fn run_matvec(&self, m: &HipMatrix, act: [u64; 3], yp: u64, n: usize) -> Result<(), HipError> {
+        let MatrixDesc { format, rows, cols } = m.desc;
+        let nc = match n {
+            1 => 1,
+            2 => 2,
+            3..=4 => 4,
+            5..=8 => 8,
+            _ => 16,
+        };
+        let gy = u32::try_from(n.div_ceil(nc)).map_err(|_| too_large(format))?;
+        let gx = u32::try_from(rows.div_ceil(WARPS_PER_CTA * rows_per_warp(nc)).min(1 << 20))
+            .map_err(|_| too_large(format))?;
+        let name = format!("lb_mv_{}_{nc}_r{}", m.split.stem, rows_per_warp(nc));
+        let (rows, nb, n) = (u32_of(rows, format)?, u32_of(cols / 32, format)?, u32_of(n, format)?);
+        let mut args: Vec<u64> = vec![m.q.ptr, m.s.ptr, m.r.ptr];
+        if m.split.q8_act {
+            args.extend([act[1], act[2]]);
+        } else {
+            args.push(act[0]);
+        }
+        debug_assert!(act[0] != 0);
+        args.extend([yp, rows, nb, n]);
+        self.launch(&name, [gx, gy], &mut args)
+    }
+
+    fn check_lengths(desc: &MatrixDesc, x: &[f32], n: usize, y: &[f32]) -> Result<(), HipError> {
+        let MatrixDesc { format, rows, cols } = *desc;
+        if x.len() != n * cols {
+            return Err(Error::Length {
+                format,
+                buffer: Buffer::Activations,
+                got: x.len(),
+                expected: n * cols,
+            }
+            .into());
+        }
+        if y.len() != n * rows {
+            return Err(Error::Length {
+                format,
+                buffer: Buffer::Values,
+                got: y.len(),
+                expected: n * rows,
+            }
+            .into());
+        }
+        Ok(())
+    }
+
+    /// GPU time of one `matmul` (activation preparation + matvec, x already on the device),
+    /// averaged over `reps` back-to-back calls between two events, in seconds.
+    pub fn time_matmul(
+        &self,
+        m: &HipMatrix,
+        x: &[f32],
+        n: usize,
+        reps: usize,
+    ) -> Result<f64, HipError> {
+        let mut y = vec![0f32; n * m.desc.rows];
+        self.matmul(m, x, n, &mut y)?; // validates, warms up
+        let mut ws = self.ws.lock().unwrap_or_else(|p| p.into_inner());
+        let act = self.prepare(&mut ws, &m.split, m.desc.format, x, m.desc.cols)?;
+        let yp = ensure(&mut ws.y, &self.dev, n * m.desc.rows * 4)?;
+        let dev_act =
+            if m.split.q8_act { act } else { [ws.x.as_ref().map_or(0, |b| b.ptr), act[0], 0] };
+        let ms = self.dev.api.time_ms(&mut || {
+            for _ in 0..reps {
+                self.prepare_on_device(&m.split, m.desc.format, dev_act, x.len(), m.desc.cols)?;
+                self.run_matvec(m, act, yp, n)?;
+            }
+            Ok(())
+        })?;
+        Ok(f64::from(ms) * 1e-3 / reps.max(1) as f64)
+    }
+
+    /// The device part of `prepare` (x already uploaded to `act[0]`): FWHT-256 in place for
+    /// rotated formats, then Q8_0 quantization into `act[1]`/`act[2]`, or the f32 interleave
+    /// into `act[1]`. Re-running it re-rotates x, which only timing does.
+    fn prepare_on_device(
+        &self,
+        sp: &Split,
+        format: FormatId,
+        act: [u64; 3],
+        total: usize,
+        cols: usize,
+    ) -> Result<(), HipError> {
+        let nb = u32_of(cols / 32, format)?;
+        if format.info().rotation == Rotation::Fwht256 {
+            let segs = u32_of(total / 256, format)?;
+            self.launch("lb_fwht256", [segs as u32, 1], &mut [act[0], self.signs.ptr, segs])?;
+        }
+        if sp.q8_act {
+            let grid =
+                u32::try_from(total.div_ceil(BLOCK as usize)).map_err(|_| too_large(format))?;
+            let order = u64::from(format == FormatId::RocmFp2);
+            self.launch(
+                "lb_quantize_q8_0",
+                [grid, 1],
+                &mut [act[0], act[1], act[2], u32_of(total, format)?, nb, order],
+            )?;
+        } else {
+            let total4 = total / 4;
+            let grid =
+                u32::try_from(total4.div_ceil(BLOCK as usize)).map_err(|_| too_large(format))?;
+            self.launch(
+                "lb_interleave_f32",
+                [grid, 1],
+                &mut [act[0], act[1], u32_of(total4, format)?, nb],
+            )?;
+        }
+        Ok(())
+    }
+
+    /// Read bandwidth of this device (bytes/s) for a buffer of `bytes`: the `lb_read` kernel
+    /// timed with events over `reps` passes. The ceiling matvec figures are compared with.
+    pub fn read_bandwidth(&self, bytes: usize, reps: usize) -> Result<f64, HipError> {
+        self.dev.bind()?;
+        let n16 = bytes / 16;
+        let buf = DeviceBuffer::new(&self.dev, n16 * 16)?;
+        let sink = DeviceBuffer::new(&self.dev, 4)?;
+        let grid = 132 * 16; // enough resident blocks for any current GPU; grid-strided
+        let mut args = [buf.ptr, n16 as u64, sink.ptr];
+        self.launch("lb_read", [grid, 1], &mut args)?;
+        self.dev.api.sync()?;
+        let ms = self.dev.api.time_ms(&mut || {
+            for _ in 0..reps {
+                self.launch("lb_read", [grid, 1], &mut args)?;
+            }
+            Ok(())
+        })?;
+        Ok((n16 * 16 * reps) as f64 / (f64::from(ms) * 1e-3))
+    }
+
+    /// Quantizes `x` to Q8_0 with the device kernel (quants, f32 scales); for tests that check
+    /// the device encoder against the core's bit for bit.
+    #[doc(hidden)]
+    pub fn device_quantize_q8_0(&self, x: &[f32]) -> Result<(Vec<i8>, Vec<f32>), HipError> {
+        self.dev.bind()?;
+        let mut ws = self.ws.lock().unwrap_or_else(|p| p.into_inner());
+        let sp = layout::split(FormatId::Q8_0).ok_or(too_large(FormatId::Q8_0))?;
+        let act = self.prepare(&mut ws, &sp, FormatId::Q8_0, x, x.len())?;
+        let mut qi = vec![0i8; x.len()];
+        let mut d = vec![0f32; x.len() / 32];
+        self.dev.api.download(bytemuck::cast_slice_mut(&mut qi), act[1])?;
+        self.dev.api.download(bytemuck::cast_slice_mut(&mut d), act[2])?;
+        // Undo the half-block interleave (one column of x.len() elements).
+        let nb = x.len() / 32;
+        let mut q = vec![0i8; x.len()];
+        for (i, v) in q.iter_mut().enumerate() {
+            let (b, j) = (i / 32, i % 32);
+            *v = qi[(j / 16) * nb * 16 + b * 16 + j % 16];
+        }
+        Ok((q, d))
+    }
+}
+
+/// Every kernel the backend resolves at load.
+fn kernel_names() -> Vec<String> {
+    let mut v: Vec<String> = ["lb_quantize_q8_0", "lb_interleave_f32", "lb_fwht256", "lb_read"]
+        .map(String::from)
+        .to_vec();
+    for stem in ["q8_0", "q4_0", "rocmfp2", "hfp4", "hfp4p"] {
+        for nc in [1, 2, 4, 8, 16] {
+            for r in [1, 2, 4] {
+                v.push(format!("lb_mv_{stem}_{nc}_r{r}"));
+            }
+        }
+    }
+    v
+}
+
+impl Backend for HipBackend {
+    type Matrix = HipMatrix;
+    type Error = HipError;
+
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn supports(&self, format: FormatId) -> bool {
+        layout::split(format).is_some()
+    }
+
+    fn upload(&self, desc: MatrixDesc, bytes: &[u8]) -> Result<HipMatrix, HipError> {
+        let format = desc.format;
+        let sp = layout::split(format).ok_or(HipError::Core(Error::Unsupported {
+            format,
+            op: "matmul on the HIP backend",
+        }))?;
+        let rb = format.row_bytes(desc.cols)?;
+        let need = desc.canonical_bytes()?;
+        if bytes.len() != need {
+            return Err(Error::Length {
+                format,
+                buffer: Buffer::Encoded,
+                got: bytes.len(),
+                expected: need,
+            }
+            .into());
+        }
+        u32_of(desc.rows, format)?;
+        u32_of(desc.cols, format)?;
+        let mut scratch = vec![0f32; desc.cols];
+        for (r, row) in bytes.chunks_exact(rb.max(1)).enumerate() {
+            codec::decode_row(format, row, &mut scratch).map_err(|e| e.at(r * rb))?;
+        }
+        let planes = layout::to_planes(&sp, &desc, bytes, rb);
+        self.dev.bind()?;
+        Ok(HipMatrix {
+            desc,
+            split: sp,
+            q: DeviceBuffer::with(&self.dev, &planes.q)?,
+            s: DeviceBuffer::with(&self.dev, &planes.s)?,
+            r: DeviceBuffer::with(&self.dev, &planes.r)?,
+        })
+    }
+
+    fn desc(&self, m: &HipMatrix) -> MatrixDesc {
+        m.desc
+    }
+
+    fn matmul(&self, m: &HipMatrix, x: &[f32], n: usize, y: &mut [f32]) -> Result<(), HipError> {
+        Self::check_lengths(&m.desc, x, n, y)?;
+        let MatrixDesc { format, rows, cols } = m.desc;
+        if n == 0 || rows == 0 {
+            return Ok(());
+        }
+        if cols == 0 {
+            y.iter_mut().for_each(|v| *v = 0.0);
+            return Ok(());
+        }
+        if m.split.q8_act {
+            self.check_activations(format, x, cols)?;
+        }
+        self.dev.bind()?;
+        let mut ws = self.ws.lock().unwrap_or_else(|p| p.into_inner());
+        let act = self.prepare(&mut ws, &m.split, format, x, cols)?;
+        let yp = ensure(&mut ws.y, &self.dev, n * rows * 4)?;
+        self.run_matvec(m, act, yp, n)?;
+        self.dev.api.download(bytemuck::cast_slice_mut(y), yp)
+    }
+}

@@ -1,0 +1,168 @@
+//! The HIP backend against the core's ReferenceBackend: every supported format, odd row
+//! counts, every column-count shape (n = 1, 2..16, > 16), within the accumulation bound; the
+//! device Q8_0 quantizer bit for bit; errors identical to the reference's.
+//!
+//! Without a GPU runtime or device these tests print why and pass; `LOWBIT_REQUIRE_HIP=1`
+//! makes them fail instead (set it wherever a device is expected).
+
+mod common;
+
+use common::{random_acts, random_matrix, Rng};
+use lowbit_core::backend::{Backend, MatrixDesc, PreparedActivations, ReferenceBackend};
+use lowbit_core::codec::{self, EncodeOptions};
+use lowbit_core::FormatId;
+use lowbit_hip::HipBackend;
+
+fn backend() -> Option<HipBackend> {
+    match HipBackend::new() {
+        Ok(b) => Some(b),
+        Err(e) if e.is_unavailable() => {
+            if std::env::var("LOWBIT_REQUIRE_HIP").is_ok_and(|v| v == "1") {
+                panic!("LOWBIT_REQUIRE_HIP=1 but: {e}");
+            }
+            eprintln!("skipping HIP tests: {e}");
+            None
+        }
+        Err(e) => panic!("HIP backend failed to start: {e}"),
+    }
+}
+
+const FORMATS: [FormatId; 6] = [
+    FormatId::Q8_0,
+    FormatId::Q4_0,
+    FormatId::RocmFp2,
+    FormatId::Hfp4G32,
+    FormatId::Mfp4G32,
+    FormatId::Mfp4G32P,
+];
+
+/// Σ|w_i a_i| per (column, row) over decoded weights and the reference's prepared activations.
+fn abs_terms(format: FormatId, w: &[u8], rows: usize, k: usize, x: &[f32], n: usize) -> Vec<f64> {
+    let wd = codec::decode_to_vec(format, k, w).unwrap();
+    let mut out = vec![0f64; n * rows];
+    for c in 0..n {
+        let act = PreparedActivations::new(format, &x[c * k..(c + 1) * k]).unwrap();
+        let a: Vec<f32> = match &act {
+            PreparedActivations::F32(v) => v.clone(),
+            PreparedActivations::Q8_0(b) => {
+                codec::decode_to_vec(FormatId::Q8_0, k, bytemuck::cast_slice(b)).unwrap()
+            }
+            other => panic!("unexpected activations {other:?}"),
+        };
+        for r in 0..rows {
+            out[c * rows + r] =
+                (0..k).map(|i| (f64::from(wd[r * k + i]) * f64::from(a[i])).abs()).sum();
+        }
+    }
+    out
+}
+
+#[test]
+fn matmul_matches_reference_within_the_bound() {
+    let Some(hip) = backend() else { return };
+    eprintln!("device: {} ({})", hip.name(), hip.arch());
+    let mut rng = Rng(7);
+    for format in FORMATS {
+        assert!(hip.supports(format), "{format}");
+        let mult = format.geometry().row_multiple;
+        for (rows, k) in [(37usize, 256usize), (130, 768), (5, 2048), (1, 256)] {
+            if k % mult != 0 {
+                continue;
+            }
+            let w = random_matrix(&mut rng, format, rows, k);
+            let desc = MatrixDesc { format, rows, cols: k };
+            let m = hip.upload(desc, &w).unwrap();
+            let rm = ReferenceBackend.upload(desc, &w).unwrap();
+            for n in [1usize, 2, 3, 5, 8, 13, 16, 17, 40] {
+                let x = random_acts(&mut rng, n, k);
+                let mut y = vec![f32::NAN; n * rows];
+                let mut yr = vec![0f32; n * rows];
+                hip.matmul(&m, &x, n, &mut y).unwrap();
+                ReferenceBackend.matmul(&rm, &x, n, &mut yr).unwrap();
+                let terms = abs_terms(format, &w, rows, k, &x, n);
+                for i in 0..n * rows {
+                    // Both sides are within c = 2 of the exact sum: their difference within 4.
+                    let tol = 4.0 * k as f64 * 2f64.powi(-24) * terms[i];
+                    let d = (f64::from(y[i]) - f64::from(yr[i])).abs();
+                    assert!(
+                        d <= tol,
+                        "{format} rows {rows} k {k} n {n} col {} row {}: hip {} ref {} diff {d:e} > {tol:e}",
+                        i / rows,
+                        i % rows,
+                        y[i],
+                        yr[i]
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn device_quantizer_is_bit_exact() {
+    let Some(hip) = backend() else { return };
+    let mut rng = Rng(11);
+    let mut x = rng.values(32 * 64);
+    // Ties of x * (1/d) at .5, an all-zero block, tiny (f16-subnormal scale) and huge blocks.
+    for (i, v) in x[..32].iter_mut().enumerate() {
+        *v = (i as f32 - 15.5) * 0.25;
+    }
+    x[32..64].iter_mut().for_each(|v| *v = 0.0);
+    x[64..96].iter_mut().enumerate().for_each(|(i, v)| *v = (i as f32 - 3.0) * 1e-7);
+    x[96..128].iter_mut().enumerate().for_each(|(i, v)| *v = (i as f32 - 9.0) * 3.0e5);
+    x[128..160].iter_mut().enumerate().for_each(|(i, v)| *v = -(i as f32) * 1e-42);
+    let (q, d) = hip.device_quantize_q8_0(&x).unwrap();
+    let mut want = vec![0u8; x.len() / 32 * 34];
+    codec::encode_row(FormatId::Q8_0, &x, &EncodeOptions::default(), &mut want).unwrap();
+    for (b, blk) in want.chunks_exact(34).enumerate() {
+        let wd = half::f16::from_le_bytes([blk[0], blk[1]]).to_f32();
+        assert_eq!(d[b].to_bits(), wd.to_bits(), "block {b} scale");
+        for j in 0..32 {
+            assert_eq!(q[b * 32 + j], blk[2 + j] as i8, "block {b} elem {j}");
+        }
+    }
+}
+
+#[test]
+fn errors_match_the_reference() {
+    let Some(hip) = backend() else { return };
+    let mut rng = Rng(3);
+    for format in FORMATS {
+        let k = 256;
+        let w = random_matrix(&mut rng, format, 3, k);
+        let desc = MatrixDesc { format, rows: 3, cols: k };
+        // Wrong length.
+        let e1 = hip.upload(desc, &w[1..]).err().unwrap().to_string();
+        let e2 = ReferenceBackend.upload(desc, &w[1..]).err().unwrap().to_string();
+        assert_eq!(e1, e2);
+        // A broken block scale in row 2 (every format here has a checked scale field).
+        let rb = format.row_bytes(k).unwrap();
+        let mut bad = w.clone();
+        let off = 2 * rb
+            + match format {
+                FormatId::Q8_0 | FormatId::Q4_0 => 1, // f16 d high byte
+                FormatId::RocmFp2 => 8,
+                _ => 16, // first block's scale byte
+            };
+        bad[off] = 0xFF;
+        let e1 = hip.upload(desc, &bad).err().map(|e| e.to_string());
+        let e2 = ReferenceBackend.upload(desc, &bad).err().map(|e| e.to_string());
+        assert_eq!(e1, e2, "{format}");
+        // Non-finite activations.
+        let m = hip.upload(desc, &w).unwrap();
+        let rm = ReferenceBackend.upload(desc, &w).unwrap();
+        let mut x = random_acts(&mut rng, 2, k);
+        x[k + 17] = f32::NAN;
+        let (mut y, mut yr) = (vec![0f32; 6], vec![0f32; 6]);
+        let r1 = hip.matmul(&m, &x, 2, &mut y).map_err(|e| e.to_string());
+        let r2 = ReferenceBackend.matmul(&rm, &x, 2, &mut yr).map_err(|e| e.to_string());
+        assert_eq!(r1.is_err(), r2.is_err(), "{format}");
+        if let (Err(a), Err(b)) = (&r1, &r2) {
+            assert_eq!(a, b, "{format}");
+        } else {
+            for (a, b) in y.iter().zip(&yr) {
+                assert_eq!(a.is_nan(), b.is_nan(), "{format}");
+            }
+        }
+    }
+}
