@@ -24,8 +24,14 @@
 //! **c = 1** for every format here (not bit-identical to the reference, whose order differs).
 //! Where `sum|w_i a_i|` itself exceeds f32 (MXFP4 scales near 2^127), a lane may overflow.
 //!
+//! VNNI. Under `Isa::Avx512Vnni` the formats of [`kernel_vnni`] run [`Lanes::dot_vnni`]
+//! (compiled in [`entry_vnni`] with AVX-512 VNNI enabled): `vpdpbusd` adds the four u8 x i8
+//! products of each i32 lane directly, starting from the negated correction, which is the same
+//! exact lane integer as the `vpmaddubsw` / `vpmaddwd` pair, so results are identical.
+//!
 //! What must not live here: length checks (`super::check_q8_0`, `super::ext::check`), the
-//! AVX2 kernels, other formats.
+//! AVX2 kernels, other formats (the other files in `z512`'s layout: `super::iq512`,
+//! `super::q3k512`, `super::tq1_512`, `super::nvfp4_512`).
 
 #![allow(clippy::incompatible_msrv)]
 // Plane, row and column indices address several arrays at once.
