@@ -3,7 +3,8 @@
 for docs/BENCHMARKS.md: per format the n = 1 time at 1 and 2 threads, the ratio to the read
 bandwidth measured in the same run, n = 4 / n = 1 (2 threads), llama.cpp's issue-3 figure
 (measured on the previous machine; n = 1, 2 threads) and whether ours is 1.25x faster, and
-optionally the cache-resident compute rate from a kprobe log.
+optionally the cache-resident compute rates from a kprobe log (n = 1: GB/s of weights per
+core; n = 4: ns per KB of weights).
 
 usage: tools/bench_table.py REPORT.json [KPROBE.txt]
 """
@@ -22,14 +23,17 @@ BW_TARGET = {"ROCMFP2", "ROCMFP3", "HFP4G32", "MFP4G32", "MFP4G32P", "TQ1_0", "T
              "PQ2_0", "PTQ1_0", "Q8_0", "Q4_0", "Q4_K", "Q6_K"}
 
 
+nan = float("nan")
+
+
 def main():
     rep = json.load(open(sys.argv[1]))
     probe = {}
     if len(sys.argv) > 2:
         for line in open(sys.argv[2]):
-            m = re.match(r"(\S+)\s+n=\s*1:.*marginal ([0-9.]+) GB/s", line)
+            m = re.match(r"(\S+)\s+n=\s*([0-9]+):.*marginal ([0-9.]+) GB/s \(([0-9.]+) ns/KB", line)
             if m:
-                probe[m.group(1)] = float(m.group(2))
+                probe[(m.group(1), int(m.group(2)))] = (float(m.group(3)), float(m.group(4)))
     rows = {}
     for r in rep["matmul"]:
         rows[(r["format"], r["n"], r["threads"])] = r
@@ -38,8 +42,8 @@ def main():
         if r["format"] not in formats:
             formats.append(r["format"])
     print("| format | n=1 1 thr, us | n=1 2 thr, us | ratio (2 thr) | n=4/n=1 (2 thr) "
-          "| llama.cpp, us | 1.25x faster | cache-resident GB/s/core |")
-    print("|---|--:|--:|--:|--:|--:|---|--:|")
+          "| llama.cpp, us | 1.25x faster | cached n=1 GB/s/core | cached n=4 ns/KB |")
+    print("|---|--:|--:|--:|--:|--:|---|--:|--:|")
     for f in formats:
         a = rows.get((f, 1, 1))
         b = rows.get((f, 1, 2))
@@ -51,7 +55,8 @@ def main():
         mark = "**" if f in BW_TARGET else ""
         print(f"| {mark}{f}{mark} | {a['us_per_call']:.0f} | {b['us_per_call']:.0f} "
               f"| {b['ratio_to_bandwidth']:.2f} | {c['us_per_call'] / b['us_per_call']:.2f} "
-              f"| {ll if ll else '-'} | {fast} | {probe.get(f, float('nan')):.1f} |")
+              f"| {ll if ll else '-'} | {fast} | {probe.get((f, 1), (nan, nan))[0]:.1f} "
+              f"| {probe.get((f, 4), (nan, nan))[1]:.0f} |")
 
 
 if __name__ == "__main__":
