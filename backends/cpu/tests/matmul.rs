@@ -286,9 +286,14 @@ const AVX512_ONLY: [FormatId; 15] = [
     FormatId::Iq3S,
 ];
 
-/// The formats with a `vpdpbusd` form (x86/z512.rs `kernel_vnni`).
-const VNNI_FORMATS: [FormatId; 7] = [
+/// The formats with a `vpdpbusd` form (x86/z512.rs `kernel_vnni`, x86/legacy512.rs
+/// `kernel_vnni`).
+const VNNI_FORMATS: [FormatId; 11] = [
     FormatId::Q4_0,
+    FormatId::Q8_0,
+    FormatId::Q4_1,
+    FormatId::Q5_0,
+    FormatId::Q5_1,
     FormatId::Mxfp4,
     FormatId::Nvfp4,
     FormatId::Tq2_0,
@@ -297,12 +302,29 @@ const VNNI_FORMATS: [FormatId; 7] = [
     FormatId::Ptq1_0,
 ];
 
+/// The VNNI kernels are selected, and give bit for bit the AVX-512 kernels' results (the same
+/// exact lane integers, z512.rs).
 #[test]
-fn vnni_kernels_are_selected() {
+fn vnni_kernels_are_selected_and_identical() {
     let Ok(cpu) = CpuBackend::with_isa(Isa::Avx512Vnni) else { return };
+    let plain = CpuBackend::with_isa(Isa::Avx512).unwrap();
     for format in VNNI_FORMATS {
         let name = cpu.table().kernel_name(format).unwrap();
         assert!(name.starts_with("avx512-vnni-"), "{format}: {name}");
+        let mut rng = Rng(300 + format as u64);
+        let (rows, k) = (37, 4 * format.geometry().row_multiple.max(64));
+        let w = random_matrix(&mut rng, format, rows, k);
+        let desc = MatrixDesc { format, rows, cols: k };
+        let (mv, mp) = (cpu.upload(desc, &w).unwrap(), plain.upload(desc, &w).unwrap());
+        for n in [1, 2, 3, 4, 9, 16, 40] {
+            let x = random_acts(&mut rng, n, k);
+            let (mut yv, mut yp) = (vec![0f32; n * rows], vec![1f32; n * rows]);
+            cpu.matmul(&mv, &x, n, &mut yv).unwrap();
+            plain.matmul(&mp, &x, n, &mut yp).unwrap();
+            for (i, (a, b)) in yv.iter().zip(&yp).enumerate() {
+                assert!(same(*a, *b), "{format} n={n}: y[{i}] = {a} (vnni) vs {b}");
+            }
+        }
     }
 }
 

@@ -11,7 +11,7 @@
 //! the odd integer `2 ls + 1`, and an f16 `d` times a power of two (1/8, 1/4 or 1). Layouts
 //! from ggml `block_iq2_xxs` .. `block_iq3_s` and `dequantize_row_iq*` (ggml-quants.c), as in
 //! the core. A block decodes into four 64-byte registers of unsigned grid magnitudes in
-//! element order (one `vpgatherqq` / `vpgatherdd` each), four 64-bit sign masks and four i16
+//! element order (scalar table loads assembled into vectors, measured faster than `vpgatherqq` / `vpgatherdd` on Zen 4), four 64-bit sign masks and four i16
 //! scale vectors (scale of the sub-block each word pair belongs to, one `vpermw`).
 //!
 //! Per column (record: the Q8_K block's 256 activations in element order and `d_a`): the
@@ -268,14 +268,20 @@ unsafe fn load8(grid: &[u64], idx: [usize; 8]) -> __m512i {
     }
 }
 
-/// Sixteen 4-byte grid entries of `grid` at the 32-bit indices `idx`.
+/// Sixteen 4-byte grid entries of `grid` at the 16 indices, by scalar loads.
 ///
 /// # Safety
 /// Every index is below `grid.len()`; AVX-512F is available.
 #[inline(always)]
-unsafe fn gather32(idx: __m512i, grid: &[u32]) -> __m512i {
-    // SAFETY: the caller bounds the indices; the gather reads 4 bytes per index.
-    unsafe { _mm512_i32gather_epi32::<4>(idx, grid.as_ptr().cast()) }
+unsafe fn load16(grid: &[u32], idx: impl Fn(usize) -> usize) -> __m512i {
+    // SAFETY: the caller bounds the indices; register-only operations otherwise.
+    unsafe {
+        let e = |i: usize| *grid.get_unchecked(idx(i)) as i32;
+        let x = |b: usize| _mm_setr_epi32(e(b), e(b + 1), e(b + 2), e(b + 3));
+        let y0 = _mm256_inserti128_si256::<1>(_mm256_castsi128_si256(x(0)), x(4));
+        let y1 = _mm256_inserti128_si256::<1>(_mm256_castsi128_si256(x(8)), x(12));
+        _mm512_inserti64x4::<1>(_mm512_castsi256_si512(y0), y1)
+    }
 }
 
 /// IQ2_XXS (66 bytes: `d` f16, then per sub-block of 32 a u32 of four 8-bit grid indices and
@@ -301,7 +307,7 @@ impl Lanes for Iq2Xxs {
 
     #[inline(always)]
     unsafe fn decode(p: *const u8) -> Grid {
-        // SAFETY: reads bytes 0..66 at `p` (caller); gather indices are bytes (< 256 =
+        // SAFETY: reads bytes 0..66 at `p` (caller); grid indices are bytes (< 256 =
         // `IQ2XXS_GRID.len()`); register-only operations otherwise.
         unsafe {
             let q = p.add(2);
@@ -349,7 +355,7 @@ impl Lanes for Iq2Xs {
 
     #[inline(always)]
     unsafe fn decode(p: *const u8) -> Grid {
-        // SAFETY: reads bytes 0..74 at `p` (caller); gather indices are masked to 9 bits
+        // SAFETY: reads bytes 0..74 at `p` (caller); grid indices are masked to 9 bits
         // (< 512 = `IQ2XS_GRID.len()`); register-only operations otherwise.
         unsafe {
             let q = p.add(2);
@@ -397,7 +403,7 @@ impl Lanes for Iq2S {
 
     #[inline(always)]
     unsafe fn decode(p: *const u8) -> Grid {
-        // SAFETY: reads bytes 0..82 at `p` (caller); gather indices are a byte plus 2 bits
+        // SAFETY: reads bytes 0..82 at `p` (caller); grid indices are a byte plus 2 bits
         // shifted to bits 8..10 (< 1024 = `IQ2S_GRID.len()`); register-only otherwise.
         unsafe {
             let mut g = [_mm512_setzero_si512(); 4];
@@ -444,7 +450,7 @@ impl Lanes for Iq3Xxs {
 
     #[inline(always)]
     unsafe fn decode(p: *const u8) -> Grid {
-        // SAFETY: reads bytes 0..98 at `p` (caller); gather indices are bytes (< 256 =
+        // SAFETY: reads bytes 0..98 at `p` (caller); grid indices are bytes (< 256 =
         // `IQ3XXS_GRID.len()`); register-only operations otherwise.
         unsafe {
             let aux = p.add(66);
@@ -454,8 +460,7 @@ impl Lanes for Iq3Xxs {
             let sc = spread_scales(_mm512_castsi256_si512(ls), &PERM_DW);
             let mut g = [_mm512_setzero_si512(); 4];
             for v in 0..4 {
-                let idx = _mm512_cvtepu8_epi32(_mm_loadu_si128(p.add(2 + 16 * v).cast()));
-                g[v] = gather32(idx, &IQ3XXS_GRID);
+                g[v] = load16(&IQ3XXS_GRID, |i| usize::from(*p.add(2 + 16 * v + i)));
             }
             let m = sign_masks(fields7(_mm512_castsi256_si512(x), 0, 1));
             (g, m, sc, _mm512_mul_ps(f16_bcast(p), _mm512_set1_ps(0.25)))
@@ -493,7 +498,7 @@ impl Lanes for Iq3S {
 
     #[inline(always)]
     unsafe fn decode(p: *const u8) -> Grid {
-        // SAFETY: reads bytes 0..110 at `p` (caller); gather indices are a byte plus bit 8
+        // SAFETY: reads bytes 0..110 at `p` (caller); grid indices are a byte plus bit 8
         // (< 512 = `IQ3S_GRID.len()`); register-only operations otherwise.
         unsafe {
             let s = _mm_cvtsi32_si128(ptr::read_unaligned(p.add(106).cast::<i32>()));
@@ -509,8 +514,10 @@ impl Lanes for Iq3S {
             for v in 0..4 {
                 let lo = _mm512_cvtepu8_epi32(_mm_loadu_si128(p.add(2 + 16 * v).cast()));
                 let h = u16::from_le(ptr::read_unaligned(p.add(66 + 2 * v).cast::<u16>()));
-                let idx = _mm512_mask_or_epi32(lo, h, lo, b256);
-                g[v] = gather32(idx, &IQ3S_GRID);
+                let mut idx = [0u32; 16];
+                let iv = _mm512_mask_or_epi32(lo, h, lo, b256);
+                _mm512_storeu_si512(idx.as_mut_ptr().cast(), iv);
+                g[v] = load16(&IQ3S_GRID, |i| idx[i] as usize);
                 m[v] = u64::from_le(ptr::read_unaligned(p.add(74 + 8 * v).cast::<u64>()));
             }
             (g, m, sc, f16_bcast(p))

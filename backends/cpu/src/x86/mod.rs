@@ -3,8 +3,13 @@
 //! ternary types, MXFP4 and IQ4_NL; `rocmfpx` (ROCmFP2 and ROCmFP3, tried first), `ext`
 //! and `ternary` (AVX2 ternary), `kquant` (AVX2 K-quants) and `hfp4`/`hfp4_512` (the HFP4
 //! family); `legacy512` (AVX-512 Q4_1, Q5_0, Q5_1, Q8_1), `legacy2` (AVX2
-//! Q4_1), `float` and `float2` (AVX-512 and AVX2 F32, F16, BF16).
-//! Every other format falls back to the scalar kernel.
+//! Q4_1), `float` and `float2` (AVX-512 and AVX2 F32, F16, BF16). In `z512`'s layout, AVX-512
+//! only: `iq512` (IQ1_S, IQ1_M, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ4_XS), `q3k512`
+//! (Q3_K), `tq1_512` (TQ1_0, PTQ1_0), `nvfp4_512` (NVFP4). `Isa::Avx512Vnni` runs the
+//! `vpdpbusd` forms of `z512`'s Q4_0, MXFP4, NVFP4 and ternary kernels (`z512::kernel_vnni`)
+//! and the AVX-512 table otherwise.
+//! Every other format (AVX2: every format above without an AVX2 kernel) falls back to the
+//! scalar kernel.
 //!
 //! Each kernel is a safe `fn` matching `RowsKernel` that checks every length the unsafe body
 //! relies on ([`check_q8_0`]) and then calls a `#[target_feature]` entry point. Those safe

@@ -24,8 +24,14 @@
 //! **c = 1** for every format here (not bit-identical to the reference, whose order differs).
 //! Where `sum|w_i a_i|` itself exceeds f32 (MXFP4 scales near 2^127), a lane may overflow.
 //!
+//! VNNI. Under `Isa::Avx512Vnni` the formats of [`kernel_vnni`] run [`Lanes::dot_vnni`]
+//! (compiled in [`entry_vnni`] with AVX-512 VNNI enabled): `vpdpbusd` adds the four u8 x i8
+//! products of each i32 lane directly, starting from the negated correction, which is the same
+//! exact lane integer as the `vpmaddubsw` / `vpmaddwd` pair, so results are identical.
+//!
 //! What must not live here: length checks (`super::check_q8_0`, `super::ext::check`), the
-//! AVX2 kernels, other formats.
+//! AVX2 kernels, other formats (the other files in `z512`'s layout: `super::iq512`,
+//! `super::q3k512`, `super::tq1_512`, `super::nvfp4_512`).
 
 #![allow(clippy::incompatible_msrv)]
 // Plane, row and column indices address several arrays at once.
@@ -414,9 +420,9 @@ fn run_q4_0<const V: bool>(
     cols: Range<usize>,
     out: &mut [f32],
 ) -> Result<(), Error> {
-    if !V && cols.len() > 4 {
-        // Wide tiles without VNNI: the paired-row body reads fewer activation bytes per weight
-        // byte. With VNNI this body's two `vpdpbusd` per 128 products win.
+    if cols.len() > 4 {
+        // Wide tiles: the paired-row body reads fewer activation bytes per weight byte (with
+        // or without VNNI, so both ISAs give the same bits).
         return super::avx512::run::<{ super::W_Q4_0 }>(format, w, rb, acts, cols, out);
     }
     let ck = super::check_q8_0(format, w, rb, acts, &cols, out, Q4_0::BB)?;
@@ -429,7 +435,7 @@ fn run_q4_0<const V: bool>(
     Ok(())
 }
 
-/// Q8_0 weights ([`super::q8_512::Q8`]); without VNNI, tiles wider than 4 columns run the
+/// Q8_0 weights ([`super::q8_512::Q8`]) for tiles of up to 4 columns; wider tiles run the
 /// paired-row body of [`super::avx512`], which reads fewer activation bytes per weight byte.
 fn run_q8<const V: bool>(
     format: FormatId,
@@ -439,7 +445,7 @@ fn run_q8<const V: bool>(
     cols: Range<usize>,
     out: &mut [f32],
 ) -> Result<(), Error> {
-    if !V && cols.len() > 4 {
+    if cols.len() > 4 {
         return super::avx512::run::<{ super::W_Q8_0 }>(format, w, rb, acts, cols, out);
     }
     run_q8_0::<super::q8_512::Q8, V>(format, w, rb, acts, cols, out)
