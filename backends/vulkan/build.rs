@@ -98,9 +98,7 @@ fn compile(dir: &Path, v: &Variant, common: &str, dot4: bool) -> Result<Vec<u32>
             )
         })?;
     let mut constants = naga::back::PipelineConstants::default();
-    for (name, value) in
-        [("WG", v.wg), ("TPR", v.tpr), ("RPT", v.rpt), ("NCOLS", v.ncols)]
-    {
+    for (name, value) in [("WG", v.wg), ("TPR", v.tpr), ("RPT", v.rpt), ("NCOLS", v.ncols)] {
         if module.overrides.iter().any(|(_, o)| o.name.as_deref() == Some(name)) {
             constants.insert(name.to_string(), f64::from(value));
         }
@@ -112,12 +110,10 @@ fn compile(dir: &Path, v: &Variant, common: &str, dot4: bool) -> Result<Vec<u32>
         &constants,
     )
     .map_err(|e| format!("{}: overrides: {e}", path.display()))?;
-    let mut caps_out: naga::FastHashSet<naga::back::spv::Capability> = [
-        naga::back::spv::Capability::Shader,
-        naga::back::spv::Capability::Float64,
-    ]
-    .into_iter()
-    .collect();
+    let mut caps_out: naga::FastHashSet<naga::back::spv::Capability> =
+        [naga::back::spv::Capability::Shader, naga::back::spv::Capability::Float64]
+            .into_iter()
+            .collect();
     if dot4 {
         caps_out.insert(naga::back::spv::Capability::DotProduct);
         caps_out.insert(naga::back::spv::Capability::DotProductInput4x8BitPacked);
@@ -127,8 +123,7 @@ fn compile(dir: &Path, v: &Variant, common: &str, dot4: bool) -> Result<Vec<u32>
         flags: naga::back::spv::WriterFlags::empty(),
         capabilities: Some(caps_out),
         force_loop_bounding: false,
-        zero_initialize_workgroup_memory:
-            naga::back::spv::ZeroInitializeWorkgroupMemoryMode::None,
+        zero_initialize_workgroup_memory: naga::back::spv::ZeroInitializeWorkgroupMemoryMode::None,
         ..Default::default()
     };
     let pipeline = naga::back::spv::PipelineOptions {

@@ -1,0 +1,179 @@
+//! The Vulkan backend against the core: device-side Q8_0 quantization byte for byte, every
+//! kernel against the exact product within the accumulation bound on odd shapes and column
+//! counts (both dot-product paths where the device has both), matrices split over several
+//! buffers, and errors. Skips with a message when no Vulkan device exists, unless
+//! LOWBIT_REQUIRE_VULKAN=1.
+
+mod common;
+
+use common::*;
+use lowbit_core::backend::{Backend, MatrixDesc, ReferenceBackend};
+use lowbit_core::codec::{self, EncodeOptions};
+use lowbit_core::format::ggml::BlockQ8_0;
+use lowbit_core::{Error, FormatId};
+use lowbit_vulkan::{VulkanError, VulkanOptions, FORMATS, MAX_PIPELINES};
+
+#[test]
+fn device_q8_0_quantization_is_the_core_encoder_byte_for_byte() {
+    for b in backends() {
+        let mut rng = Rng(7);
+        let k = 32 * 37;
+        let n = 5;
+        let mut x = rng.values(n * k);
+        // Edge blocks: all zero, one tiny value, exact ties of x * id, the largest scale.
+        x[32..64].iter_mut().for_each(|v| *v = 0.0);
+        x[64..96].iter_mut().for_each(|v| *v = 1e-30);
+        for (i, v) in x[96..128].iter_mut().enumerate() {
+            *v = (i as f32 - 16.0) * 0.5 + 0.25;
+        }
+        x[128] = 65504.0 * 127.0 * 0.999;
+        let got = ok(b.quantize_q8_0(&x, k), "quantize");
+        let opts = EncodeOptions::default();
+        for (j, col) in x.chunks_exact(k).enumerate() {
+            let mut want = vec![BlockQ8_0 { d: half::f16::ZERO, qs: [0; 32] }; k / 32];
+            codec::encode_row(FormatId::Q8_0, col, &opts, bytemuck::cast_slice_mut(&mut want))
+                .unwrap();
+            for (i, w) in want.iter().enumerate() {
+                let g = &got[j * k / 32 + i];
+                assert_eq!(g.d.to_bits(), w.d.to_bits(), "{}: column {j} block {i}: d", b.name());
+                if w.d.to_f32() != 0.0 {
+                    assert_eq!(g.qs, w.qs, "{}: column {j} block {i}: qs", b.name());
+                }
+            }
+        }
+    }
+}
+
+fn check_format(
+    b: &lowbit_vulkan::VulkanBackend,
+    format: FormatId,
+    rows: usize,
+    k: usize,
+    ns: &[usize],
+) {
+    let mut rng = Rng(rows as u64 * 1000 + k as u64);
+    let w = random_matrix(&mut rng, format, rows, k);
+    let desc = MatrixDesc { format, rows, cols: k };
+    let m = ok(b.upload(desc, &w), "upload");
+    let reference = ReferenceBackend;
+    let rm = reference.upload(desc, &w).unwrap();
+    for &n in ns {
+        let mut x = rng.values(n * k);
+        if n > 1 {
+            x[k..2 * k].iter_mut().for_each(|v| *v = 0.0);
+        }
+        let mut y = vec![f32::NAN; n * rows];
+        ok(b.matmul(&m, &x, n, &mut y), "matmul");
+        let what = format!("{} dot4={} {format} {rows}x{k} n={n}", b.name(), b.uses_dot4());
+        let ex = exact(format, &w, rows, k, &x, n);
+        assert_within(&what, format, &y, &ex, k);
+        let mut yr = vec![0f32; n * rows];
+        reference.matmul(&rm, &x, n, &mut yr).unwrap();
+        // Both within the bound of the exact value, so within twice it of each other.
+        let u = (2f64).powi(-24);
+        for (i, ((&g, &r), &(_, mag))) in y.iter().zip(&yr).zip(&ex).enumerate() {
+            let tol = 2.0 * bound_c(format) * k as f64 * u * mag;
+            assert!(
+                (f64::from(g) - f64::from(r)).abs() <= tol,
+                "{what}: output {i}: {g} vs reference {r}"
+            );
+        }
+    }
+}
+
+#[test]
+fn every_kernel_matches_the_exact_product_on_odd_shapes() {
+    for b in backends() {
+        for format in FORMATS {
+            for (rows, k) in [(1, 32), (7, 96), (33, 224), (130, 1024), (259, 4128)] {
+                check_format(&b, format, rows, k, &[1, 2, 3, 5, 8]);
+            }
+            check_format(&b, format, 67, 512, &[13, 16, 17, 33]);
+        }
+    }
+}
+
+#[test]
+fn matrices_split_over_several_buffers_give_the_same_results() {
+    let Some(whole) = backend(VulkanOptions::default()) else { return };
+    let Some(split) =
+        backend(VulkanOptions { max_weight_buffer_bytes: Some(8192), ..Default::default() })
+    else {
+        return;
+    };
+    let mut rng = Rng(3);
+    for format in FORMATS {
+        let (rows, k, n) = (301, 1024, 3);
+        let w = random_matrix(&mut rng, format, rows, k);
+        let desc = MatrixDesc { format, rows, cols: k };
+        let mw = ok(whole.upload(desc, &w), "upload");
+        let ms = ok(split.upload(desc, &w), "upload split");
+        assert_eq!(mw.segments(), 1);
+        assert!(ms.segments() > 4, "{format}: {} segments", ms.segments());
+        let x = rng.values(n * k);
+        let (mut yw, mut ys) = (vec![0f32; n * rows], vec![0f32; n * rows]);
+        ok(whole.matmul(&mw, &x, n, &mut yw), "matmul");
+        ok(split.matmul(&ms, &x, n, &mut ys), "matmul split");
+        assert_eq!(
+            yw.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+            ys.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+            "{format}: split results differ"
+        );
+    }
+}
+
+#[test]
+fn bad_inputs_get_the_cores_errors() {
+    let Some(b) = backend(VulkanOptions::default()) else { return };
+    let mut rng = Rng(11);
+    let (rows, k) = (5, 64);
+    let w = random_matrix(&mut rng, FormatId::RocmFp2, rows, k);
+    let desc = MatrixDesc { format: FormatId::RocmFp2, rows, cols: k };
+    // A bad scale byte in row 3, block 1 (e[0] at byte 8 of the block).
+    let mut bad = w.clone();
+    let off = 3 * 20 + 10 + 8;
+    bad[off] = 0xFF;
+    match b.upload(desc, &bad) {
+        Err(VulkanError::Core(Error::IllegalByte { offset, .. })) => assert_eq!(offset, off),
+        other => panic!("expected IllegalByte at {off}, got {other:?}"),
+    }
+    assert!(matches!(b.upload(desc, &w[1..]), Err(VulkanError::Core(Error::Length { .. }))));
+    let m = ok(b.upload(desc, &w), "upload");
+    let mut x = rng.values(2 * k);
+    x[k + 17] = f32::NAN;
+    let mut y = vec![0f32; 2 * rows];
+    let cpu_like = ReferenceBackend.upload(desc, &w).unwrap();
+    let want = ReferenceBackend.matmul(&cpu_like, &x[k..], 1, &mut y[..rows]).unwrap_err();
+    match b.matmul(&m, &x, 2, &mut y) {
+        Err(VulkanError::Core(Error::BadInput { index, .. })) => {
+            assert_eq!(index, k + 17, "reference said {want:?}")
+        }
+        other => panic!("expected BadInput, got {other:?}"),
+    }
+    assert!(matches!(
+        b.matmul(&m, &x[1..], 2, &mut y),
+        Err(VulkanError::Core(Error::Length { .. }))
+    ));
+    assert!(matches!(
+        b.upload(MatrixDesc { format: FormatId::Q2K, rows: 1, cols: 256 }, &[0; 84]),
+        Err(VulkanError::Unsupported { .. })
+    ));
+}
+
+#[test]
+fn pipelines_stay_bounded_across_many_column_counts() {
+    let Some(b) = backend(VulkanOptions::default()) else { return };
+    let mut rng = Rng(5);
+    let (rows, k) = (40, 256);
+    let w = random_matrix(&mut rng, FormatId::Q8_0, rows, k);
+    let m = ok(b.upload(MatrixDesc { format: FormatId::Q8_0, rows, cols: k }, &w), "upload");
+    for n in 1..=40 {
+        let x = rng.values(n * k);
+        let mut y = vec![0f32; n * rows];
+        ok(b.matmul(&m, &x, n, &mut y), "matmul");
+    }
+    let (created, held) = b.pipeline_counts();
+    // One quantizer and five column tiers, whatever the column counts were.
+    assert!(created <= 6, "{created} pipelines created");
+    assert!(held <= MAX_PIPELINES);
+}
