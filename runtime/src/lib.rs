@@ -13,6 +13,8 @@
 #![warn(missing_docs)]
 
 pub mod bench;
+#[cfg(feature = "vulkan")]
+pub mod bench_vulkan;
 pub mod cmd;
 pub mod demo;
 pub mod engine;

@@ -12,7 +12,7 @@ use ash::vk;
 use crate::error::{vkr, VulkanError};
 
 /// Device facts the backend uses, read once.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct DeviceInfo {
     /// `VkPhysicalDeviceProperties::deviceName`.
     pub name: String,

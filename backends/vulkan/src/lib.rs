@@ -152,7 +152,7 @@ pub struct VulkanBackend {
     dot4: bool,
     /// Largest weight buffer (segments are cut to fit).
     max_buffer: u64,
-    shape: Option<(u32, u32)>,
+    shape: Mutex<Option<(u32, u32)>>,
     ctx: Arc<Context>,
 }
 
@@ -219,13 +219,7 @@ impl VulkanBackend {
             None => info.dot4_accelerated,
         };
         let max_buffer = opts.max_weight_buffer_bytes.unwrap_or(u64::MAX).min(info.max_buffer());
-        if let Some((tpr, rpt)) = opts.shape {
-            if kernels::find("mm_q8_0", 256, tpr, rpt, 1, true).is_none() {
-                return Err(VulkanError::BadArgument(format!(
-                    "no kernel shape with {tpr} threads per row and {rpt} rows per thread"
-                )));
-            }
-        }
+        Self::check_shape(opts.shape)?;
         let runner = Runner::new(&ctx)?;
         let name = format!("vulkan:{}", info.name);
         Ok(VulkanBackend {
@@ -233,9 +227,28 @@ impl VulkanBackend {
             name,
             dot4,
             max_buffer,
-            shape: opts.shape,
+            shape: Mutex::new(opts.shape),
             ctx,
         })
+    }
+
+    fn check_shape(shape: Option<(u32, u32)>) -> Result<(), VulkanError> {
+        if let Some((tpr, rpt)) = shape {
+            if !kernels::KERNELS.iter().any(|k| k.tpr == tpr && k.rpt == rpt && k.ncols == 1) {
+                return Err(VulkanError::BadArgument(format!(
+                    "no kernel shape with {tpr} threads per row and {rpt} rows per thread"
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// Forces a `(threads per row, rows per thread)` kernel shape from now on, where the column
+    /// variant has it (`None`: the defaults). For bench sweeps.
+    pub fn set_shape(&self, shape: Option<(u32, u32)>) -> Result<(), VulkanError> {
+        Self::check_shape(shape)?;
+        *self.shape.lock().unwrap_or_else(|p| p.into_inner()) = shape;
+        Ok(())
     }
 
     /// What was read about the device.
@@ -300,7 +313,8 @@ impl VulkanBackend {
 
     fn matmul_kernel(&self, format: FormatId, ncols: u32) -> Result<usize, VulkanError> {
         let shader = kernels::matmul_shader(format).ok_or(VulkanError::Unsupported { format })?;
-        let (tpr, rpt) = match self.shape {
+        let forced = *self.shape.lock().unwrap_or_else(|p| p.into_inner());
+        let (tpr, rpt) = match forced {
             Some((t, r)) if kernels::find(shader, 256, t, r, ncols, self.dot4).is_some() => (t, r),
             _ => kernels::default_shape(format, ncols),
         };
