@@ -5,7 +5,7 @@
 //!   before declaration at module scope, so the shader's own line numbers stay true). A parse or
 //!   validation error fails the build with the file and line it points at.
 //! * WGSL `override`s (workgroup size `WG`, threads per row `TPR`, rows per thread `RPT`,
-//!   columns per dispatch `NCOLS`) are resolved here, once per variant of the table below:
+//!   blocks per thread and step `BPT`, columns per dispatch `NCOLS`) are resolved here, once per variant of the table below:
 //!   naga 27's SPIR-V writer rejects unresolved overrides (`back::spv::Error::Override`), so the
 //!   specialisation happens at build time over a bounded, fixed set instead of through Vulkan
 //!   specialisation constants. The set never depends on a call's shape (the column count of a
@@ -22,16 +22,17 @@ const MATMUL_SHADERS: [&str; 4] = ["mm_q8_0", "mm_q4_0", "mm_rocmfp2", "mm_hfp4"
 /// Column-count variants of every matmul shader.
 const NCOLS: [u32; 5] = [1, 2, 4, 8, 16];
 
-/// (workgroup size, threads per row, rows per thread) of every matmul variant, for each column
-/// count (`RPT * NCOLS <= 16`: the accumulators and the reduction buffer are sized for 16).
-fn matmul_shapes(ncols: u32) -> Vec<(u32, u32, u32)> {
-    let mut v = vec![(256, 32, 1), (256, 64, 1), (256, 16, 1)];
-    if ncols <= 4 {
-        v.push((256, 32, 2));
-        v.push((256, 32, 4));
-        v.push((256, 16, 2));
+/// (threads per row, rows per thread, blocks per thread and step) of every matmul variant, for
+/// each column count (workgroups of 256; `RPT * NCOLS <= 64` accumulators, `BPT * RPT <= 8`
+/// blocks in registers).
+fn matmul_shapes(ncols: u32) -> &'static [(u32, u32, u32)] {
+    match ncols {
+        1 => &[(32, 2, 1), (32, 4, 1), (32, 2, 2), (32, 4, 2), (32, 2, 4), (16, 4, 1)],
+        2 => &[(32, 2, 1), (32, 4, 1), (32, 2, 2), (32, 4, 2)],
+        4 => &[(32, 2, 1), (32, 4, 1), (32, 2, 2)],
+        8 => &[(32, 1, 1), (32, 2, 1), (32, 4, 1), (32, 2, 2)],
+        _ => &[(32, 1, 1), (32, 2, 1), (32, 4, 1)],
     }
-    v
 }
 
 struct Variant {
@@ -39,18 +40,19 @@ struct Variant {
     wg: u32,
     tpr: u32,
     rpt: u32,
+    bpt: u32,
     ncols: u32,
 }
 
 fn variants() -> Vec<Variant> {
     let mut out = vec![
-        Variant { shader: "read_bw", wg: 256, tpr: 1, rpt: 1, ncols: 1 },
-        Variant { shader: "quant_q8_0", wg: 64, tpr: 1, rpt: 1, ncols: 1 },
+        Variant { shader: "read_bw", wg: 256, tpr: 1, rpt: 1, bpt: 1, ncols: 1 },
+        Variant { shader: "quant_q8_0", wg: 64, tpr: 1, rpt: 1, bpt: 1, ncols: 1 },
     ];
     for shader in MATMUL_SHADERS {
         for ncols in NCOLS {
-            for (wg, tpr, rpt) in matmul_shapes(ncols) {
-                out.push(Variant { shader, wg, tpr, rpt, ncols });
+            for &(tpr, rpt, bpt) in matmul_shapes(ncols) {
+                out.push(Variant { shader, wg: 256, tpr, rpt, bpt, ncols });
             }
         }
     }
@@ -98,7 +100,9 @@ fn compile(dir: &Path, v: &Variant, common: &str, dot4: bool) -> Result<Vec<u32>
             )
         })?;
     let mut constants = naga::back::PipelineConstants::default();
-    for (name, value) in [("WG", v.wg), ("TPR", v.tpr), ("RPT", v.rpt), ("NCOLS", v.ncols)] {
+    for (name, value) in
+        [("WG", v.wg), ("TPR", v.tpr), ("RPT", v.rpt), ("BPT", v.bpt), ("NCOLS", v.ncols)]
+    {
         if module.overrides.iter().any(|(_, o)| o.name.as_deref() == Some(name)) {
             constants.insert(name.to_string(), f64::from(value));
         }
@@ -154,12 +158,13 @@ fn main() {
                         .unwrap_or_else(|e| panic!("{}: {e}", file.display()));
                     writeln!(
                         table,
-                        "    Kernel {{ shader: {:?}, wg: {}, tpr: {}, rpt: {}, ncols: {}, \
+                        "    Kernel {{ shader: {:?}, wg: {}, tpr: {}, rpt: {}, bpt: {}, ncols: {}, \
                          dot4: {dot4}, spirv: include_bytes!({:?}) }},",
                         v.shader,
                         v.wg,
                         v.tpr,
                         v.rpt,
+                        v.bpt,
                         v.ncols,
                         file.display().to_string()
                     )

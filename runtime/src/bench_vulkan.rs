@@ -10,11 +10,11 @@
 //!   smaller than 512 MiB (so consecutive calls cannot be served from the GPU's cache; at most
 //!   8), and timed with [`VulkanBackend::time_matmul`]: GPU time between timestamps around
 //!   `reps` calls cycling through the copies (device activation quantization and every
-//!   dispatch included; host copies of x and y excluded), `reps` sized for about 0.1 s; the
-//!   median of 3 such timings. Weight GB/s = canonical weight bytes / time per call; ratio =
-//!   weight GB/s / read ceiling.
-//! * `--vk-sweep`: every compiled kernel shape (threads per row, rows per thread) for each
-//!   row, not only the default.
+//!   dispatch included; host copies of x and y excluded), `reps` sized for about 0.1 s; one
+//!   untimed warm-up of the same length (clocks ramp up), then the median of 3 timings.
+//!   Weight GB/s = canonical weight bytes / time per call; ratio = weight GB/s / read ceiling.
+//! * `--vk-sweep`: every compiled kernel shape (threads per row, rows per thread, blocks per
+//!   step) for each row, not only the default.
 //!
 //! What must not live here: kernels or device code (those are `lowbit-vulkan`'s).
 
@@ -39,8 +39,9 @@ pub struct VkRow {
     pub k: usize,
     /// Activation columns.
     pub n: usize,
-    /// Kernel shape: threads per row, rows per thread (of the n-column variant).
-    pub shape: (u32, u32),
+    /// Kernel shape: threads per row, rows per thread, blocks per step (of the n-column
+    /// variant).
+    pub shape: kernels::Shape,
     /// Median GPU time per call, microseconds.
     pub us_per_call: f64,
     /// Canonical weight bytes read per call.
@@ -119,7 +120,8 @@ pub fn run(
         cfg.formats.clone()
     };
     let probe = if cfg.quick { 64u64 << 20 } else { 1 << 30 };
-    let (read_buffer_bytes, bps) = vk.read_bandwidth(probe, if cfg.quick { 3 } else { 20 }).map_err(err)?;
+    let (read_buffer_bytes, bps) =
+        vk.read_bandwidth(probe, if cfg.quick { 3 } else { 20 }).map_err(err)?;
     let read_gb_s = bps / 1e9;
     line(&format!(
         "read ceiling (our read kernel, {} MiB buffer, GPU timestamps): {read_gb_s:.1} GB/s",
@@ -135,18 +137,15 @@ pub fn run(
         matmul: Vec::new(),
     };
     line(&format!(
-        "{:<10} {:>12} {:>4} {:>7} {:>6} {:>11} {:>9} {:>9} {:>6}",
+        "{:<10} {:>12} {:>4} {:>8} {:>6} {:>11} {:>9} {:>9} {:>6}",
         "format", "rows x K", "n", "shape", "copies", "us/call", "GB/s", "GFLOP/s", "ratio"
     ));
     let budget = if cfg.quick { 0.01 } else { 0.1 };
     for &format in &formats {
         for &(rows, k) in &cfg.shapes {
             let w = bench::make_weights(format, rows, k, 0x5eed ^ (rows * 31 + k) as u64)?;
-            let copies = if cfg.quick {
-                1
-            } else {
-                ((512usize << 20).div_ceil(w.len().max(1))).clamp(1, 8)
-            };
+            let copies =
+                if cfg.quick { 1 } else { ((512usize << 20).div_ceil(w.len().max(1))).clamp(1, 8) };
             let desc = MatrixDesc { format, rows, cols: k };
             let ms = (0..copies)
                 .map(|_| vk.upload(desc, &w))
@@ -167,6 +166,9 @@ pub fn run(
                     vk.set_shape(Some(shape)).map_err(err)?;
                     let one = vk.time_matmul(&refs, &x, n, 3).map_err(err)?;
                     let reps = ((budget / one.max(1e-7)) as usize).clamp(3, 500);
+                    // Warm-up at full load first: the GPU lowers its clocks while the host
+                    // builds weights, and a short first timing would catch the ramp.
+                    vk.time_matmul(&refs, &x, n, reps).map_err(err)?;
                     let mut t = Vec::new();
                     for _ in 0..3 {
                         t.push(vk.time_matmul(&refs, &x, n, reps).map_err(err)?);
@@ -188,11 +190,11 @@ pub fn run(
                         ratio_to_bandwidth: weight_gb_s / read_gb_s,
                     };
                     line(&format!(
-                        "{:<10} {:>12} {:>4} {:>7} {:>6} {:>11.1} {:>9.1} {:>9.1} {:>6.3}",
+                        "{:<10} {:>12} {:>4} {:>8} {:>6} {:>11.1} {:>9.1} {:>9.1} {:>6.3}",
                         format.name(),
                         format!("{rows}x{k}"),
                         n,
-                        format!("{}x{}", shape.0, shape.1),
+                        format!("{}x{}x{}", shape.0, shape.1, shape.2),
                         copies,
                         row.us_per_call,
                         row.weight_gb_s,
@@ -266,7 +268,8 @@ impl VkReport {
             .map(|r| {
                 format!(
                     "    {{\"format\": {}, \"rows\": {}, \"k\": {}, \"n\": {}, \
-                     \"threads_per_row\": {}, \"rows_per_thread\": {}, \"us_per_call\": {}, \
+                     \"threads_per_row\": {}, \"rows_per_thread\": {}, \"blocks_per_step\": {}, \
+                     \"us_per_call\": {}, \
                      \"weight_bytes\": {}, \"copies\": {}, \"weight_gb_s\": {}, \"gflop_s\": {}, \
                      \"ratio_to_bandwidth\": {}}}",
                     json_str(r.format.name()),
@@ -275,6 +278,7 @@ impl VkReport {
                     r.n,
                     r.shape.0,
                     r.shape.1,
+                    r.shape.2,
                     json_num(r.us_per_call),
                     r.weight_bytes,
                     r.copies,

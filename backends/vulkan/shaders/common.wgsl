@@ -17,14 +17,16 @@ struct MatmulParams {
 
 var<push_constant> pc: MatmulParams;
 
-// Threads of the workgroup, threads that share one row, rows each thread accumulates, and
-// activation columns per dispatch: resolved by build.rs per variant.
+// Threads of the workgroup, threads that share one row, rows each thread accumulates,
+// consecutive blocks each thread loads per step, and activation columns per dispatch:
+// resolved by build.rs per variant (RPT * NCOLS <= 64, BPT * RPT <= 8).
 override WG: u32 = 256u;
 override TPR: u32 = 32u;
 override RPT: u32 = 1u;
+override BPT: u32 = 1u;
 override NCOLS: u32 = 1u;
 
-// The reduction buffer: WG * RPT * NCOLS partial sums (build.rs keeps RPT * NCOLS <= 16).
+// The reduction buffer: WG * 16 partial sums, used in passes of 16 outputs per thread.
 var<workgroup> red: array<f32, 4096>;
 
 // Linear workgroup index of a dispatch folded into x and y.
@@ -56,10 +58,8 @@ fn f16_of(word: u32, i: u32) -> f32 {
 fn ue4m3_b8(b: u32) -> f32 {
     let e = (b >> 3u) & 15u;
     let m = b & 7u;
-    if (e == 0u) {
-        return f32(m) * 0.0009765625; // m * 2^-10
-    }
-    return bitcast<f32>(((e + 119u) << 23u) | (m << 20u));
+    let normal = bitcast<f32>(((e + 119u) << 23u) | (m << 20u));
+    return select(f32(m) * 0.0009765625, normal, e != 0u); // subnormal: m * 2^-10
 }
 
 // a / b correctly rounded (nearest, ties to even) for positive normal a, b with a normal
@@ -123,29 +123,34 @@ fn round_away(v: f32) -> i32 {
     return i32(t) + select(0, 1, f >= 0.5) - select(0, 1, f <= -0.5);
 }
 
-// Writes this thread's RPT x NCOLS partial sums, sums each output's TPR partials, and stores
-// the results of this workgroup's rows. Must be called by every thread of the workgroup.
-fn reduce_store(lid: u32, wgl: u32, acc: ptr<function, array<f32, 16>>) {
+// Sums each output's TPR partials (this thread's RPT x NCOLS sums, in passes of 16 per
+// thread) and stores the results of this workgroup's rows. Every thread of the workgroup
+// must call it.
+fn reduce_store(lid: u32, wgl: u32, acc: ptr<function, array<f32, 64>>) {
     let teams = WG / TPR;
     let team = lid / TPR;
     let t = lid % TPR;
-    let outs = teams * RPT * NCOLS;
-    for (var r = 0u; r < RPT; r++) {
-        for (var c = 0u; c < NCOLS; c++) {
-            let o = (team * RPT + r) * NCOLS + c;
-            red[t * outs + o] = (*acc)[r * NCOLS + c];
+    let per = RPT * NCOLS;
+    let pass_outs = min(per, 16u);
+    let outs = teams * pass_outs;
+    for (var p0 = 0u; p0 < per; p0 += 16u) {
+        for (var i = 0u; i < pass_outs; i++) {
+            red[t * outs + team * pass_outs + i] = (*acc)[p0 + i];
         }
-    }
-    workgroupBarrier();
-    for (var o = lid; o < outs; o += WG) {
-        var s = 0.0;
-        for (var i = 0u; i < TPR; i++) {
-            s += red[i * outs + o];
+        workgroupBarrier();
+        for (var o = lid; o < outs; o += WG) {
+            var s = 0.0;
+            for (var i = 0u; i < TPR; i++) {
+                s += red[i * outs + o];
+            }
+            // o = team * pass_outs + i, accumulator p0 + i = r * NCOLS + c.
+            let a = p0 + o % pass_outs;
+            let c = a % NCOLS;
+            let row = (wgl * teams + o / pass_outs) * RPT + a / NCOLS;
+            if (row < pc.rows && c < pc.n) {
+                y[(pc.act_col + c) * pc.y_stride + pc.y_off + row] = s;
+            }
         }
-        let c = o % NCOLS;
-        let row = wgl * teams * RPT + o / NCOLS;
-        if (row < pc.rows && c < pc.n) {
-            y[(pc.act_col + c) * pc.y_stride + pc.y_off + row] = s;
-        }
+        workgroupBarrier();
     }
 }

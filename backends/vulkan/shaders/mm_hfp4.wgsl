@@ -33,27 +33,36 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wgid: 
     workgroupBarrier();
     let wgl = wg_linear(wgid);
     let row0 = (wgl * (WG / TPR) + lid / TPR) * RPT;
-    var acc: array<f32, 16>;
+    var acc: array<f32, 64>;
     let kv = pc.nb * 8u; // vec4s per activation column
-    for (var b = lid % TPR; b < pc.nb; b += TPR) {
-        var w: array<vec4<u32>, 4>;
-        var f: array<f32, 4>;
-        for (var r = 0u; r < RPT; r++) {
-            let wi = min(row0 + r, pc.rows - 1u) * pc.nb + b;
-            w[r] = w_codes[wi];
-            let e = (w_scales[wi >> 2u] >> ((wi & 3u) * 8u)) & 0xFFu;
-            f[r] = select(bitcast<f32>(e << 23u), bitcast<f32>(0x00400000u), e == 0u);
-        }
-        for (var c = 0u; c < NCOLS; c++) {
-            let base = (pc.act_col + min(c, pc.n - 1u)) * kv + b * 8u;
-            var xs: array<vec4<f32>, 8>;
-            for (var i = 0u; i < 8u; i++) {
-                xs[i] = act_f[base + i];
-            }
+    for (var b0 = (lid % TPR) * BPT; b0 < pc.nb; b0 += TPR * BPT) {
+        var w: array<vec4<u32>, 8>;
+        var f: array<f32, 8>;
+        for (var j = 0u; j < BPT; j++) {
+            let b = min(b0 + j, pc.nb - 1u);
             for (var r = 0u; r < RPT; r++) {
-                let s = block_dot(w[r].x, xs[0], xs[1]) + block_dot(w[r].y, xs[2], xs[3])
-                    + block_dot(w[r].z, xs[4], xs[5]) + block_dot(w[r].w, xs[6], xs[7]);
-                acc[r * NCOLS + c] += s * f[r];
+                let wi = min(row0 + r, pc.rows - 1u) * pc.nb + b;
+                w[j * RPT + r] = w_codes[wi];
+                let e = (w_scales[wi >> 2u] >> ((wi & 3u) * 8u)) & 0xFFu;
+                f[j * RPT + r] =
+                    select(bitcast<f32>(e << 23u), bitcast<f32>(0x00400000u), e == 0u);
+            }
+        }
+        for (var j = 0u; j < BPT; j++) {
+            let b = b0 + j;
+            let valid = b < pc.nb;
+            for (var c = 0u; c < NCOLS; c++) {
+                let base = (pc.act_col + min(c, pc.n - 1u)) * kv + min(b, pc.nb - 1u) * 8u;
+                var xs: array<vec4<f32>, 8>;
+                for (var i = 0u; i < 8u; i++) {
+                    xs[i] = act_f[base + i];
+                }
+                for (var r = 0u; r < RPT; r++) {
+                    let q = w[j * RPT + r];
+                    let s = block_dot(q.x, xs[0], xs[1]) + block_dot(q.y, xs[2], xs[3])
+                        + block_dot(q.z, xs[4], xs[5]) + block_dot(q.w, xs[6], xs[7]);
+                    acc[r * NCOLS + c] += select(0.0, s * f[j * RPT + r], valid);
+                }
             }
         }
     }

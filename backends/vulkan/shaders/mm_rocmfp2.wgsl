@@ -22,27 +22,39 @@ fn half_sum(w: u32, a: vec4<u32>, asum: f32) -> i32 {
 fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wgid: vec3<u32>) {
     let wgl = wg_linear(wgid);
     let row0 = (wgl * (WG / TPR) + lid / TPR) * RPT;
-    var acc: array<f32, 16>;
-    for (var b = lid % TPR; b < pc.nb; b += TPR) {
-        var w: array<vec2<u32>, 4>;
-        var s0: array<f32, 4>;
-        var s1: array<f32, 4>;
-        for (var r = 0u; r < RPT; r++) {
-            let wi = min(row0 + r, pc.rows - 1u) * pc.nb + b;
-            w[r] = w_codes[wi];
-            let e = (w_scales[wi >> 1u] >> ((wi & 1u) * 16u)) & 0xFFFFu;
-            s0[r] = ue4m3_b8(e & 0xFFu);
-            s1[r] = ue4m3_b8(e >> 8u);
-        }
-        for (var c = 0u; c < NCOLS; c++) {
-            let ab = (pc.act_col + min(c, pc.n - 1u)) * pc.nb + b;
-            let a0 = act_q[2u * ab];
-            let a1 = act_q[2u * ab + 1u];
-            let am = act_meta[ab];
+    var acc: array<f32, 64>;
+    for (var b0 = (lid % TPR) * BPT; b0 < pc.nb; b0 += TPR * BPT) {
+        var w: array<vec2<u32>, 8>;
+        var e: array<u32, 8>;
+        for (var j = 0u; j < BPT; j++) {
+            let b = min(b0 + j, pc.nb - 1u);
             for (var r = 0u; r < RPT; r++) {
-                let h0 = half_sum(w[r].x, a0, am.z);
-                let h1 = half_sum(w[r].y, a1, am.w);
-                acc[r * NCOLS + c] += am.x * (s0[r] * f32(h0) + s1[r] * f32(h1));
+                let wi = min(row0 + r, pc.rows - 1u) * pc.nb + b;
+                w[j * RPT + r] = w_codes[wi];
+                e[j * RPT + r] = (w_scales[wi >> 1u] >> ((wi & 1u) * 16u)) & 0xFFFFu;
+            }
+        }
+        for (var j = 0u; j < BPT; j++) {
+            let b = b0 + j;
+            let valid = b < pc.nb;
+            var s0: array<f32, 8>;
+            var s1: array<f32, 8>;
+            for (var r = 0u; r < RPT; r++) {
+                s0[r] = ue4m3_b8(e[j * RPT + r] & 0xFFu);
+                s1[r] = ue4m3_b8(e[j * RPT + r] >> 8u);
+            }
+            for (var c = 0u; c < NCOLS; c++) {
+                let ab = (pc.act_col + min(c, pc.n - 1u)) * pc.nb + min(b, pc.nb - 1u);
+                let a0 = act_q[2u * ab];
+                let a1 = act_q[2u * ab + 1u];
+                let am = act_meta[ab];
+                for (var r = 0u; r < RPT; r++) {
+                    let q = w[j * RPT + r];
+                    let h0 = half_sum(q.x, a0, am.z);
+                    let h1 = half_sum(q.y, a1, am.w);
+                    let v = am.x * (s0[r] * f32(h0) + s1[r] * f32(h1));
+                    acc[r * NCOLS + c] += select(0.0, v, valid);
+                }
             }
         }
     }

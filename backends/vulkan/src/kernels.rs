@@ -14,6 +14,8 @@ pub struct Kernel {
     pub tpr: u32,
     /// Rows each thread accumulates.
     pub rpt: u32,
+    /// Consecutive blocks each thread loads per step.
+    pub bpt: u32,
     /// Activation columns per dispatch.
     pub ncols: u32,
     /// Whether the SPIR-V uses the integer dot product instruction (`OpSDot`).
@@ -53,13 +55,15 @@ pub fn ncols_for(n: usize) -> u32 {
     NCOLS.iter().copied().find(|&c| c as usize >= n).unwrap_or(MAX_COLS as u32)
 }
 
-/// Index into [`KERNELS`] of a variant.
-pub fn find(shader: &str, wg: u32, tpr: u32, rpt: u32, ncols: u32, dot4: bool) -> Option<usize> {
+/// A matmul kernel shape: threads per row, rows per thread, blocks per thread and step.
+pub type Shape = (u32, u32, u32);
+
+/// Index into [`KERNELS`] of a matmul variant (workgroups of 256).
+pub fn find(shader: &str, shape: Shape, ncols: u32, dot4: bool) -> Option<usize> {
     KERNELS.iter().position(|k| {
         k.shader == shader
-            && k.wg == wg
-            && k.tpr == tpr
-            && k.rpt == rpt
+            && k.wg == 256
+            && (k.tpr, k.rpt, k.bpt) == shape
             && k.ncols == ncols
             && k.dot4 == dot4
     })
@@ -70,20 +74,24 @@ pub fn helper(shader: &str, dot4: bool) -> Option<usize> {
     KERNELS.iter().position(|k| k.shader == shader && k.dot4 == dot4)
 }
 
-/// `(tpr, rpt)` shapes compiled for a column count.
-pub fn shapes(shader: &str, ncols: u32) -> Vec<(u32, u32)> {
+/// Shapes compiled for a shader and column count.
+pub fn shapes(shader: &str, ncols: u32) -> Vec<Shape> {
     KERNELS
         .iter()
         .filter(|k| k.shader == shader && k.ncols == ncols && k.dot4)
-        .map(|k| (k.tpr, k.rpt))
+        .map(|k| (k.tpr, k.rpt, k.bpt))
         .collect()
 }
 
-/// The default `(tpr, rpt)` for a format and column variant.
-pub fn default_shape(_format: FormatId, ncols: u32) -> (u32, u32) {
-    if ncols <= 2 {
-        (32, 2)
-    } else {
-        (32, 1)
+/// The default shape for a format and column variant: the fastest of the sweep on an NVIDIA
+/// H200 (docs/BENCHMARKS.md, `lowbit bench --backend vulkan --vk-sweep`), 16384x16384 and
+/// 14336x4096 agreeing or nearly so. Other devices may prefer others; every shape is correct.
+pub fn default_shape(format: FormatId, ncols: u32) -> Shape {
+    match (format, ncols) {
+        (FormatId::RocmFp2, 1 | 2) => (32, 2, 2),
+        (FormatId::Hfp4G32, 1 | 2) => (32, 4, 1),
+        (_, 1) => (16, 4, 1),
+        (FormatId::Q4_0, 2) => (32, 4, 1),
+        _ => (32, 2, 1),
     }
 }

@@ -72,9 +72,9 @@ pub struct VulkanOptions {
     /// Largest weight buffer to make (`None`: the device's limits). Tests set a small one to
     /// exercise matrices that span several buffers.
     pub max_weight_buffer_bytes: Option<u64>,
-    /// Force a `(threads per row, rows per thread)` kernel shape for every format (bench
-    /// sweeps); `None` picks the default per column count.
-    pub shape: Option<(u32, u32)>,
+    /// Force a kernel shape (threads per row, rows per thread, blocks per step) wherever the
+    /// column variant has it (bench sweeps); `None` picks the default per column count.
+    pub shape: Option<kernels::Shape>,
 }
 
 /// One row range of an uploaded matrix, in its own buffers.
@@ -152,7 +152,7 @@ pub struct VulkanBackend {
     dot4: bool,
     /// Largest weight buffer (segments are cut to fit).
     max_buffer: u64,
-    shape: Mutex<Option<(u32, u32)>>,
+    shape: Mutex<Option<kernels::Shape>>,
     ctx: Arc<Context>,
 }
 
@@ -232,20 +232,20 @@ impl VulkanBackend {
         })
     }
 
-    fn check_shape(shape: Option<(u32, u32)>) -> Result<(), VulkanError> {
-        if let Some((tpr, rpt)) = shape {
-            if !kernels::KERNELS.iter().any(|k| k.tpr == tpr && k.rpt == rpt && k.ncols == 1) {
+    fn check_shape(shape: Option<kernels::Shape>) -> Result<(), VulkanError> {
+        if let Some(s) = shape {
+            if !kernels::KERNELS.iter().any(|k| (k.tpr, k.rpt, k.bpt) == s) {
                 return Err(VulkanError::BadArgument(format!(
-                    "no kernel shape with {tpr} threads per row and {rpt} rows per thread"
+                    "no kernel shape (threads per row, rows per thread, blocks per step) {s:?}"
                 )));
             }
         }
         Ok(())
     }
 
-    /// Forces a `(threads per row, rows per thread)` kernel shape from now on, where the column
-    /// variant has it (`None`: the defaults). For bench sweeps.
-    pub fn set_shape(&self, shape: Option<(u32, u32)>) -> Result<(), VulkanError> {
+    /// Forces a kernel shape from now on, where the column variant has it (`None`: the
+    /// defaults). For bench sweeps.
+    pub fn set_shape(&self, shape: Option<kernels::Shape>) -> Result<(), VulkanError> {
         Self::check_shape(shape)?;
         *self.shape.lock().unwrap_or_else(|p| p.into_inner()) = shape;
         Ok(())
@@ -314,11 +314,11 @@ impl VulkanBackend {
     fn matmul_kernel(&self, format: FormatId, ncols: u32) -> Result<usize, VulkanError> {
         let shader = kernels::matmul_shader(format).ok_or(VulkanError::Unsupported { format })?;
         let forced = *self.shape.lock().unwrap_or_else(|p| p.into_inner());
-        let (tpr, rpt) = match forced {
-            Some((t, r)) if kernels::find(shader, 256, t, r, ncols, self.dot4).is_some() => (t, r),
+        let shape = match forced {
+            Some(s) if kernels::find(shader, s, ncols, self.dot4).is_some() => s,
             _ => kernels::default_shape(format, ncols),
         };
-        kernels::find(shader, 256, tpr, rpt, ncols, self.dot4).ok_or_else(|| {
+        kernels::find(shader, shape, ncols, self.dot4).ok_or_else(|| {
             VulkanError::BadArgument(format!("no {shader} kernel for {ncols} columns"))
         })
     }

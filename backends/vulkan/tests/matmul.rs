@@ -177,3 +177,20 @@ fn pipelines_stay_bounded_across_many_column_counts() {
     assert!(created <= 6, "{created} pipelines created");
     assert!(held <= MAX_PIPELINES);
 }
+
+#[test]
+fn every_compiled_kernel_shape_matches_the_exact_product() {
+    // The default dot-product path only (the other one is covered on the default shapes).
+    for b in backend(VulkanOptions::default()) {
+        for format in FORMATS {
+            let shader = lowbit_vulkan::kernels::matmul_shader(format).unwrap();
+            for (ncols, n) in [(1, 1), (2, 2), (4, 3), (8, 7), (16, 13)] {
+                for shape in lowbit_vulkan::kernels::shapes(shader, ncols) {
+                    ok(b.set_shape(Some(shape)), "set_shape");
+                    check_format(&b, format, 37, 320, &[n]);
+                }
+            }
+            ok(b.set_shape(None), "set_shape");
+        }
+    }
+}
