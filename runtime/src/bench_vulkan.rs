@@ -11,7 +11,9 @@
 //!   8), and timed with [`VulkanBackend::time_matmul`]: GPU time between timestamps around
 //!   `reps` calls cycling through the copies (device activation quantization and every
 //!   dispatch included; host copies of x and y excluded), `reps` sized for about 0.1 s; one
-//!   untimed warm-up of the same length (clocks ramp up), then the median of 3 timings.
+//!   untimed warm-up of the same length, then the median of 3 timings. Before the first
+//!   timing of each matrix the GPU is kept busy with it for 1 s of wall time (it lowers its
+//!   clocks while the host builds the weights; without this the first row read 2-3x slow).
 //!   Weight GB/s = canonical weight bytes / time per call; ratio = weight GB/s / read ceiling.
 //! * `--vk-sweep`: every compiled kernel shape (threads per row, rows per thread, blocks per
 //!   step) for each row, not only the default.
@@ -154,6 +156,15 @@ pub fn run(
             drop(w);
             let refs: Vec<_> = ms.iter().collect();
             let wbytes = desc.canonical_bytes().map_err(|e| e.to_string())?;
+            // The GPU idles (and lowers its clocks) while the host builds the weights: keep it
+            // busy with this matrix for a while before the first timing.
+            if !cfg.quick {
+                let x = activations(k, 1);
+                let t0 = std::time::Instant::now();
+                while t0.elapsed().as_secs_f64() < 1.0 {
+                    vk.time_matmul(&refs, &x, 1, 50).map_err(err)?;
+                }
+            }
             for &n in &cfg.ns {
                 let x = activations(n * k, n as u64);
                 let ncols = kernels::ncols_for(n.min(kernels::MAX_COLS));
