@@ -15,7 +15,7 @@ pub fn backend(opts: VulkanOptions) -> Option<VulkanBackend> {
         Ok(b) => Some(b),
         Err(e) if e.is_unavailable() => {
             if std::env::var("LOWBIT_REQUIRE_VULKAN").as_deref() == Ok("1") {
-                panic!("LOWBIT_REQUIRE_VULKAN=1 but no usable Vulkan device: {e}");
+                panic!("LOWBIT_REQUIRE_VULKAN=1 but {e}");
             }
             eprintln!(
                 "skipped: no usable Vulkan device ({e}); LOWBIT_REQUIRE_VULKAN=1 fails instead"
