@@ -16,8 +16,8 @@
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-/// Matmul shaders: (shader file stem, kernel family name).
-const MATMUL_SHADERS: [&str; 4] = ["mm_q8_0", "mm_q4_0", "mm_rocmfp2", "mm_hfp4"];
+/// Matmul shader file stems.
+const MATMUL_SHADERS: [&str; 5] = ["mm_q8_0", "mm_q4_0", "mm_q4_1", "mm_rocmfp2", "mm_hfp4"];
 
 /// Column-count variants of every matmul shader.
 const NCOLS: [u32; 5] = [1, 2, 4, 8, 16];

@@ -51,7 +51,7 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wgid: 
                 for (var r = 0u; r < RPT; r++) {
                     let q = w[j * RPT + r];
                     let h0 = half_sum(q.x, a0, am.z);
-                    let h1 = half_sum(q.y, a1, am.w);
+                    let h1 = half_sum(q.y, a1, am.y - am.z);
                     let v = am.x * (s0[r] * f32(h0) + s1[r] * f32(h1));
                     acc[r * NCOLS + c] += select(0.0, v, valid);
                 }

@@ -44,6 +44,7 @@ pub fn matmul_shader(format: FormatId) -> Option<&'static str> {
     Some(match format {
         FormatId::Q8_0 => "mm_q8_0",
         FormatId::Q4_0 => "mm_q4_0",
+        FormatId::Q4_1 => "mm_q4_1",
         FormatId::RocmFp2 => "mm_rocmfp2",
         FormatId::Hfp4G32 => "mm_hfp4",
         _ => return None,
@@ -91,7 +92,7 @@ pub fn default_shape(format: FormatId, ncols: u32) -> Shape {
         (FormatId::RocmFp2, 1 | 2) => (32, 2, 2),
         (FormatId::Hfp4G32, 1 | 2) => (32, 4, 1),
         (_, 1) => (16, 4, 1),
-        (FormatId::Q4_0, 2) => (32, 4, 1),
+        (FormatId::Q4_0 | FormatId::Q4_1, 2) => (32, 4, 1),
         _ => (32, 2, 1),
     }
 }

@@ -11,9 +11,10 @@
 //! * Upload validates every block with the core's decoder, then repacks into the device layout
 //!   ([`repack`]). A matrix whose buffers would pass the device's single-buffer limit is split
 //!   by rows into several segments, one buffer pair each, one dispatch each.
-//! * `matmul` copies the activations to the device, quantizes them there to Q8_0 for the
-//!   formats whose activation format is Q8_0 (bytes identical to the core's encoder: a test
-//!   checks it), and runs one dispatch per segment and per tile of at most 16 columns; each
+//! * Formats: Q8_0, Q4_0, Q4_1, ROCmFP2, HFP4G32 ([`FORMATS`]).
+//! * `matmul` copies the activations to the device, quantizes them there to Q8_0 / Q8_1 for
+//!   the formats whose activation format is one of those (bytes identical to the core's
+//!   encoder: a test checks it), and runs one dispatch per segment and per tile of at most 16 columns; each
 //!   weight word is read and decoded once per tile and reused for every column.
 //! * Kernels use the packed int8 dot product (`OpSDot`) when the device says it is
 //!   accelerated (`LOWBIT_VK_DOT4=0|1` or [`VulkanOptions::dot4`] forces either way), and
@@ -49,7 +50,6 @@ use half::f16;
 use lowbit_core::backend::{Backend, MatrixDesc};
 use lowbit_core::codec::{self, EncodeOptions};
 use lowbit_core::error::Buffer as BufKind;
-use lowbit_core::format::ggml::BlockQ8_0;
 use lowbit_core::registry::ActFormat;
 use lowbit_core::FormatId;
 
@@ -163,8 +163,8 @@ impl std::fmt::Debug for VulkanBackend {
 }
 
 /// The formats the backend has kernels for.
-pub const FORMATS: [FormatId; 4] =
-    [FormatId::Q8_0, FormatId::Q4_0, FormatId::RocmFp2, FormatId::Hfp4G32];
+pub const FORMATS: [FormatId; 5] =
+    [FormatId::Q8_0, FormatId::Q4_0, FormatId::Q4_1, FormatId::RocmFp2, FormatId::Hfp4G32];
 
 fn env_flag(name: &str) -> Result<Option<bool>, VulkanError> {
     match std::env::var(name) {
@@ -285,22 +285,21 @@ impl VulkanBackend {
         Ok(())
     }
 
-    /// Host-side checks of Q8_0 activations: the first column (lowest index) with a non-finite
-    /// value or a scale that overflows f16 gets the core encoder's error, its index shifted to
-    /// a position in `x` (as the CPU backend reports it).
-    fn check_q8_0(x: &[f32], k: usize) -> Result<(), VulkanError> {
+    /// Host-side checks of Q8_0 / Q8_1 activations (`act`): the first column (lowest index)
+    /// with a non-finite value or a scale that overflows f16 gets the core encoder's error, its
+    /// index shifted to a position in `x` (as the CPU backend reports it). Q8_1's `s` can only
+    /// overflow when a block's largest magnitude passes 65504 / 32; such columns go through
+    /// the core encoder too.
+    fn check_q8(act: FormatId, x: &[f32], k: usize) -> Result<(), VulkanError> {
         for (j, col) in x.chunks_exact(k).enumerate() {
-            if col.chunks_exact(32).all(q8_block_ok) {
+            let s_safe =
+                |xb: &[f32]| act != FormatId::Q8_1 || xb.iter().all(|v| v.abs() * 32.0 <= 65504.0);
+            if col.chunks_exact(32).all(|xb| q8_block_ok(xb) && s_safe(xb)) {
                 continue;
             }
-            let mut out = vec![BlockQ8_0 { d: f16::ZERO, qs: [0; 32] }; k / 32];
-            codec::encode_row(
-                FormatId::Q8_0,
-                col,
-                &EncodeOptions::default(),
-                bytemuck::cast_slice_mut(&mut out),
-            )
-            .map_err(|e| e.at_element(j * k))?;
+            let mut out = vec![0u8; act.row_bytes(k)?];
+            codec::encode_row(act, col, &EncodeOptions::default(), &mut out)
+                .map_err(|e| e.at_element(j * k))?;
         }
         Ok(())
     }
@@ -374,7 +373,7 @@ impl VulkanBackend {
             Bind { buffer: buf.buffer, range: buf.size }
         };
         let dummy = b(&s.dummy);
-        let q8 = format.info().activation == ActFormat::Q8_0;
+        let q8 = matches!(format.info().activation, ActFormat::Q8_0 | ActFormat::Q8_1);
         if q8 {
             let k = self.helper_kernel("quant_q8_0")?;
             let blocks = (n * nb) as u32;
@@ -417,8 +416,10 @@ impl VulkanBackend {
     fn check_call(&self, m: &VulkanMatrix, x: &[f32], n: usize) -> Result<(), VulkanError> {
         let MatrixDesc { format, cols, .. } = m.desc;
         Self::check_len(format, BufKind::Activations, x.len(), n * cols)?;
-        if format.info().activation == ActFormat::Q8_0 && n > 0 {
-            Self::check_q8_0(x, cols)?;
+        match format.info().activation {
+            ActFormat::Q8_0 if n > 0 => Self::check_q8(FormatId::Q8_0, x, cols)?,
+            ActFormat::Q8_1 if n > 0 => Self::check_q8(FormatId::Q8_1, x, cols)?,
+            _ => {}
         }
         Ok(())
     }
@@ -517,13 +518,16 @@ impl VulkanBackend {
         Ok((size, best))
     }
 
-    /// The device's Q8_0 quantization of `x` (columns of `k`), as core blocks: for tests that
-    /// compare it byte for byte with the core's encoder.
-    pub fn quantize_q8_0(&self, x: &[f32], k: usize) -> Result<Vec<BlockQ8_0>, VulkanError> {
+    /// The device's quantization of `x` (columns of `k`) to `act` (Q8_0 or Q8_1), as the
+    /// canonical block bytes: for tests that compare it byte for byte with the core's encoder.
+    pub fn quantize_q8(&self, act: FormatId, x: &[f32], k: usize) -> Result<Vec<u8>, VulkanError> {
+        if !matches!(act, FormatId::Q8_0 | FormatId::Q8_1) {
+            return Err(VulkanError::BadArgument(format!("{act} is not a Q8 activation format")));
+        }
         if k == 0 || k % 32 != 0 || x.len() % k != 0 {
             return Err(VulkanError::BadArgument(format!("{} values in columns of {k}", x.len())));
         }
-        Self::check_q8_0(x, k)?;
+        Self::check_q8(act, x, k)?;
         let n = x.len() / k;
         let nb = k / 32;
         let blocks = n * nb;
@@ -547,39 +551,33 @@ impl VulkanBackend {
                 let b = o.as_ref().expect("made");
                 Bind { buffer: b.buffer, range: b.size }
             };
-            rec.copy(
-                s.x_host.as_ref().expect("made").buffer,
-                s.x_dev.as_ref().expect("made").buffer,
-                xb,
-            );
+            let buf = |o: &Option<Buffer>| o.as_ref().expect("made").buffer;
+            rec.copy(buf(&s.x_host), buf(&s.x_dev), xb);
             rec.barrier();
             let binds = [bd(&s.x_dev), bd(&s.dummy), bd(&s.act_q), bd(&s.act_meta), bd(&s.dummy)];
             let params = [blocks as u32, nb as u32, n as u32, 0, 0, 0, 0, 0];
             rec.dispatch(k_idx, &binds, params, (blocks as u32).div_ceil(64))?;
             rec.barrier();
-            let yh = s.y_host.as_ref().expect("made").buffer;
-            rec.copy(s.act_q.as_ref().expect("made").buffer, yh, x.len() as u64);
-            rec.copy_at(
-                s.act_meta.as_ref().expect("made").buffer,
-                yh,
-                x.len() as u64,
-                (blocks * 16) as u64,
-            );
+            rec.copy(buf(&s.act_q), buf(&s.y_host), x.len() as u64);
+            rec.copy_at(buf(&s.act_meta), buf(&s.y_host), x.len() as u64, (blocks * 16) as u64);
             rec.barrier();
             Ok(false)
         })?;
         let out = s.y_host.as_mut().expect("made").bytes_mut().expect("mapped");
         let (qs, meta) = out.split_at(x.len());
-        Ok((0..blocks)
-            .map(|i| {
-                let d = f32::from_le_bytes(meta[i * 16..i * 16 + 4].try_into().expect("4 bytes"));
-                let mut q = [0i8; 32];
-                for (j, v) in q.iter_mut().enumerate() {
-                    *v = qs[i * 32 + j] as i8;
-                }
-                BlockQ8_0 { d: f16::from_f32(d), qs: q }
-            })
-            .collect())
+        let f = |i: usize, c: usize| {
+            let o = i * 16 + c * 4;
+            f32::from_le_bytes([meta[o], meta[o + 1], meta[o + 2], meta[o + 3]])
+        };
+        let mut bytes = Vec::with_capacity(act.row_bytes(k)? * n);
+        for i in 0..blocks {
+            bytes.extend_from_slice(&f16::from_f32(f(i, 0)).to_le_bytes());
+            if act == FormatId::Q8_1 {
+                bytes.extend_from_slice(&f16::from_f32(f(i, 3)).to_le_bytes());
+            }
+            bytes.extend_from_slice(&qs[i * 32..i * 32 + 32]);
+        }
+        Ok(bytes)
     }
 }
 

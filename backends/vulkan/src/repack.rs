@@ -2,9 +2,9 @@
 //! structure-of-arrays word buffers, so kernels read whole u32 / vec2 / vec4 words:
 //!
 //! * `codes`: each block's code bytes as little-endian words, block after block, row after row
-//!   (Q8_0: 8 words, Q4_0 and HFP4G32: 4, ROCmFP2: 2, re-ordered as described below).
+//!   (Q8_0: 8 words, Q4_0, Q4_1 and HFP4G32: 4, ROCmFP2: 2, re-ordered as described below).
 //! * `scales`: each block's scale field, packed densely (Q8_0, Q4_0: the f16 bits, two blocks a
-//!   word; ROCmFP2: the two UE4M3-b8 bytes as one u16, two blocks a word; HFP4G32: the UE8M0
+//!   word; Q4_1: d and m, one block a word; ROCmFP2: the two UE4M3-b8 bytes as one u16, two blocks a word; HFP4G32: the UE8M0
 //!   byte, four blocks a word, then from word `scale_off` one f32 row scale per row).
 //!
 //! ROCmFP2 codes are re-ordered within each 16-weight half: canonical byte j holds weights
@@ -21,7 +21,7 @@ use lowbit_core::FormatId;
 pub fn code_words(format: FormatId) -> Option<usize> {
     Some(match format {
         FormatId::Q8_0 => 8,
-        FormatId::Q4_0 | FormatId::Hfp4G32 => 4,
+        FormatId::Q4_0 | FormatId::Q4_1 | FormatId::Hfp4G32 => 4,
         FormatId::RocmFp2 => 2,
         _ => return None,
     })
@@ -29,10 +29,10 @@ pub fn code_words(format: FormatId) -> Option<usize> {
 
 /// Blocks whose scales share one scale word.
 pub fn blocks_per_scale_word(format: FormatId) -> usize {
-    if format == FormatId::Hfp4G32 {
-        4
-    } else {
-        2
+    match format {
+        FormatId::Hfp4G32 => 4,
+        FormatId::Q4_1 => 1,
+        _ => 2,
     }
 }
 
@@ -89,6 +89,11 @@ pub fn repack(format: FormatId, src: &[u8], rb: usize, nb: usize) -> (Vec<u32>, 
                     let blk = &row[b * 18..b * 18 + 18];
                     put(&mut scales, wi, u32::from(u16::from_le_bytes([blk[0], blk[1]])));
                     codes.extend(blk[2..].chunks_exact(4).map(word));
+                }
+                FormatId::Q4_1 => {
+                    let blk = &row[b * 20..b * 20 + 20];
+                    put(&mut scales, wi, word(&blk[0..4]));
+                    codes.extend(blk[4..].chunks_exact(4).map(word));
                 }
                 FormatId::RocmFp2 => {
                     let blk = &row[b * 10..b * 10 + 10];

@@ -9,36 +9,37 @@ mod common;
 use common::*;
 use lowbit_core::backend::{Backend, MatrixDesc, ReferenceBackend};
 use lowbit_core::codec::{self, EncodeOptions};
-use lowbit_core::format::ggml::BlockQ8_0;
 use lowbit_core::{Error, FormatId};
 use lowbit_vulkan::{VulkanError, VulkanOptions, FORMATS, MAX_PIPELINES};
 
 #[test]
-fn device_q8_0_quantization_is_the_core_encoder_byte_for_byte() {
+fn device_q8_quantization_is_the_core_encoder_byte_for_byte() {
     for b in backends() {
         let mut rng = Rng(7);
         let k = 32 * 37;
         let n = 5;
         let mut x = rng.values(n * k);
-        // Edge blocks: all zero, one tiny value, exact ties of x * id, the largest scale.
+        // Edge blocks: all zero, tiny values (f16 scale 0, Q8_1 s not 0), exact ties of
+        // x * id, a scale near f16's largest (Q8_0 only: Q8_1's s would overflow).
         x[32..64].iter_mut().for_each(|v| *v = 0.0);
         x[64..96].iter_mut().for_each(|v| *v = 1e-30);
-        for (i, v) in x[96..128].iter_mut().enumerate() {
+        x[96..128].iter_mut().for_each(|v| *v = 3e-6);
+        for (i, v) in x[128..160].iter_mut().enumerate() {
             *v = (i as f32 - 16.0) * 0.5 + 0.25;
         }
-        x[128] = 65504.0 * 127.0 * 0.999;
-        let got = ok(b.quantize_q8_0(&x, k), "quantize");
+        let mut big = x.clone();
+        big[160] = 65504.0 * 127.0 * 0.999;
         let opts = EncodeOptions::default();
-        for (j, col) in x.chunks_exact(k).enumerate() {
-            let mut want = vec![BlockQ8_0 { d: half::f16::ZERO, qs: [0; 32] }; k / 32];
-            codec::encode_row(FormatId::Q8_0, col, &opts, bytemuck::cast_slice_mut(&mut want))
-                .unwrap();
-            for (i, w) in want.iter().enumerate() {
-                let g = &got[j * k / 32 + i];
-                assert_eq!(g.d.to_bits(), w.d.to_bits(), "{}: column {j} block {i}: d", b.name());
-                if w.d.to_f32() != 0.0 {
-                    assert_eq!(g.qs, w.qs, "{}: column {j} block {i}: qs", b.name());
-                }
+        for (act, x) in [(FormatId::Q8_0, &big), (FormatId::Q8_1, &x)] {
+            let got = ok(b.quantize_q8(act, x, k), "quantize");
+            let mut want = vec![0u8; act.row_bytes(k).unwrap() * n];
+            let rb = act.row_bytes(k).unwrap();
+            for (col, out) in x.chunks_exact(k).zip(want.chunks_exact_mut(rb)) {
+                codec::encode_row(act, col, &opts, out).unwrap();
+            }
+            let bb = act.geometry().block_bytes;
+            for (i, (g, w)) in got.chunks_exact(bb).zip(want.chunks_exact(bb)).enumerate() {
+                assert_eq!(g, w, "{} {act}: block {i}", b.name());
             }
         }
     }

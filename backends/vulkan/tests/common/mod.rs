@@ -122,11 +122,50 @@ pub fn decoded_acts(format: FormatId, x: &[f32]) -> Vec<f32> {
             codec::decode_row(FormatId::Q8_0, bytemuck::cast_slice(&a), &mut out).unwrap();
             out
         }
+        PreparedActivations::Q8_1(a) => {
+            let mut out = vec![0f32; x.len()];
+            codec::decode_row(FormatId::Q8_1, bytemuck::cast_slice(&a), &mut out).unwrap();
+            out
+        }
         other => panic!("activation kind not covered here: {other:?}"),
     }
 }
 
-/// For every output: the exact f64 value and `sum |w_i a_i|` over the decoded data.
+/// Q4_1 x Q8_1 per ggml: per block `d_w d_a sum(q_w q_a) + m_w s_a` (s_a = the stored
+/// f16(d sum q), not m_w times the decoded activations): exact f64 value and magnitude sum.
+fn exact_q4_1(w: &[u8], rows: usize, k: usize, x: &[f32], n: usize) -> Vec<(f64, f64)> {
+    use lowbit_core::backend::PreparedActivations as P;
+    let rb = FormatId::Q4_1.row_bytes(k).unwrap();
+    let mut out = Vec::with_capacity(n * rows);
+    for j in 0..n {
+        let P::Q8_1(a) = P::new(FormatId::Q4_1, &x[j * k..(j + 1) * k]).unwrap() else {
+            panic!("Q4_1 takes Q8_1 activations")
+        };
+        for r in 0..rows {
+            let (mut s, mut m) = (0f64, 0f64);
+            for (i, ab) in a.iter().enumerate() {
+                let blk = &w[r * rb + i * 20..r * rb + i * 20 + 20];
+                let dw = f64::from(half::f16::from_le_bytes([blk[0], blk[1]]).to_f32());
+                let mw = f64::from(half::f16::from_le_bytes([blk[2], blk[3]]).to_f32());
+                let da = f64::from(ab.d.to_f32());
+                for (jj, &qa) in ab.qs.iter().enumerate() {
+                    let q = f64::from((blk[4 + jj % 16] >> (4 * (jj / 16))) & 15);
+                    let t = dw * da * q * f64::from(qa);
+                    s += t;
+                    m += t.abs();
+                }
+                let t = mw * f64::from(ab.s.to_f32());
+                s += t;
+                m += t.abs();
+            }
+            out.push((s, m));
+        }
+    }
+    out
+}
+
+/// For every output: the exact f64 value and `sum |w_i a_i|` over the decoded data (Q4_1:
+/// see [`exact_q4_1`]).
 pub fn exact(
     format: FormatId,
     w: &[u8],
@@ -135,6 +174,9 @@ pub fn exact(
     x: &[f32],
     n: usize,
 ) -> Vec<(f64, f64)> {
+    if format == FormatId::Q4_1 {
+        return exact_q4_1(w, rows, k, x, n);
+    }
     let rb = format.row_bytes(k).unwrap();
     let mut wd = vec![0f32; rows * k];
     for r in 0..rows {
