@@ -151,6 +151,21 @@ fn bad_inputs_get_the_cores_errors() {
         }
         other => panic!("expected BadInput, got {other:?}"),
     }
+    // Q8_1's s = f16(sum q * d) overflows for a block of large values: the core's error.
+    let w1 = random_matrix(&mut rng, FormatId::Q4_1, rows, k);
+    let d1 = MatrixDesc { format: FormatId::Q4_1, rows, cols: k };
+    let m1 = ok(b.upload(d1, &w1), "upload Q4_1");
+    let mut xb = rng.values(2 * k);
+    xb[k + 32..k + 64].iter_mut().for_each(|v| *v = 3000.0);
+    let r1 = ReferenceBackend.upload(d1, &w1).unwrap();
+    let want = ReferenceBackend.matmul(&r1, &xb[k..], 1, &mut y[..rows]).unwrap_err();
+    match (b.matmul(&m1, &xb, 2, &mut y), want) {
+        (
+            Err(VulkanError::Core(Error::OutOfRange { index, .. })),
+            Error::OutOfRange { index: wi, .. },
+        ) => assert_eq!(index, k + wi),
+        (got, want) => panic!("expected OutOfRange like the reference's {want:?}, got {got:?}"),
+    }
     assert!(matches!(
         b.matmul(&m, &x[1..], 2, &mut y),
         Err(VulkanError::Core(Error::Length { .. }))
