@@ -61,6 +61,8 @@ pub struct Context {
     pub(crate) queue: vk::Queue,
     pub(crate) queue_family: u32,
     pub(crate) memory: vk::PhysicalDeviceMemoryProperties,
+    /// `VkPhysicalDeviceProperties::pipelineCacheUUID`.
+    pub(crate) cache_uuid: [u8; 16],
     /// What was read about the device.
     pub info: DeviceInfo,
 }
@@ -231,6 +233,7 @@ impl Context {
             queue,
             queue_family,
             memory,
+            cache_uuid: props.pipeline_cache_uuid,
             info,
         })
     }

@@ -19,6 +19,10 @@
 //! * Kernels use the packed int8 dot product (`OpSDot`) when the device says it is
 //!   accelerated (`LOWBIT_VK_DOT4=0|1` or [`VulkanOptions::dot4`] forces either way), and
 //!   naga's exact bit-extract polyfill otherwise.
+//! * Pipelines: a fixed, build-time set of variants, at most [`MAX_PIPELINES`] held in
+//!   memory, created through the driver's pipeline cache, which is kept on disk between runs
+//!   (keyed by device, driver and the kernel table's hash; bounded; safe to delete;
+//!   `LOWBIT_VK_PIPELINE_CACHE=0` turns it off).
 //! * [`VulkanBackend::read_bandwidth`] and [`VulkanBackend::time_matmul`] time our own read
 //!   kernel and matmuls with GPU timestamps (for `lowbit bench --backend vulkan`).
 //!
@@ -38,6 +42,7 @@
 #![warn(missing_docs)]
 
 mod device;
+mod disk_cache;
 mod error;
 pub mod kernels;
 mod pipeline;
@@ -75,6 +80,9 @@ pub struct VulkanOptions {
     /// Force a kernel shape (threads per row, rows per thread, blocks per step) wherever the
     /// column variant has it (bench sweeps); `None` picks the default per column count.
     pub shape: Option<kernels::Shape>,
+    /// Folder of the on-disk pipeline cache (`None`: `LOWBIT_VK_CACHE_DIR`, else the user's
+    /// cache folder); `LOWBIT_VK_PIPELINE_CACHE=0` turns the cache off either way.
+    pub pipeline_cache_dir: Option<std::path::PathBuf>,
 }
 
 /// One row range of an uploaded matrix, in its own buffers.
@@ -220,7 +228,8 @@ impl VulkanBackend {
         };
         let max_buffer = opts.max_weight_buffer_bytes.unwrap_or(u64::MAX).min(info.max_buffer());
         Self::check_shape(opts.shape)?;
-        let runner = Runner::new(&ctx)?;
+        let cache_dir = disk_cache::folder(opts.pipeline_cache_dir.as_deref());
+        let runner = Runner::new(&ctx, cache_dir.as_deref())?;
         let name = format!("vulkan:{}", info.name);
         Ok(VulkanBackend {
             state: Mutex::new(State { runner, scratch: Scratch::default() }),
@@ -265,6 +274,11 @@ impl VulkanBackend {
     pub fn pipeline_counts(&self) -> (u64, usize) {
         let st = self.lock();
         (st.runner.pipelines.created, st.runner.pipelines.len())
+    }
+
+    /// Bytes of pipeline-cache data read from disk at start (0: none, or the cache is off).
+    pub fn pipeline_cache_loaded_bytes(&self) -> usize {
+        self.lock().runner.pipelines.loaded_bytes
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {

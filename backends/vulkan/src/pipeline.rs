@@ -7,13 +7,18 @@
 //! [`MAX_PIPELINES`] (an engine that compiled one pipeline per new token count grew without
 //! bound; lowbit's variants do not depend on the token count beyond the five column tiers).
 //!
+//! Pipelines are created through the driver's pipeline cache, which `disk_cache.rs` keeps on
+//! disk between processes.
+//!
 //! What must not live here: command recording (`run.rs`), kernel choice (`kernels.rs`).
 
 use std::collections::HashMap;
+use std::path::{Path, PathBuf};
 
 use ash::vk;
 
 use crate::device::Context;
+use crate::disk_cache;
 use crate::error::{vkr, VulkanError};
 use crate::kernels::KERNELS;
 
@@ -34,11 +39,18 @@ pub struct Pipelines {
     clock: u64,
     /// Pipelines created since the backend started (cache misses).
     pub created: u64,
+    /// The driver's pipeline cache (null when the disk cache is off).
+    vk_cache: vk::PipelineCache,
+    /// Where `vk_cache` is saved.
+    disk: Option<PathBuf>,
+    /// Bytes of cache data loaded from disk at start (0: none).
+    pub loaded_bytes: usize,
 }
 
 impl Pipelines {
-    /// The shared layouts.
-    pub fn new(ctx: &Context) -> Result<Self, VulkanError> {
+    /// The shared layouts, and the driver pipeline cache seeded from the disk cache in
+    /// `cache_dir` (see `disk_cache.rs`; `None` when it is off).
+    pub fn new(ctx: &Context, cache_dir: Option<&Path>) -> Result<Self, VulkanError> {
         let bindings: Vec<_> = (0..BINDINGS)
             .map(|b| {
                 vk::DescriptorSetLayoutBinding::default()
@@ -70,7 +82,38 @@ impl Pipelines {
                 return Err(VulkanError::Vk { call: "vkCreatePipelineLayout", result: r });
             }
         };
-        Ok(Pipelines { set_layout, layout, cache: HashMap::new(), clock: 0, created: 0 })
+        let disk = cache_dir.map(|d| disk_cache::file(d, &ctx.info, &ctx.cache_uuid));
+        let initial = disk
+            .as_deref()
+            .and_then(|p| disk_cache::load(p, &ctx.info, &ctx.cache_uuid))
+            .unwrap_or_default();
+        let mut loaded_bytes = initial.len();
+        let vk_cache = if disk.is_some() {
+            let make = |data: &[u8]| {
+                let ci = vk::PipelineCacheCreateInfo::default().initial_data(data);
+                // SAFETY: valid device; the data passed the checksum and header checks.
+                unsafe { ctx.device.create_pipeline_cache(&ci, None) }
+            };
+            match make(&initial) {
+                Ok(c) => c,
+                Err(_) => {
+                    loaded_bytes = 0;
+                    make(&[]).unwrap_or(vk::PipelineCache::null())
+                }
+            }
+        } else {
+            vk::PipelineCache::null()
+        };
+        Ok(Pipelines {
+            set_layout,
+            layout,
+            cache: HashMap::new(),
+            clock: 0,
+            created: 0,
+            vk_cache,
+            disk,
+            loaded_bytes,
+        })
     }
 
     /// The pipeline of kernel `index`, compiled on first use. The caller guarantees that no
@@ -118,8 +161,19 @@ impl Pipelines {
         self.cache.len()
     }
 
-    /// Destroys every object (device idle).
+    /// Saves the driver cache to disk when pipelines were created, then destroys every object
+    /// (device idle).
     pub(crate) fn destroy(&mut self, ctx: &Context) {
+        if self.vk_cache != vk::PipelineCache::null() {
+            if let (Some(path), true) = (&self.disk, self.created > 0) {
+                // SAFETY: valid cache object; no pipeline creation in flight.
+                if let Ok(data) = unsafe { ctx.device.get_pipeline_cache_data(self.vk_cache) } {
+                    disk_cache::store(path, &data);
+                }
+            }
+            // SAFETY: nothing uses the cache any more.
+            unsafe { ctx.device.destroy_pipeline_cache(self.vk_cache, None) };
+        }
         // SAFETY: the device is idle and nothing uses these objects any more.
         unsafe {
             for (_, (p, _)) in self.cache.drain() {

@@ -162,9 +162,9 @@ pub struct Runner {
 
 impl Runner {
     /// Creates the objects on `ctx`'s device.
-    pub fn new(ctx: &Context) -> Result<Self, VulkanError> {
+    pub fn new(ctx: &Context, cache_dir: Option<&std::path::Path>) -> Result<Self, VulkanError> {
         let d = &ctx.device;
-        let mut pipelines = Pipelines::new(ctx)?;
+        let mut pipelines = Pipelines::new(ctx, cache_dir)?;
         let pci = vk::CommandPoolCreateInfo::default()
             .queue_family_index(ctx.queue_family)
             .flags(vk::CommandPoolCreateFlags::RESET_COMMAND_BUFFER);

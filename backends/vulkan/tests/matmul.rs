@@ -210,3 +210,42 @@ fn every_compiled_kernel_shape_matches_the_exact_product() {
         }
     }
 }
+
+#[test]
+fn the_disk_pipeline_cache_is_written_reused_and_survives_corruption() {
+    if std::env::var("LOWBIT_VK_PIPELINE_CACHE").as_deref() == Ok("0") {
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("lowbit-vk-cache-test-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let opts = || VulkanOptions { pipeline_cache_dir: Some(dir.clone()), ..Default::default() };
+    let run = |b: &lowbit_vulkan::VulkanBackend| {
+        let mut rng = Rng(9);
+        let w = random_matrix(&mut rng, FormatId::Q8_0, 8, 64);
+        let m = ok(b.upload(MatrixDesc { format: FormatId::Q8_0, rows: 8, cols: 64 }, &w), "up");
+        let x = rng.values(64);
+        let mut y = vec![0f32; 8];
+        ok(b.matmul(&m, &x, 1, &mut y), "matmul");
+        y
+    };
+    let Some(b) = backend(opts()) else { return };
+    assert_eq!(b.pipeline_cache_loaded_bytes(), 0);
+    let y0 = run(&b);
+    drop(b);
+    let files: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).collect();
+    assert_eq!(files.len(), 1, "{files:?}");
+    let b = backend(opts()).unwrap();
+    assert!(b.pipeline_cache_loaded_bytes() > 0, "cache file not reused");
+    assert_eq!(run(&b), y0);
+    drop(b);
+    // A corrupt file is ignored, not fed to the driver.
+    let mut raw = std::fs::read(&files[0]).unwrap();
+    let last = raw.len() - 1;
+    raw[last] ^= 0xFF;
+    std::fs::write(&files[0], &raw).unwrap();
+    let b = backend(opts()).unwrap();
+    assert_eq!(b.pipeline_cache_loaded_bytes(), 0);
+    assert_eq!(run(&b), y0);
+    drop(b);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
