@@ -303,3 +303,48 @@ impl VkReport {
         o
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quick_run_reports_ratios_and_valid_json() {
+        let vk = match open() {
+            Ok(vk) => vk,
+            Err(e) if e.is_unavailable() => {
+                assert_ne!(
+                    std::env::var("LOWBIT_REQUIRE_VULKAN").as_deref(),
+                    Ok("1"),
+                    "LOWBIT_REQUIRE_VULKAN=1 but {e}"
+                );
+                eprintln!("skipped: {e}");
+                return;
+            }
+            Err(e) => panic!("{e}"),
+        };
+        let cfg = BenchConfig {
+            formats: vec![FormatId::Q4_0, FormatId::Hfp4G32],
+            shapes: vec![(64, 256)],
+            ns: vec![1, 3],
+            threads: vec![1],
+            isa: None,
+            quick: true,
+            encode: false,
+            command_line: "test".into(),
+        };
+        let mut lines = Vec::new();
+        let r = run(&vk, &cfg, false, &mut |l| lines.push(l.to_string())).unwrap();
+        assert!(r.read_gb_s > 0.0);
+        assert_eq!(r.matmul.len(), 4);
+        for row in &r.matmul {
+            assert!(row.us_per_call > 0.0 && row.ratio_to_bandwidth > 0.0, "{row:?}");
+            assert!((row.weight_gb_s / r.read_gb_s - row.ratio_to_bandwidth).abs() < 1e-9);
+        }
+        let j: serde_json::Value = serde_json::from_str(&r.to_json()).unwrap();
+        assert_eq!(j["backend"], "vulkan");
+        assert_eq!(j["matmul"].as_array().map(Vec::len), Some(4));
+        assert!(j["read"]["gb_s"].as_f64().unwrap() > 0.0);
+        assert!(lines.iter().any(|l| l.starts_with("read ceiling")));
+    }
+}
