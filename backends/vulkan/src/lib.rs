@@ -145,7 +145,9 @@ fn ensure<'a>(
 ) -> Result<&'a mut Buffer, VulkanError> {
     if slot.as_ref().is_none_or(|b| b.size < bytes) {
         *slot = None;
-        *slot = Some(Buffer::new(ctx, bytes.next_power_of_two().max(256), host)?);
+        // Grow by powers of two, but never past what one descriptor may cover.
+        let size = bytes.next_power_of_two().min(ctx.info.max_buffer()).max(bytes).max(256);
+        *slot = Some(Buffer::new(ctx, size, host)?);
     }
     Ok(slot.as_mut().expect("just set"))
 }
