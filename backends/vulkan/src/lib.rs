@@ -30,6 +30,11 @@
 //! sums are exact), per thread in block order, then over the row's threads; c = 1 against the
 //! f64 sum for the Q8_0-activation formats, c = 2 for HFP4G32 (as the core's own reference).
 //!
+//! Known gap: an HFP4G32 block with exponent byte 0 has the factor 2^-127, an f32 subnormal;
+//! on a device that flushes f32 subnormals in shaders such a block contributes 0 (the core's
+//! reference keeps it). hipfire's encoder writes e = 0 only for blocks below 6 * 2^-127 of the
+//! row scale (in practice, blocks of zeros).
+//!
 //! NaN and infinite activations: formats with Q8_0 activations reject them with the core's
 //! error (index into `x`), as the CPU backend does; HFP4G32 propagates them into the outputs.
 //!
