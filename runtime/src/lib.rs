@@ -15,6 +15,8 @@
 pub mod bench;
 #[cfg(feature = "hip")]
 pub mod bench_hip;
+#[cfg(feature = "vulkan")]
+pub mod bench_vulkan;
 pub mod cmd;
 pub mod demo;
 pub mod engine;

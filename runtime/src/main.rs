@@ -51,7 +51,7 @@ enum Cmd {
     Codec(CodecCmd),
     /// Encode one synthetic weight tensor with every format and rule; print error and speed.
     Demo(DemoArgs),
-    /// Time the CPU backend's matmul against this machine's read bandwidth (and encoders).
+    /// Time a backend's matmul against the machine's measured read bandwidth (and encoders).
     Bench(BenchArgs),
     /// Describe a GGUF or safetensors file: metadata, tensors (shape, format, bytes, bpw),
     /// totals.
@@ -424,9 +424,24 @@ struct BenchArgs {
     /// Also measure encode throughput of every rule, and fast vs exhaustive search.
     #[arg(long)]
     encode: bool,
-    /// Backend to measure: `cpu` (default) or `hip` (needs a build with `--features hip`).
-    #[arg(long, default_value = "cpu")]
-    backend: String,
+    /// The backend to time. `vulkan` needs a build with `--features vulkan`; without a usable
+    /// Vulkan device it says so and falls back to the CPU backend. `hip` needs a build with
+    /// `--features hip`; without a HIP or CUDA runtime and device it fails, saying why.
+    #[arg(long, value_enum, default_value = "cpu")]
+    backend: BackendArg,
+    /// Vulkan: time every compiled kernel shape, not only the default one.
+    #[arg(long)]
+    vk_sweep: bool,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+enum BackendArg {
+    /// The CPU backend (SIMD kernels, threads).
+    Cpu,
+    /// The Vulkan backend (GPU timestamps, our own read kernel as the ceiling).
+    Vulkan,
+    /// The HIP backend (AMD through hiprtc, NVIDIA through NVRTC; GPU event timing).
+    Hip,
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug)]
@@ -896,14 +911,69 @@ fn run_quantize(a: QuantizeArgs) -> Result<String, CmdError> {
     Ok(outcome.render(&req.output))
 }
 
-fn run_bench(a: BenchArgs) -> Result<ExitCode, CliError> {
-    match a.backend.as_str() {
-        "cpu" => {}
-        "hip" => return run_bench_hip(a),
-        other => {
-            eprintln!("error: unknown backend '{other}' (cpu, hip)");
-            return Ok(ExitCode::FAILURE);
+/// `bench --backend vulkan`: `Ok(None)` means "no usable device: fall back to the CPU" (said
+/// on stderr).
+#[cfg(feature = "vulkan")]
+fn run_bench_vulkan(
+    cfg: &bench::BenchConfig,
+    sweep: bool,
+    json: Option<&std::path::Path>,
+) -> Result<Option<ExitCode>, CliError> {
+    use lowbit_runtime::bench_vulkan;
+    let vk = match bench_vulkan::open() {
+        Ok(vk) => vk,
+        Err(e) if e.is_unavailable() => {
+            eprintln!("warning: {e}; falling back to the CPU backend");
+            return Ok(None);
         }
+        Err(e) => {
+            eprintln!("error: the Vulkan backend failed to start: {e}");
+            return Ok(Some(ExitCode::FAILURE));
+        }
+    };
+    let mut write_err = None;
+    let report = bench_vulkan::run(&vk, cfg, sweep, &mut |l| {
+        if write_err.is_none() {
+            write_err = emit(&format!("{l}\n")).err();
+        }
+    });
+    if let Some(e) = write_err {
+        return Err(e);
+    }
+    let report = match report {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return Ok(Some(ExitCode::FAILURE));
+        }
+    };
+    if let Some(path) = json {
+        std::fs::write(path, report.to_json()).map_err(|e| CliError::Io {
+            path: path.to_path_buf(),
+            op: "write",
+            source: e,
+        })?;
+        emit(&format!("wrote {}\n", path.display()))?;
+    }
+    Ok(Some(ExitCode::SUCCESS))
+}
+
+#[cfg(not(feature = "vulkan"))]
+fn run_bench_vulkan(
+    _: &bench::BenchConfig,
+    _: bool,
+    _: Option<&std::path::Path>,
+) -> Result<Option<ExitCode>, CliError> {
+    eprintln!(
+        "warning: this lowbit was built without the Vulkan backend \
+         (cargo build --features vulkan); falling back to the CPU backend"
+    );
+    Ok(None)
+}
+
+fn run_bench(a: BenchArgs) -> Result<ExitCode, CliError> {
+    if a.backend == BackendArg::Hip {
+        return run_bench_hip(a);
     }
     let cfg = bench::BenchConfig {
         formats: a.formats,
@@ -927,6 +997,11 @@ fn run_bench(a: BenchArgs) -> Result<ExitCode, CliError> {
         encode: a.encode,
         command_line: std::env::args().collect::<Vec<_>>().join(" "),
     };
+    if a.backend == BackendArg::Vulkan {
+        if let Some(code) = run_bench_vulkan(&cfg, a.vk_sweep, a.json.as_deref())? {
+            return Ok(code);
+        }
+    }
     let mut write_err = None;
     let report = bench::run(&cfg, &mut |l| {
         if write_err.is_none() {

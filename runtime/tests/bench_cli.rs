@@ -108,5 +108,6 @@ fn hip_backend_reports_why_it_cannot_run() {
         .output()
         .unwrap();
     assert!(!bad.status.success());
-    assert!(String::from_utf8_lossy(&bad.stderr).contains("unknown backend"));
+    let err = String::from_utf8_lossy(&bad.stderr);
+    assert!(err.contains("invalid value 'tpu'") && err.contains("hip"), "{err}");
 }

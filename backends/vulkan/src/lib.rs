@@ -1,0 +1,572 @@
+//! # lowbit-vulkan
+//!
+//! The Vulkan backend of lowbit: [`VulkanBackend`] implements
+//! [`lowbit_core::backend::Backend`] on [`ash`], with kernels written in WGSL and compiled to
+//! SPIR-V by naga in build.rs (no shader compiler or Vulkan SDK is needed to build; libvulkan
+//! is loaded at run time).
+//!
+//! * [`VulkanBackend::new`] returns [`VulkanError::NoLoader`], [`VulkanError::NoDevice`] or
+//!   [`VulkanError::MissingFeature`] when there is no usable device
+//!   ([`VulkanError::is_unavailable`]): the runtime falls back to the CPU backend and says so.
+//! * Upload validates every block with the core's decoder, then repacks into the device layout
+//!   ([`repack`]). A matrix whose buffers would pass the device's single-buffer limit is split
+//!   by rows into several segments, one buffer pair each, one dispatch each.
+//! * Formats: Q8_0, Q4_0, Q4_1, ROCmFP2, HFP4G32 ([`FORMATS`]).
+//! * `matmul` copies the activations to the device, quantizes them there to Q8_0 / Q8_1 for
+//!   the formats whose activation format is one of those (bytes identical to the core's
+//!   encoder: a test checks it), and runs one dispatch per segment and per tile of at most 16 columns; each
+//!   weight word is read and decoded once per tile and reused for every column.
+//! * Kernels use the packed int8 dot product (`OpSDot`) when the device says it is
+//!   accelerated (`LOWBIT_VK_DOT4=0|1` or [`VulkanOptions::dot4`] forces either way), and
+//!   naga's exact bit-extract polyfill otherwise.
+//! * Pipelines: a fixed, build-time set of variants, at most [`MAX_PIPELINES`] held in
+//!   memory, created through the driver's pipeline cache, which is kept on disk between runs
+//!   (keyed by device, driver and the kernel table's hash; bounded; safe to delete;
+//!   `LOWBIT_VK_PIPELINE_CACHE=0` turns it off).
+//! * [`VulkanBackend::read_bandwidth`] and [`VulkanBackend::time_matmul`] time our own read
+//!   kernel and matmuls with GPU timestamps (for `lowbit bench --backend vulkan`).
+//!
+//! Accumulation bound (DESIGN.md): each output sums per-block f32 terms (the integer block
+//! sums are exact), per thread in block order, then over the row's threads; c = 1 against the
+//! f64 sum for the Q8_0-activation formats, c = 2 for HFP4G32 (as the core's own reference).
+//!
+//! Known gap: an HFP4G32 block with exponent byte 0 has the factor 2^-127, an f32 subnormal;
+//! on a device that flushes f32 subnormals in shaders such a block contributes 0 (the core's
+//! reference keeps it). hipfire's encoder writes e = 0 only for blocks below 6 * 2^-127 of the
+//! row scale (in practice, blocks of zeros).
+//!
+//! NaN and infinite activations: formats with Q8_0 activations reject them with the core's
+//! error (index into `x`), as the CPU backend does; HFP4G32 propagates them into the outputs.
+//!
+//! Layout: `device.rs` (instance, device, buffers), `pipeline.rs` (layouts, bounded pipeline
+//! cache), `disk_cache.rs` (the on-disk pipeline cache), `run.rs` (recording, submission,
+//! timestamps), `kernels.rs` (the build-time kernel table), `repack.rs` (device layouts),
+//! `probe.rs` (timing, the read probe, quantization read-back), `shaders/` (WGSL). `unsafe` lives only in the FFI
+//! modules `device.rs`, `pipeline.rs` and `run.rs`, each block with a `// SAFETY:` line.
+
+#![deny(unsafe_op_in_unsafe_fn)]
+#![warn(missing_docs)]
+
+mod device;
+mod disk_cache;
+mod error;
+pub mod kernels;
+mod pipeline;
+mod probe;
+pub mod repack;
+mod run;
+
+use std::sync::{Arc, Mutex};
+
+use half::f16;
+use lowbit_core::backend::{Backend, MatrixDesc};
+use lowbit_core::codec::{self, EncodeOptions};
+use lowbit_core::error::Buffer as BufKind;
+use lowbit_core::registry::ActFormat;
+use lowbit_core::FormatId;
+
+pub use device::DeviceInfo;
+pub use error::VulkanError;
+pub use pipeline::MAX_PIPELINES;
+
+use device::{Buffer, Context};
+use run::{Bind, Recorder, Runner};
+
+/// Choices made when the backend starts.
+#[derive(Clone, Debug, Default)]
+pub struct VulkanOptions {
+    /// Device index among those with a compute queue (`None`: `LOWBIT_VK_DEVICE`, else the
+    /// first discrete GPU, else the first).
+    pub device: Option<usize>,
+    /// Force the `OpSDot` kernels on or off (`None`: `LOWBIT_VK_DOT4`, else on when the device
+    /// reports 4x8-bit packed signed dot products as accelerated).
+    pub dot4: Option<bool>,
+    /// Largest weight buffer to make (`None`: the device's limits). Tests set a small one to
+    /// exercise matrices that span several buffers.
+    pub max_weight_buffer_bytes: Option<u64>,
+    /// Force a kernel shape (threads per row, rows per thread, blocks per step) wherever the
+    /// column variant has it (bench sweeps); `None` picks the default per column count.
+    pub shape: Option<kernels::Shape>,
+    /// Folder of the on-disk pipeline cache (`None`: `LOWBIT_VK_CACHE_DIR`, else the user's
+    /// cache folder); `LOWBIT_VK_PIPELINE_CACHE=0` turns the cache off either way.
+    pub pipeline_cache_dir: Option<std::path::PathBuf>,
+}
+
+/// One row range of an uploaded matrix, in its own buffers.
+struct Segment {
+    codes: Buffer,
+    scales: Buffer,
+    first_row: usize,
+    rows: usize,
+    scale_off: u32,
+}
+
+/// A matrix uploaded to the Vulkan backend: device buffers in the device layout, by segment.
+pub struct VulkanMatrix {
+    desc: MatrixDesc,
+    segments: Vec<Segment>,
+    /// Keeps the device alive while the buffers exist (dropped after `segments`).
+    _ctx: Arc<Context>,
+}
+
+impl VulkanMatrix {
+    /// Number of buffer segments (1 unless the matrix passes the single-buffer limit).
+    pub fn segments(&self) -> usize {
+        self.segments.len()
+    }
+
+    /// Bytes of device memory the weights occupy.
+    pub fn device_bytes(&self) -> u64 {
+        self.segments.iter().map(|s| s.codes.size + s.scales.size).sum()
+    }
+}
+
+impl std::fmt::Debug for VulkanMatrix {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("VulkanMatrix")
+            .field("desc", &self.desc)
+            .field("segments", &self.segments.len())
+            .finish()
+    }
+}
+
+/// Reusable per-call buffers, grown on demand.
+#[derive(Default)]
+struct Scratch {
+    x_host: Option<Buffer>,
+    x_dev: Option<Buffer>,
+    act_q: Option<Buffer>,
+    act_meta: Option<Buffer>,
+    y_dev: Option<Buffer>,
+    y_host: Option<Buffer>,
+    dummy: Option<Buffer>,
+}
+
+fn ensure<'a>(
+    ctx: &Context,
+    slot: &'a mut Option<Buffer>,
+    bytes: u64,
+    host: bool,
+) -> Result<&'a mut Buffer, VulkanError> {
+    if slot.as_ref().is_none_or(|b| b.size < bytes) {
+        *slot = None;
+        // Grow by powers of two, but never past what one descriptor may cover.
+        let size = bytes.next_power_of_two().min(ctx.info.max_buffer()).max(bytes).max(256);
+        *slot = Some(Buffer::new(ctx, size, host)?);
+    }
+    Ok(slot.as_mut().expect("just set"))
+}
+
+struct State {
+    runner: Runner,
+    scratch: Scratch,
+}
+
+/// The Vulkan backend: one device, one queue, synchronous submissions.
+pub struct VulkanBackend {
+    state: Mutex<State>,
+    name: String,
+    dot4: bool,
+    /// Largest weight buffer (segments are cut to fit).
+    max_buffer: u64,
+    shape: Mutex<Option<kernels::Shape>>,
+    ctx: Arc<Context>,
+}
+
+impl std::fmt::Debug for VulkanBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("VulkanBackend").field("name", &self.name).field("dot4", &self.dot4).finish()
+    }
+}
+
+/// The formats the backend has kernels for.
+pub const FORMATS: [FormatId; 5] =
+    [FormatId::Q8_0, FormatId::Q4_0, FormatId::Q4_1, FormatId::RocmFp2, FormatId::Hfp4G32];
+
+fn env_flag(name: &str) -> Result<Option<bool>, VulkanError> {
+    match std::env::var(name) {
+        Ok(v) if v == "1" => Ok(Some(true)),
+        Ok(v) if v == "0" => Ok(Some(false)),
+        Ok(v) => Err(VulkanError::BadArgument(format!("{name}={v:?}: expected 0 or 1"))),
+        Err(_) => Ok(None),
+    }
+}
+
+/// Q8_0 activations of one block: whether the core's encoder accepts it (finite values, scale
+/// within f16) with the same arithmetic the core uses.
+fn q8_block_ok(xb: &[f32]) -> bool {
+    let mut amax = 0f32;
+    for v in xb {
+        if !v.is_finite() {
+            return false;
+        }
+        amax = amax.max(v.abs());
+    }
+    f16::from_f32(amax / 127.0).is_finite()
+}
+
+impl VulkanBackend {
+    /// The backend on the default device with default options.
+    pub fn new() -> Result<Self, VulkanError> {
+        Self::with_options(VulkanOptions::default())
+    }
+
+    /// The backend with explicit options.
+    pub fn with_options(opts: VulkanOptions) -> Result<Self, VulkanError> {
+        let index = match opts.device {
+            Some(i) => Some(i),
+            None => match std::env::var("LOWBIT_VK_DEVICE") {
+                Ok(v) => Some(v.parse::<usize>().map_err(|_| {
+                    VulkanError::BadArgument(format!("LOWBIT_VK_DEVICE={v:?}: expected an index"))
+                })?),
+                Err(_) => None,
+            },
+        };
+        let dot4_forced = match opts.dot4 {
+            Some(d) => Some(d),
+            None => env_flag("LOWBIT_VK_DOT4")?,
+        };
+        let ctx = Arc::new(Context::new(index)?);
+        let info = &ctx.info;
+        let dot4 = match dot4_forced {
+            Some(true) if !info.dot4_supported => {
+                return Err(VulkanError::MissingFeature("shaderIntegerDotProduct".into()))
+            }
+            Some(d) => d,
+            None => info.dot4_accelerated,
+        };
+        let max_buffer = opts.max_weight_buffer_bytes.unwrap_or(u64::MAX).min(info.max_buffer());
+        Self::check_shape(opts.shape)?;
+        let cache_dir = disk_cache::folder(opts.pipeline_cache_dir.as_deref());
+        let runner = Runner::new(&ctx, cache_dir.as_deref())?;
+        let name = format!("vulkan:{}", info.name);
+        Ok(VulkanBackend {
+            state: Mutex::new(State { runner, scratch: Scratch::default() }),
+            name,
+            dot4,
+            max_buffer,
+            shape: Mutex::new(opts.shape),
+            ctx,
+        })
+    }
+
+    fn check_shape(shape: Option<kernels::Shape>) -> Result<(), VulkanError> {
+        if let Some(s) = shape {
+            if !kernels::KERNELS.iter().any(|k| (k.tpr, k.rpt, k.bpt) == s) {
+                return Err(VulkanError::BadArgument(format!(
+                    "no kernel shape (threads per row, rows per thread, blocks per step) {s:?}"
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// Forces a kernel shape from now on, where the column variant has it (`None`: the
+    /// defaults). For bench sweeps.
+    pub fn set_shape(&self, shape: Option<kernels::Shape>) -> Result<(), VulkanError> {
+        Self::check_shape(shape)?;
+        *self.shape.lock().unwrap_or_else(|p| p.into_inner()) = shape;
+        Ok(())
+    }
+
+    /// What was read about the device.
+    pub fn info(&self) -> &DeviceInfo {
+        &self.ctx.info
+    }
+
+    /// Whether the kernels in use are the `OpSDot` ones.
+    pub fn uses_dot4(&self) -> bool {
+        self.dot4
+    }
+
+    /// Pipelines compiled so far and held now.
+    pub fn pipeline_counts(&self) -> (u64, usize) {
+        let st = self.lock();
+        (st.runner.pipelines.created, st.runner.pipelines.len())
+    }
+
+    /// Bytes of pipeline-cache data read from disk at start (0: none, or the cache is off).
+    pub fn pipeline_cache_loaded_bytes(&self) -> usize {
+        self.lock().runner.pipelines.loaded_bytes
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        // A panic while holding the lock leaves no half-written state the next call relies
+        // on (every call rewrites what it reads), so a poisoned lock is still usable.
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn check_len(
+        format: FormatId,
+        buffer: BufKind,
+        got: usize,
+        expected: usize,
+    ) -> Result<(), VulkanError> {
+        if got != expected {
+            return Err(lowbit_core::Error::Length { format, buffer, got, expected }.into());
+        }
+        Ok(())
+    }
+
+    /// Host-side checks of Q8_0 / Q8_1 activations (`act`): the first column (lowest index)
+    /// with a non-finite value or a scale that overflows f16 gets the core encoder's error, its
+    /// index shifted to a position in `x` (as the CPU backend reports it). Q8_1's `s` can only
+    /// overflow when a block's largest magnitude passes 65504 / 32; such columns go through
+    /// the core encoder too.
+    fn check_q8(act: FormatId, x: &[f32], k: usize) -> Result<(), VulkanError> {
+        for (j, col) in x.chunks_exact(k).enumerate() {
+            let s_safe =
+                |xb: &[f32]| act != FormatId::Q8_1 || xb.iter().all(|v| v.abs() * 32.0 <= 65504.0);
+            if col.chunks_exact(32).all(|xb| q8_block_ok(xb) && s_safe(xb)) {
+                continue;
+            }
+            let mut out = vec![0u8; act.row_bytes(k)?];
+            codec::encode_row(act, col, &EncodeOptions::default(), &mut out)
+                .map_err(|e| e.at_element(j * k))?;
+        }
+        Ok(())
+    }
+
+    fn helper_kernel(&self, shader: &str) -> Result<usize, VulkanError> {
+        kernels::helper(shader, false).ok_or_else(|| {
+            VulkanError::BadArgument(format!("kernel {shader} missing from the build"))
+        })
+    }
+
+    fn matmul_kernel(&self, format: FormatId, ncols: u32) -> Result<usize, VulkanError> {
+        let shader = kernels::matmul_shader(format).ok_or(VulkanError::Unsupported { format })?;
+        let forced = *self.shape.lock().unwrap_or_else(|p| p.into_inner());
+        let shape = match forced {
+            Some(s) if kernels::find(shader, s, ncols, self.dot4).is_some() => s,
+            _ => kernels::default_shape(format, ncols),
+        };
+        kernels::find(shader, shape, ncols, self.dot4).ok_or_else(|| {
+            VulkanError::BadArgument(format!("no {shader} kernel for {ncols} columns"))
+        })
+    }
+
+    /// Stages `x` on the device and sizes the scratch buffers for `n` columns of `m`.
+    fn stage(
+        &self,
+        st: &mut State,
+        m: &VulkanMatrix,
+        x: &[f32],
+        n: usize,
+    ) -> Result<(), VulkanError> {
+        let MatrixDesc { rows, cols, .. } = m.desc;
+        let ctx = &*self.ctx;
+        let xb = (x.len() * 4) as u64;
+        let limit = ctx.info.max_buffer();
+        let too = |what, bytes: u64| {
+            if bytes > limit {
+                Err(VulkanError::TooLarge { what, bytes, limit })
+            } else {
+                Ok(())
+            }
+        };
+        too("the activations", xb)?;
+        too("the outputs", (n * rows * 4) as u64)?;
+        too("the quantized activations' scales", (n * cols / 32 * 16) as u64)?;
+        let s = &mut st.scratch;
+        let host = ensure(ctx, &mut s.x_host, xb, true)?;
+        let bytes = host.bytes_mut().ok_or(VulkanError::BadArgument("unmapped staging".into()))?;
+        bytes[..x.len() * 4].copy_from_slice(bytemuck::cast_slice(x));
+        ensure(ctx, &mut s.x_dev, xb, false)?;
+        ensure(ctx, &mut s.act_q, (n * cols) as u64, false)?;
+        ensure(ctx, &mut s.act_meta, (n * cols / 32 * 16) as u64, false)?;
+        ensure(ctx, &mut s.y_dev, (n * rows * 4) as u64, false)?;
+        ensure(ctx, &mut s.y_host, (n * rows * 4) as u64, true)?;
+        ensure(ctx, &mut s.dummy, 256, false)?;
+        Ok(())
+    }
+
+    /// Records the activation quantization (if the format needs it) and every dispatch of one
+    /// matmul of `m` with the staged activations.
+    fn record_matmul(
+        &self,
+        rec: &mut Recorder<'_>,
+        s: &Scratch,
+        m: &VulkanMatrix,
+        n: usize,
+    ) -> Result<(), VulkanError> {
+        let MatrixDesc { format, rows, cols } = m.desc;
+        let nb = cols / 32;
+        let b = |o: &Option<Buffer>| {
+            let buf = o.as_ref().expect("staged");
+            Bind { buffer: buf.buffer, range: buf.size }
+        };
+        let dummy = b(&s.dummy);
+        let q8 = matches!(format.info().activation, ActFormat::Q8_0 | ActFormat::Q8_1);
+        if q8 {
+            let k = self.helper_kernel("quant_q8_0")?;
+            let blocks = (n * nb) as u32;
+            let params = [blocks, nb as u32, n as u32, 0, 0, 0, 0, 0];
+            let binds = [b(&s.x_dev), dummy, b(&s.act_q), b(&s.act_meta), dummy];
+            rec.dispatch(k, &binds, params, blocks.div_ceil(64))?;
+            rec.barrier();
+        }
+        let (act0, act1) = if q8 { (b(&s.act_q), b(&s.act_meta)) } else { (b(&s.x_dev), dummy) };
+        let mut c0 = 0;
+        while c0 < n {
+            let tile = (n - c0).min(kernels::MAX_COLS);
+            let kidx = self.matmul_kernel(format, kernels::ncols_for(tile))?;
+            let rpw = kernels::KERNELS[kidx].rows_per_workgroup();
+            for seg in &m.segments {
+                let params = [
+                    seg.rows as u32,
+                    nb as u32,
+                    tile as u32,
+                    seg.first_row as u32,
+                    rows as u32,
+                    c0 as u32,
+                    seg.scale_off,
+                    0,
+                ];
+                let binds = [
+                    Bind { buffer: seg.codes.buffer, range: seg.codes.size },
+                    Bind { buffer: seg.scales.buffer, range: seg.scales.size },
+                    act0,
+                    act1,
+                    b(&s.y_dev),
+                ];
+                rec.dispatch(kidx, &binds, params, (seg.rows as u32).div_ceil(rpw))?;
+            }
+            c0 += tile;
+        }
+        Ok(())
+    }
+
+    fn check_call(&self, m: &VulkanMatrix, x: &[f32], n: usize) -> Result<(), VulkanError> {
+        let MatrixDesc { format, cols, .. } = m.desc;
+        Self::check_len(format, BufKind::Activations, x.len(), n * cols)?;
+        match format.info().activation {
+            ActFormat::Q8_0 if n > 0 => Self::check_q8(FormatId::Q8_0, x, cols)?,
+            ActFormat::Q8_1 if n > 0 => Self::check_q8(FormatId::Q8_1, x, cols)?,
+            _ => {}
+        }
+        Ok(())
+    }
+}
+
+impl Drop for VulkanBackend {
+    fn drop(&mut self) {
+        let st = self.state.get_mut().unwrap_or_else(|p| p.into_inner());
+        st.scratch = Scratch::default();
+        st.runner.destroy(&self.ctx);
+    }
+}
+
+impl Backend for VulkanBackend {
+    type Matrix = VulkanMatrix;
+    type Error = VulkanError;
+
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn supports(&self, format: FormatId) -> bool {
+        FORMATS.contains(&format)
+    }
+
+    /// Checks the length, decodes every row with the core (the first bad block is reported
+    /// with its offset in `bytes`), repacks into the device layout and copies it to device
+    /// memory, split by rows into segments that each fit one buffer.
+    fn upload(&self, desc: MatrixDesc, bytes: &[u8]) -> Result<VulkanMatrix, VulkanError> {
+        let format = desc.format;
+        if !self.supports(format) {
+            return Err(VulkanError::Unsupported { format });
+        }
+        let rb = format.row_bytes(desc.cols)?;
+        Self::check_len(format, BufKind::Encoded, bytes.len(), desc.canonical_bytes()?)?;
+        let mut scratch = vec![0f32; desc.cols];
+        for (r, row) in bytes.chunks_exact(rb.max(1)).enumerate() {
+            codec::decode_row(format, row, &mut scratch).map_err(|e| e.at(r * rb))?;
+        }
+        let nb = desc.cols / 32;
+        let cw = repack::code_words(format).ok_or(VulkanError::Unsupported { format })?;
+        let code_row = (nb * cw * 4) as u64;
+        let scale_row = (repack::scale_words(format, 2, nb).0 * 4) as u64 / 2 + 8;
+        let per_seg = (self.max_buffer / code_row.max(scale_row).max(1)) as usize;
+        if per_seg == 0 && desc.rows > 0 {
+            return Err(VulkanError::TooLarge {
+                what: "one row of weights",
+                bytes: code_row,
+                limit: self.max_buffer,
+            });
+        }
+        let mut segments = Vec::new();
+        let mut st = self.lock();
+        let State { runner, .. } = &mut *st;
+        let mut first = 0;
+        while first < desc.rows {
+            let rows = per_seg.min(desc.rows - first);
+            let src = &bytes[first * rb..(first + rows) * rb];
+            let (codes, scales, scale_off) = repack::repack(format, src, rb, nb);
+            let put = |runner: &mut Runner, words: &[u32]| -> Result<Buffer, VulkanError> {
+                let size = (words.len() * 4) as u64;
+                let dev = Buffer::new(&self.ctx, size, false)?;
+                let mut host = Buffer::new(&self.ctx, size, true)?;
+                host.bytes_mut().expect("mapped")[..words.len() * 4]
+                    .copy_from_slice(bytemuck::cast_slice(words));
+                runner.submit(&self.ctx, |rec| {
+                    rec.copy(host.buffer, dev.buffer, size.max(16));
+                    Ok(false)
+                })?;
+                Ok(dev)
+            };
+            let codes = put(runner, &codes)?;
+            let scales = put(runner, &scales)?;
+            segments.push(Segment { codes, scales, first_row: first, rows, scale_off });
+            first += rows;
+        }
+        Ok(VulkanMatrix { desc, segments, _ctx: self.ctx.clone() })
+    }
+
+    fn desc(&self, matrix: &VulkanMatrix) -> MatrixDesc {
+        matrix.desc
+    }
+
+    fn matmul(
+        &self,
+        m: &VulkanMatrix,
+        x: &[f32],
+        n: usize,
+        y: &mut [f32],
+    ) -> Result<(), VulkanError> {
+        let MatrixDesc { format, rows, .. } = m.desc;
+        if !Arc::ptr_eq(&m._ctx, &self.ctx) {
+            return Err(VulkanError::BadArgument("matrix uploaded to another device".into()));
+        }
+        self.check_call(m, x, n)?;
+        Self::check_len(format, BufKind::Values, y.len(), n * rows)?;
+        if n == 0 || rows == 0 {
+            return Ok(());
+        }
+        let mut st = self.lock();
+        self.stage(&mut st, m, x, n)?;
+        let State { runner, scratch } = &mut *st;
+        let ybytes = (n * rows * 4) as u64;
+        let xbytes = (x.len() * 4) as u64;
+        runner.submit(&self.ctx, |rec| {
+            let s = &*scratch;
+            rec.copy(
+                s.x_host.as_ref().expect("staged").buffer,
+                s.x_dev.as_ref().expect("staged").buffer,
+                xbytes,
+            );
+            rec.barrier();
+            self.record_matmul(rec, s, m, n)?;
+            rec.barrier();
+            rec.copy(
+                s.y_dev.as_ref().expect("staged").buffer,
+                s.y_host.as_ref().expect("staged").buffer,
+                ybytes,
+            );
+            rec.barrier();
+            Ok(false)
+        })?;
+        let out = scratch.y_host.as_mut().expect("staged").bytes_mut().expect("mapped");
+        y.copy_from_slice(bytemuck::cast_slice(&out[..n * rows * 4]));
+        Ok(())
+    }
+}

@@ -1,0 +1,226 @@
+//! Shared test helpers: the backend or a skip, a deterministic RNG, random valid matrices, and
+//! the exact (f64) product with its accumulation bound.
+
+#![allow(dead_code)]
+
+use lowbit_core::backend::PreparedActivations;
+use lowbit_core::codec::{self, EncodeOptions};
+use lowbit_core::{Error, FormatId};
+use lowbit_vulkan::{VulkanBackend, VulkanError, VulkanOptions};
+
+/// The backend with `opts`, or `None` (with a message) when this machine has no usable Vulkan
+/// device. With `LOWBIT_REQUIRE_VULKAN=1` (CI) a missing device fails the test instead.
+pub fn backend(opts: VulkanOptions) -> Option<VulkanBackend> {
+    match VulkanBackend::with_options(opts) {
+        Ok(b) => Some(b),
+        Err(e) if e.is_unavailable() => {
+            if std::env::var("LOWBIT_REQUIRE_VULKAN").as_deref() == Ok("1") {
+                panic!("LOWBIT_REQUIRE_VULKAN=1 but {e}");
+            }
+            eprintln!(
+                "skipped: no usable Vulkan device ({e}); LOWBIT_REQUIRE_VULKAN=1 fails instead"
+            );
+            None
+        }
+        Err(e) => panic!("Vulkan backend failed to start: {e}"),
+    }
+}
+
+/// Backends to test: the default, plus the other dot-product path where the device has both.
+pub fn backends() -> Vec<VulkanBackend> {
+    let Some(b) = backend(VulkanOptions::default()) else { return Vec::new() };
+    let mut out = Vec::new();
+    let other = if b.info().dot4_supported { Some(!b.uses_dot4()) } else { None };
+    out.push(b);
+    if let Some(d) = other {
+        out.extend(backend(VulkanOptions { dot4: Some(d), ..Default::default() }));
+    }
+    out
+}
+
+/// SplitMix64.
+pub struct Rng(pub u64);
+
+impl Rng {
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    pub fn uniform(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+    }
+
+    pub fn normal(&mut self) -> f32 {
+        let u = self.uniform().max(1e-300);
+        let v = self.uniform();
+        ((-2.0 * u.ln()).sqrt() * (2.0 * std::f64::consts::PI * v).cos()) as f32
+    }
+
+    /// Normal values with occasional outliers (x 20).
+    pub fn values(&mut self, n: usize) -> Vec<f32> {
+        (0..n)
+            .map(|_| {
+                let x = self.normal();
+                if self.next_u64() % 64 == 0 {
+                    x * 20.0
+                } else {
+                    x
+                }
+            })
+            .collect()
+    }
+}
+
+/// A random valid matrix: even rows (and every row of formats with row headers) from the
+/// reference encoder, odd rows random bytes redrawn where the core rejects them.
+pub fn random_matrix(rng: &mut Rng, format: FormatId, rows: usize, k: usize) -> Vec<u8> {
+    let rb = format.row_bytes(k).unwrap();
+    let g = format.geometry();
+    let mut out = vec![0u8; rows * rb];
+    let opts = EncodeOptions::default();
+    for (r, row) in out.chunks_exact_mut(rb).enumerate() {
+        let vals = rng.values(k);
+        if r % 2 == 0 || g.row_header_bytes != 0 {
+            codec::encode_row(format, &vals, &opts, row).unwrap();
+            continue;
+        }
+        let mut scratch = vec![0f32; g.block_elems];
+        for blk in row.chunks_exact_mut(g.block_bytes) {
+            blk.iter_mut().for_each(|b| *b = rng.next_u64() as u8);
+            let mut tries = 0;
+            loop {
+                match codec::decode_row(format, blk, &mut scratch) {
+                    Ok(()) => break,
+                    Err(Error::IllegalByte { offset, .. }) if offset < blk.len() => {
+                        blk[offset] = rng.next_u64() as u8;
+                    }
+                    Err(Error::NonFiniteScale { offset, .. }) if offset < blk.len() => {
+                        let end = (offset + 2).min(blk.len());
+                        blk[offset..end].iter_mut().for_each(|b| *b = rng.next_u64() as u8);
+                    }
+                    Err(_) => blk.iter_mut().for_each(|b| *b = rng.next_u64() as u8),
+                }
+                tries += 1;
+                assert!(tries < 10_000, "{format}: no valid random block");
+            }
+        }
+    }
+    out
+}
+
+/// The decoded activations a format's dot product sees for one column (rotated and
+/// quantized with the core's reference encoder, then decoded; exact).
+pub fn decoded_acts(format: FormatId, x: &[f32]) -> Vec<f32> {
+    match PreparedActivations::new(format, x).unwrap() {
+        PreparedActivations::F32(v) => v,
+        PreparedActivations::Q8_0(a) => {
+            let mut out = vec![0f32; x.len()];
+            codec::decode_row(FormatId::Q8_0, bytemuck::cast_slice(&a), &mut out).unwrap();
+            out
+        }
+        PreparedActivations::Q8_1(a) => {
+            let mut out = vec![0f32; x.len()];
+            codec::decode_row(FormatId::Q8_1, bytemuck::cast_slice(&a), &mut out).unwrap();
+            out
+        }
+        other => panic!("activation kind not covered here: {other:?}"),
+    }
+}
+
+/// Q4_1 x Q8_1 per ggml: per block `d_w d_a sum(q_w q_a) + m_w s_a` (s_a = the stored
+/// f16(d sum q), not m_w times the decoded activations): exact f64 value and magnitude sum.
+fn exact_q4_1(w: &[u8], rows: usize, k: usize, x: &[f32], n: usize) -> Vec<(f64, f64)> {
+    use lowbit_core::backend::PreparedActivations as P;
+    let rb = FormatId::Q4_1.row_bytes(k).unwrap();
+    let mut out = Vec::with_capacity(n * rows);
+    for j in 0..n {
+        let P::Q8_1(a) = P::new(FormatId::Q4_1, &x[j * k..(j + 1) * k]).unwrap() else {
+            panic!("Q4_1 takes Q8_1 activations")
+        };
+        for r in 0..rows {
+            let (mut s, mut m) = (0f64, 0f64);
+            for (i, ab) in a.iter().enumerate() {
+                let blk = &w[r * rb + i * 20..r * rb + i * 20 + 20];
+                let dw = f64::from(half::f16::from_le_bytes([blk[0], blk[1]]).to_f32());
+                let mw = f64::from(half::f16::from_le_bytes([blk[2], blk[3]]).to_f32());
+                let da = f64::from(ab.d.to_f32());
+                for (jj, &qa) in ab.qs.iter().enumerate() {
+                    let q = f64::from((blk[4 + jj % 16] >> (4 * (jj / 16))) & 15);
+                    let t = dw * da * q * f64::from(qa);
+                    s += t;
+                    m += t.abs();
+                }
+                let t = mw * f64::from(ab.s.to_f32());
+                s += t;
+                m += t.abs();
+            }
+            out.push((s, m));
+        }
+    }
+    out
+}
+
+/// For every output: the exact f64 value and `sum |w_i a_i|` over the decoded data (Q4_1:
+/// see [`exact_q4_1`]).
+pub fn exact(
+    format: FormatId,
+    w: &[u8],
+    rows: usize,
+    k: usize,
+    x: &[f32],
+    n: usize,
+) -> Vec<(f64, f64)> {
+    if format == FormatId::Q4_1 {
+        return exact_q4_1(w, rows, k, x, n);
+    }
+    let rb = format.row_bytes(k).unwrap();
+    let mut wd = vec![0f32; rows * k];
+    for r in 0..rows {
+        codec::decode_row(format, &w[r * rb..(r + 1) * rb], &mut wd[r * k..(r + 1) * k]).unwrap();
+    }
+    let mut out = Vec::with_capacity(n * rows);
+    for j in 0..n {
+        let a = decoded_acts(format, &x[j * k..(j + 1) * k]);
+        for r in 0..rows {
+            let (mut s, mut m) = (0f64, 0f64);
+            for (wi, ai) in wd[r * k..(r + 1) * k].iter().zip(&a) {
+                let t = f64::from(*wi) * f64::from(*ai);
+                s += t;
+                m += t.abs();
+            }
+            out.push((s, m));
+        }
+    }
+    out
+}
+
+/// The accumulation-bound constant c of the backend's kernels for `format` (lib.rs).
+pub fn bound_c(format: FormatId) -> f64 {
+    if format == FormatId::Hfp4G32 {
+        2.0
+    } else {
+        1.0
+    }
+}
+
+/// Asserts that `y` is within `c * k * 2^-24 * sum|w a|` of the exact products.
+pub fn assert_within(what: &str, format: FormatId, y: &[f32], ex: &[(f64, f64)], k: usize) {
+    let u = (2f64).powi(-24);
+    for (i, (&g, &(e, m))) in y.iter().zip(ex).enumerate() {
+        let tol = bound_c(format) * k as f64 * u * m;
+        assert!(
+            (f64::from(g) - e).abs() <= tol,
+            "{what}: output {i}: got {g}, exact {e}, |diff| {} > bound {tol}",
+            (f64::from(g) - e).abs()
+        );
+    }
+}
+
+/// Unwraps a result, turning a device error into a clear panic.
+pub fn ok<T>(r: Result<T, VulkanError>, what: &str) -> T {
+    r.unwrap_or_else(|e| panic!("{what}: {e}"))
+}

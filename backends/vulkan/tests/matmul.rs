@@ -1,0 +1,251 @@
+//! The Vulkan backend against the core: device-side Q8_0 quantization byte for byte, every
+//! kernel against the exact product within the accumulation bound on odd shapes and column
+//! counts (both dot-product paths where the device has both), matrices split over several
+//! buffers, and errors. Skips with a message when no Vulkan device exists, unless
+//! LOWBIT_REQUIRE_VULKAN=1.
+
+mod common;
+
+use common::*;
+use lowbit_core::backend::{Backend, MatrixDesc, ReferenceBackend};
+use lowbit_core::codec::{self, EncodeOptions};
+use lowbit_core::{Error, FormatId};
+use lowbit_vulkan::{VulkanError, VulkanOptions, FORMATS, MAX_PIPELINES};
+
+#[test]
+fn device_q8_quantization_is_the_core_encoder_byte_for_byte() {
+    for b in backends() {
+        let mut rng = Rng(7);
+        let k = 32 * 37;
+        let n = 5;
+        let mut x = rng.values(n * k);
+        // Edge blocks: all zero, tiny values (f16 scale 0, Q8_1 s not 0), exact ties of
+        // x * id, a scale near f16's largest (Q8_0 only: Q8_1's s would overflow).
+        x[32..64].iter_mut().for_each(|v| *v = 0.0);
+        x[64..96].iter_mut().for_each(|v| *v = 1e-30);
+        x[96..128].iter_mut().for_each(|v| *v = 3e-6);
+        for (i, v) in x[128..160].iter_mut().enumerate() {
+            *v = (i as f32 - 16.0) * 0.5 + 0.25;
+        }
+        let mut big = x.clone();
+        big[160] = 65504.0 * 127.0 * 0.999;
+        let opts = EncodeOptions::default();
+        for (act, x) in [(FormatId::Q8_0, &big), (FormatId::Q8_1, &x)] {
+            let got = ok(b.quantize_q8(act, x, k), "quantize");
+            let mut want = vec![0u8; act.row_bytes(k).unwrap() * n];
+            let rb = act.row_bytes(k).unwrap();
+            for (col, out) in x.chunks_exact(k).zip(want.chunks_exact_mut(rb)) {
+                codec::encode_row(act, col, &opts, out).unwrap();
+            }
+            let bb = act.geometry().block_bytes;
+            for (i, (g, w)) in got.chunks_exact(bb).zip(want.chunks_exact(bb)).enumerate() {
+                assert_eq!(g, w, "{} {act}: block {i}", b.name());
+            }
+        }
+    }
+}
+
+fn check_format(
+    b: &lowbit_vulkan::VulkanBackend,
+    format: FormatId,
+    rows: usize,
+    k: usize,
+    ns: &[usize],
+) {
+    let mut rng = Rng(rows as u64 * 1000 + k as u64);
+    let w = random_matrix(&mut rng, format, rows, k);
+    let desc = MatrixDesc { format, rows, cols: k };
+    let m = ok(b.upload(desc, &w), "upload");
+    let reference = ReferenceBackend;
+    let rm = reference.upload(desc, &w).unwrap();
+    for &n in ns {
+        let mut x = rng.values(n * k);
+        if n > 1 {
+            x[k..2 * k].iter_mut().for_each(|v| *v = 0.0);
+        }
+        let mut y = vec![f32::NAN; n * rows];
+        ok(b.matmul(&m, &x, n, &mut y), "matmul");
+        let what = format!("{} dot4={} {format} {rows}x{k} n={n}", b.name(), b.uses_dot4());
+        let ex = exact(format, &w, rows, k, &x, n);
+        assert_within(&what, format, &y, &ex, k);
+        let mut yr = vec![0f32; n * rows];
+        reference.matmul(&rm, &x, n, &mut yr).unwrap();
+        // Both within the bound of the exact value, so within twice it of each other.
+        let u = (2f64).powi(-24);
+        for (i, ((&g, &r), &(_, mag))) in y.iter().zip(&yr).zip(&ex).enumerate() {
+            let tol = 2.0 * bound_c(format) * k as f64 * u * mag;
+            assert!(
+                (f64::from(g) - f64::from(r)).abs() <= tol,
+                "{what}: output {i}: {g} vs reference {r}"
+            );
+        }
+    }
+}
+
+#[test]
+fn every_kernel_matches_the_exact_product_on_odd_shapes() {
+    for b in backends() {
+        for format in FORMATS {
+            for (rows, k) in [(1, 32), (7, 96), (33, 224), (130, 1024), (259, 4128)] {
+                check_format(&b, format, rows, k, &[1, 2, 3, 5, 8]);
+            }
+            check_format(&b, format, 67, 512, &[13, 16, 17, 33]);
+        }
+    }
+}
+
+#[test]
+fn matrices_split_over_several_buffers_give_the_same_results() {
+    let Some(whole) = backend(VulkanOptions::default()) else { return };
+    let Some(split) =
+        backend(VulkanOptions { max_weight_buffer_bytes: Some(8192), ..Default::default() })
+    else {
+        return;
+    };
+    let mut rng = Rng(3);
+    for format in FORMATS {
+        let (rows, k, n) = (301, 1024, 3);
+        let w = random_matrix(&mut rng, format, rows, k);
+        let desc = MatrixDesc { format, rows, cols: k };
+        let mw = ok(whole.upload(desc, &w), "upload");
+        let ms = ok(split.upload(desc, &w), "upload split");
+        assert_eq!(mw.segments(), 1);
+        assert!(ms.segments() > 4, "{format}: {} segments", ms.segments());
+        let x = rng.values(n * k);
+        let (mut yw, mut ys) = (vec![0f32; n * rows], vec![0f32; n * rows]);
+        ok(whole.matmul(&mw, &x, n, &mut yw), "matmul");
+        ok(split.matmul(&ms, &x, n, &mut ys), "matmul split");
+        assert_eq!(
+            yw.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+            ys.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+            "{format}: split results differ"
+        );
+    }
+}
+
+#[test]
+fn bad_inputs_get_the_cores_errors() {
+    let Some(b) = backend(VulkanOptions::default()) else { return };
+    let mut rng = Rng(11);
+    let (rows, k) = (5, 64);
+    let w = random_matrix(&mut rng, FormatId::RocmFp2, rows, k);
+    let desc = MatrixDesc { format: FormatId::RocmFp2, rows, cols: k };
+    // A bad scale byte in row 3, block 1 (e[0] at byte 8 of the block).
+    let mut bad = w.clone();
+    let off = 3 * 20 + 10 + 8;
+    bad[off] = 0xFF;
+    match b.upload(desc, &bad) {
+        Err(VulkanError::Core(Error::IllegalByte { offset, .. })) => assert_eq!(offset, off),
+        other => panic!("expected IllegalByte at {off}, got {other:?}"),
+    }
+    assert!(matches!(b.upload(desc, &w[1..]), Err(VulkanError::Core(Error::Length { .. }))));
+    let m = ok(b.upload(desc, &w), "upload");
+    let mut x = rng.values(2 * k);
+    x[k + 17] = f32::NAN;
+    let mut y = vec![0f32; 2 * rows];
+    let cpu_like = ReferenceBackend.upload(desc, &w).unwrap();
+    let want = ReferenceBackend.matmul(&cpu_like, &x[k..], 1, &mut y[..rows]).unwrap_err();
+    match b.matmul(&m, &x, 2, &mut y) {
+        Err(VulkanError::Core(Error::BadInput { index, .. })) => {
+            assert_eq!(index, k + 17, "reference said {want:?}")
+        }
+        other => panic!("expected BadInput, got {other:?}"),
+    }
+    // Q8_1's s = f16(sum q * d) overflows for a block of large values: the core's error.
+    let w1 = random_matrix(&mut rng, FormatId::Q4_1, rows, k);
+    let d1 = MatrixDesc { format: FormatId::Q4_1, rows, cols: k };
+    let m1 = ok(b.upload(d1, &w1), "upload Q4_1");
+    let mut xb = rng.values(2 * k);
+    xb[k + 32..k + 64].iter_mut().for_each(|v| *v = 3000.0);
+    let r1 = ReferenceBackend.upload(d1, &w1).unwrap();
+    let want = ReferenceBackend.matmul(&r1, &xb[k..], 1, &mut y[..rows]).unwrap_err();
+    match (b.matmul(&m1, &xb, 2, &mut y), want) {
+        (
+            Err(VulkanError::Core(Error::OutOfRange { index, .. })),
+            Error::OutOfRange { index: wi, .. },
+        ) => assert_eq!(index, k + wi),
+        (got, want) => panic!("expected OutOfRange like the reference's {want:?}, got {got:?}"),
+    }
+    assert!(matches!(
+        b.matmul(&m, &x[1..], 2, &mut y),
+        Err(VulkanError::Core(Error::Length { .. }))
+    ));
+    assert!(matches!(
+        b.upload(MatrixDesc { format: FormatId::Q2K, rows: 1, cols: 256 }, &[0; 84]),
+        Err(VulkanError::Unsupported { .. })
+    ));
+}
+
+#[test]
+fn pipelines_stay_bounded_across_many_column_counts() {
+    let Some(b) = backend(VulkanOptions::default()) else { return };
+    let mut rng = Rng(5);
+    let (rows, k) = (40, 256);
+    let w = random_matrix(&mut rng, FormatId::Q8_0, rows, k);
+    let m = ok(b.upload(MatrixDesc { format: FormatId::Q8_0, rows, cols: k }, &w), "upload");
+    for n in 1..=40 {
+        let x = rng.values(n * k);
+        let mut y = vec![0f32; n * rows];
+        ok(b.matmul(&m, &x, n, &mut y), "matmul");
+    }
+    let (created, held) = b.pipeline_counts();
+    // One quantizer and five column tiers, whatever the column counts were.
+    assert!(created <= 6, "{created} pipelines created");
+    assert!(held <= MAX_PIPELINES);
+}
+
+#[test]
+fn every_compiled_kernel_shape_matches_the_exact_product() {
+    // The default dot-product path only (the other one is covered on the default shapes).
+    if let Some(b) = backend(VulkanOptions::default()) {
+        for format in FORMATS {
+            let shader = lowbit_vulkan::kernels::matmul_shader(format).unwrap();
+            for (ncols, n) in [(1, 1), (2, 2), (4, 3), (8, 7), (16, 13)] {
+                for shape in lowbit_vulkan::kernels::shapes(shader, ncols) {
+                    ok(b.set_shape(Some(shape)), "set_shape");
+                    check_format(&b, format, 37, 320, &[n]);
+                }
+            }
+            ok(b.set_shape(None), "set_shape");
+        }
+    }
+}
+
+#[test]
+fn the_disk_pipeline_cache_is_written_reused_and_survives_corruption() {
+    if std::env::var("LOWBIT_VK_PIPELINE_CACHE").as_deref() == Ok("0") {
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("lowbit-vk-cache-test-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let opts = || VulkanOptions { pipeline_cache_dir: Some(dir.clone()), ..Default::default() };
+    let run = |b: &lowbit_vulkan::VulkanBackend| {
+        let mut rng = Rng(9);
+        let w = random_matrix(&mut rng, FormatId::Q8_0, 8, 64);
+        let m = ok(b.upload(MatrixDesc { format: FormatId::Q8_0, rows: 8, cols: 64 }, &w), "up");
+        let x = rng.values(64);
+        let mut y = vec![0f32; 8];
+        ok(b.matmul(&m, &x, 1, &mut y), "matmul");
+        y
+    };
+    let Some(b) = backend(opts()) else { return };
+    assert_eq!(b.pipeline_cache_loaded_bytes(), 0);
+    let y0 = run(&b);
+    drop(b);
+    let files: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).collect();
+    assert_eq!(files.len(), 1, "{files:?}");
+    let b = backend(opts()).unwrap();
+    assert!(b.pipeline_cache_loaded_bytes() > 0, "cache file not reused");
+    assert_eq!(run(&b), y0);
+    drop(b);
+    // A corrupt file is ignored, not fed to the driver.
+    let mut raw = std::fs::read(&files[0]).unwrap();
+    let last = raw.len() - 1;
+    raw[last] ^= 0xFF;
+    std::fs::write(&files[0], &raw).unwrap();
+    let b = backend(opts()).unwrap();
+    assert_eq!(b.pipeline_cache_loaded_bytes(), 0);
+    assert_eq!(run(&b), y0);
+    drop(b);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
