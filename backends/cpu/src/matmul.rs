@@ -29,9 +29,11 @@ use crate::kernels::{Kernel, KernelTable, MAX_TILE};
 /// while every column tile runs over it, with room for the activations and outputs.
 pub const PREFILL_CHUNK_BYTES: usize = 256 * 1024;
 
-/// Weight bytes below which a one-pass task is not split further: a task costs a few hundred
-/// nanoseconds to schedule, about what 16 KiB of weights take to stream.
-pub const MIN_TASK_BYTES: usize = 16 * 1024;
+/// Weight bytes below which a one-pass task is not split further. A task costs about a
+/// microsecond to hand out and start (and its kernel rebuilds its activation records); SmolLM2
+/// decode on 2 threads ran about 5% faster with 64 KiB than with 16 KiB (`lowbit speed`,
+/// 2026-12-01).
+pub const MIN_TASK_BYTES: usize = 64 * 1024;
 
 /// Rows per rayon task for one pass over the weights: a multiple of 8 (the SIMD kernels' row
 /// group), about 8 tasks per thread so uneven progress balances, but at least

@@ -511,7 +511,7 @@ unsafe fn hsum16(v: __m512) -> f32 {
 }
 
 /// Bytes ahead that each row stream prefetches.
-const PF: usize = 768;
+const PF: usize = 2048;
 
 /// Rows in groups of `R`, columns in sub-tiles of `CT` (the last row / column repeated, extra
 /// results discarded); a partial last group of blocks is decoded from a zero-padded copy.

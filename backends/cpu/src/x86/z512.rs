@@ -208,7 +208,7 @@ unsafe fn hsum16(v: __m512) -> f32 {
 }
 
 /// Bytes ahead that each row stream prefetches.
-const PF: usize = 768;
+const PF: usize = 2048;
 
 /// The driver (row and column group sizes per [`entry`]): rows in groups of `R`, columns in sub-tiles of `CT` (the last row / column
 /// repeated, extra results discarded), groups of `F::GB` blocks (a partial last group is
