@@ -5,6 +5,8 @@
 //! Without a GPU runtime or device these tests print why and pass; `LOWBIT_REQUIRE_HIP=1`
 //! makes them fail instead (set it wherever a device is expected).
 
+// The CPU backend's test helpers (deterministic RNG, random valid matrices), shared as is.
+#[path = "../../cpu/tests/common/mod.rs"]
 mod common;
 
 use common::{random_acts, random_matrix, Rng};
