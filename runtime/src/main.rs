@@ -948,11 +948,7 @@ fn run_bench_vulkan(
         }
     };
     if let Some(path) = json {
-        std::fs::write(path, report.to_json()).map_err(|e| CliError::Io {
-            path: path.to_path_buf(),
-            op: "write",
-            source: e,
-        })?;
+        lowbit_runtime::rawcodec::write_atomic(path, report.to_json().as_bytes())?;
         emit(&format!("wrote {}\n", path.display()))?;
     }
     Ok(Some(ExitCode::SUCCESS))
@@ -1052,11 +1048,7 @@ fn run_bench_hip(a: BenchArgs) -> Result<ExitCode, CliError> {
         }
     };
     if let Some(path) = a.json {
-        std::fs::write(&path, json).map_err(|e| CliError::Io {
-            path: path.clone(),
-            op: "write",
-            source: e,
-        })?;
+        lowbit_runtime::rawcodec::write_atomic(&path, json.as_bytes())?;
         emit(&format!("wrote {}\n", path.display()))?;
     }
     Ok(ExitCode::SUCCESS)
