@@ -37,14 +37,31 @@ pub(crate) type RepackFn = fn(&mut [u8]);
 /// Builds a kernel's activation layout for every column of a call, once per matmul call.
 pub(crate) type PrepFn = fn(&Acts) -> Option<crate::act::Layout>;
 
-/// What a kernel needs besides its body: an upload-time repack of the weight rows and a
-/// once-per-call activation layout (both optional).
+/// A prefill GEMM for calls of more than [`MAX_TILE`] columns: `panel` rearranges a call's
+/// activations once, `f` runs a chunk of whole weight rows against every column of the panel
+/// into a column-major block (`out[j * rows + r]`).
+#[derive(Clone, Copy)]
+pub(crate) struct GemmKernel {
+    pub name: &'static str,
+    pub panel: fn(FormatId, &Acts) -> Result<crate::act::Layout, Error>,
+    pub f: GemmFn,
+}
+
+/// A GEMM body: `(format, whole rows, row bytes, panel, column-major out)`.
+pub(crate) type GemmFn =
+    fn(FormatId, &[u8], usize, &crate::act::Layout, &mut [f32]) -> Result<(), Error>;
+
+/// What a kernel needs besides its body: an upload-time repack of the weight rows, a
+/// once-per-call activation layout and a prefill GEMM (all optional).
 #[derive(Clone, Copy, Default)]
 pub(crate) struct Extras {
     /// Applied to every row at upload, after validation.
     pub repack: Option<RepackFn>,
     /// Run once per matmul call after the activations are quantized.
     pub prep: Option<PrepFn>,
+    /// Runs calls of more than [`MAX_TILE`] columns instead of the tiled kernel (only on the
+    /// canonical row layout: formats with a `repack` have none).
+    pub gemm: Option<GemmKernel>,
 }
 
 /// The kernels of one ISA, one entry per [`FormatId::ALL`] position.
@@ -121,6 +138,12 @@ impl KernelTable {
     pub(crate) fn extras(&self, format: FormatId) -> Extras {
         let i = FormatId::ALL.iter().position(|&f| f == format);
         i.and_then(|i| self.extras.get(i).copied()).unwrap_or_default()
+    }
+
+    /// The name of the prefill GEMM that calls of more than [`MAX_TILE`] columns of `format`
+    /// run with, if it has one (else they run the tiled kernel).
+    pub fn gemm_name(&self, format: FormatId) -> Option<&'static str> {
+        self.extras(format).gemm.map(|g| g.name)
     }
 
     /// The name of the kernel `format` runs with (`None`: not supported).

@@ -10,6 +10,10 @@
 //!   weights stream from memory once per call instead of once per tile; only the (much
 //!   smaller) prepared activations are re-read, from the shared last-level cache.
 //!
+//!   Formats with a [`GemmKernel`] (`kernels::Extras::gemm`) run that instead: the call's
+//!   activations are rearranged once into its panel, and each task runs its chunk of rows
+//!   against every column.
+//!
 //! Kernels write a row-major `(row, column)` tile; for n = 1 that is `y` itself, otherwise the
 //! tiles are gathered row-major and transposed into `y[j * rows + r]` at the end (rows * n
 //! floats: cheap next to the weights and the arithmetic).
@@ -23,7 +27,7 @@ use rayon::prelude::*;
 
 use crate::act::Acts;
 use crate::error::CpuError;
-use crate::kernels::{Kernel, KernelTable, MAX_TILE};
+use crate::kernels::{GemmKernel, Kernel, KernelTable, MAX_TILE};
 
 /// Weight bytes per prefill task: a quarter of a typical 1-2 MiB L2, so the chunk stays cached
 /// while every column tile runs over it, with room for the activations and outputs.
@@ -81,7 +85,11 @@ pub(crate) fn matmul(
         return Ok(());
     }
     let mut acts = Acts::prepare(format, x, n, cols)?;
-    if let Some(prep) = table.extras(format).prep {
+    let extras = table.extras(format);
+    if let (Some(g), true) = (extras.gemm, n > MAX_TILE) {
+        return gemm(g, desc, rb, w, &acts, y);
+    }
+    if let Some(prep) = extras.prep {
         acts.layout = prep(&acts);
     }
     if n == 1 {
@@ -166,6 +174,41 @@ fn blocked(
                 Ok(block)
             },
         )
+        .collect();
+    for (c, block) in blocks.into_iter().enumerate() {
+        let block = block?;
+        let r0 = c * chunk;
+        let rows_here = block.len() / n;
+        for (j, col) in block.chunks_exact(rows_here).enumerate() {
+            y[j * rows + r0..][..rows_here].copy_from_slice(col);
+        }
+    }
+    Ok(())
+}
+
+/// The prefill GEMM: the activation panel is built once, then each task runs an L2-sized
+/// chunk of rows against every column into a column-major block of its own, copied into `y`
+/// as contiguous runs (as [`blocked`]).
+fn gemm(
+    g: GemmKernel,
+    desc: MatrixDesc,
+    rb: usize,
+    w: &[u8],
+    acts: &Acts,
+    y: &mut [f32],
+) -> Result<(), CpuError> {
+    let n = acts.n;
+    let rows = desc.rows;
+    let panel = (g.panel)(desc.format, acts)?;
+    let chunk = prefill_chunk_rows(rows, rb);
+    let blocks: Vec<Result<Vec<f32>, Error>> = w
+        .par_chunks(chunk * rb)
+        .enumerate()
+        .map(|(c, wc)| {
+            let mut block = vec![0f32; wc.len() / rb * n];
+            (g.f)(desc.format, wc, rb, &panel, &mut block).map_err(|e| e.at(c * chunk * rb))?;
+            Ok(block)
+        })
         .collect();
     for (c, block) in blocks.into_iter().enumerate() {
         let block = block?;

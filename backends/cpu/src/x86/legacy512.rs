@@ -92,7 +92,7 @@ pub(crate) fn extras(isa: Isa, format: FormatId) -> Extras {
     };
     let repack: Option<crate::kernels::RepackFn> =
         if format == FormatId::Q4_1 { Some(repack_q4_1) } else { None };
-    Extras { repack, prep: Some(prep) }
+    Extras { repack, prep: Some(prep), gemm: None }
 }
 
 /// Bytes of one Q4_1 group (4 blocks), canonical and packed alike.

@@ -26,6 +26,7 @@ pub(crate) mod avx512;
 mod ext;
 mod float;
 mod float2;
+mod gemm512;
 mod hfp4;
 mod hfp4_512;
 mod iq512;
@@ -87,10 +88,15 @@ pub(crate) fn kernel(isa: Isa, format: FormatId) -> Option<Kernel> {
 /// The repack and activation-layout hooks of the SIMD kernel for `(isa, format)`.
 pub(crate) fn extras(isa: Isa, format: FormatId) -> crate::kernels::Extras {
     if isa == Isa::Avx512Vnni {
-        if z512::kernel_vnni(format).is_some() {
-            return crate::kernels::Extras::default();
+        let mut e = if z512::kernel_vnni(format).is_some() {
+            crate::kernels::Extras::default()
+        } else {
+            extras(Isa::Avx512, format)
+        };
+        if e.repack.is_none() {
+            e.gemm = gemm512::kernel(format);
         }
-        return extras(Isa::Avx512, format);
+        return e;
     }
     let e = rocmfpx::extras(isa, format);
     if e.repack.is_some() || e.prep.is_some() {

@@ -55,10 +55,10 @@ pub(crate) fn kernel(isa: Isa, format: FormatId) -> Option<Kernel> {
 pub(crate) fn extras(isa: Isa, format: FormatId) -> Extras {
     match (isa, format) {
         (Isa::Avx2 | Isa::Avx512, FormatId::RocmFp2) => {
-            Extras { repack: Some(body::repack_row::<Fp2>), prep: Some(prep_acts) }
+            Extras { repack: Some(body::repack_row::<Fp2>), prep: Some(prep_acts), gemm: None }
         }
         (Isa::Avx2 | Isa::Avx512, FormatId::RocmFp3) => {
-            Extras { repack: Some(body::repack_row::<Fp3>), prep: Some(prep_acts) }
+            Extras { repack: Some(body::repack_row::<Fp3>), prep: Some(prep_acts), gemm: None }
         }
         _ => Extras::default(),
     }
