@@ -47,11 +47,10 @@ pub(crate) fn rope(x: &mut [f32], head_dim: usize, angles: &[(f32, f32)]) {
     }
 }
 
-/// `g = silu(g) * u` element-wise (`silu(x) = x / (1 + e^-x)`).
+/// `g = silu(g) * u` element-wise (`silu(x) = x / (1 + e^-x)`, `e^x` by
+/// `lowbit_cpu::vecops::exp`).
 pub(crate) fn swiglu(g: &mut [f32], u: &[f32]) {
-    for (a, &b) in g.iter_mut().zip(u) {
-        *a = *a / (1.0 + (-*a).exp()) * b;
-    }
+    vecops::silu_mul(g, u);
 }
 
 /// Multiply-adds below which [`attention`] stays on the calling thread.
@@ -95,11 +94,7 @@ pub(crate) fn attention(
             *s *= scale;
             max = max.max(*s);
         }
-        let mut sum = 0f32;
-        for s in scores.iter_mut() {
-            *s = (*s - max).exp();
-            sum += *s;
-        }
+        let sum = vecops::exp_shifted_sum(scores, max);
         let inv = 1.0 / sum;
         for s in scores.iter_mut() {
             *s *= inv;

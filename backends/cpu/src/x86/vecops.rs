@@ -31,6 +31,69 @@ pub(crate) fn bodies(
     }
 }
 
+/// The `(exp_shifted_sum, silu_mul)` bodies for `isa`: the portable code of
+/// `crate::vecops` compiled with the ISA's vector width (the same operations, so the same
+/// bits).
+#[allow(clippy::type_complexity)]
+pub(crate) fn exp_bodies(isa: Isa) -> Option<(fn(&mut [f32], f32) -> f32, fn(&mut [f32], &[f32]))> {
+    if !isa.available() {
+        return None;
+    }
+    match isa {
+        Isa::Avx512 | Isa::Avx512Vnni => Some((exp_sum512, silu_mul512)),
+        Isa::Avx2 => Some((exp_sum256, silu_mul256)),
+        _ => None,
+    }
+}
+
+fn exp_sum512(v: &mut [f32], shift: f32) -> f32 {
+    // SAFETY: handed out by `exp_bodies` only after `Isa::Avx512.available()`.
+    unsafe { exp_sum512_body(v, shift) }
+}
+
+fn silu_mul512(g: &mut [f32], u: &[f32]) {
+    // SAFETY: as in `exp_sum512`.
+    unsafe { silu_mul512_body(g, u) }
+}
+
+fn exp_sum256(v: &mut [f32], shift: f32) -> f32 {
+    // SAFETY: handed out by `exp_bodies` only after `Isa::Avx2.available()`.
+    unsafe { exp_sum256_body(v, shift) }
+}
+
+fn silu_mul256(g: &mut [f32], u: &[f32]) {
+    // SAFETY: as in `exp_sum256`.
+    unsafe { silu_mul256_body(g, u) }
+}
+
+/// # Safety
+/// AVX-512F and AVX2 are available.
+#[target_feature(enable = "avx512f,avx2")]
+unsafe fn exp_sum512_body(v: &mut [f32], shift: f32) -> f32 {
+    crate::vecops::exp_shifted_sum_portable(v, shift)
+}
+
+/// # Safety
+/// AVX-512F and AVX2 are available.
+#[target_feature(enable = "avx512f,avx2")]
+unsafe fn silu_mul512_body(g: &mut [f32], u: &[f32]) {
+    crate::vecops::silu_mul_portable(g, u)
+}
+
+/// # Safety
+/// AVX2 is available.
+#[target_feature(enable = "avx2")]
+unsafe fn exp_sum256_body(v: &mut [f32], shift: f32) -> f32 {
+    crate::vecops::exp_shifted_sum_portable(v, shift)
+}
+
+/// # Safety
+/// AVX2 is available.
+#[target_feature(enable = "avx2")]
+unsafe fn silu_mul256_body(g: &mut [f32], u: &[f32]) {
+    crate::vecops::silu_mul_portable(g, u)
+}
+
 fn dots512(q: &[f32], rows: &[f32], stride: usize, out: &mut [f32]) {
     // SAFETY: handed out by `bodies` only after `Isa::Avx512.available()`; the caller
     // (`crate::vecops::dots`) checked that rows `0..out.len()` of `q.len()` floats, `stride`
