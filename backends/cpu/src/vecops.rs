@@ -117,7 +117,10 @@ pub fn exp(x: f32) -> f32 {
     const C2: f32 = -2.121_944_4e-4;
     // 1.5 * 2^23: adding it rounds to an integer held in the low mantissa bits.
     const MAGIC: f32 = 12_582_912.0;
-    let xc = x.clamp(-87.336_54, 88.0);
+    // max/min rather than clamp: no NaN branch, so the loops that call this vectorize (a NaN
+    // input is restored by the final select).
+    #[allow(clippy::manual_clamp)]
+    let xc = x.max(-87.336_54).min(88.0);
     let t = xc * LOG2E + MAGIC;
     let n = t - MAGIC;
     let ni = (t.to_bits() as i32).wrapping_sub(0x4B40_0000);
@@ -131,9 +134,8 @@ pub fn exp(x: f32) -> f32 {
     let er = p * r * r + r + 1.0;
     let scale = f32::from_bits(((ni + 127) as u32) << 23);
     let y = er * scale;
-    if x < -87.336_54 {
-        0.0
-    } else if x.is_nan() {
+    let y = if x < -87.336_54 { 0.0 } else { y };
+    if x.is_nan() {
         x
     } else {
         y
@@ -144,17 +146,18 @@ pub fn exp(x: f32) -> f32 {
 /// wider vectors).
 #[inline(always)]
 pub(crate) fn exp_shifted_sum_portable(v: &mut [f32], shift: f32) -> f32 {
+    for e in v.iter_mut() {
+        *e = exp(*e - shift);
+    }
     let mut acc = [0f32; 8];
-    let mut chunks = v.chunks_exact_mut(8);
+    let mut chunks = v.chunks_exact(8);
     for c in &mut chunks {
         for i in 0..8 {
-            c[i] = exp(c[i] - shift);
             acc[i] += c[i];
         }
     }
     let mut s = ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]));
-    for e in chunks.into_remainder() {
-        *e = exp(*e - shift);
+    for e in chunks.remainder() {
         s += *e;
     }
     s
@@ -230,7 +233,7 @@ mod tests {
         all.push(("dispatched", |q, r, s, o| dots(q, r, s, o), |w, r, s, o| axpys(w, r, s, o)));
         for (name, d, a) in all {
             for len in [1usize, 7, 8, 15, 16, 17, 33, 64, 100, 128, 129] {
-                for count in [1usize, 3, 4, 5, 9] {
+                for count in [1usize, 3, 4, 5, 9, 16, 17, 40] {
                     let stride = len + 3;
                     let rows = data(count * stride, len as u64 * 31 + count as u64);
                     let q = data(len, 7 + len as u64);

@@ -125,10 +125,22 @@ unsafe fn dots512_body(q: &[f32], rows: &[f32], stride: usize, out: &mut [f32]) 
     let full = len / 16;
     let tail = (len % 16) as u32;
     let mask: __mmask16 = ((1u32 << tail) - 1) as __mmask16;
+    let mut t0 = 0;
     // SAFETY: every load reads `q[16c..16c + 16]` (c < full), or the masked tail of `q`, or the
-    // same offsets of a row inside `rows` (the caller's extent); masked-off lanes are not read.
+    // same offsets of a row `t < out.len()` inside `rows` (the caller's extent); masked-off
+    // lanes are not read; stores write `out[t0..t0 + 16]` with `t0 + 16 <= out.len()`.
     unsafe {
-        for (t, o) in out.iter_mut().enumerate() {
+        if tail == 0 {
+            // Blocks of 16 rows (attention heads of 32, 64 or 128 floats): the same per-lane
+            // FMA chain as below, then one transposing reduction for all 16 rows.
+            t0 = match full {
+                2 => dots16::<2>(q, rows, stride, out),
+                4 => dots16::<4>(q, rows, stride, out),
+                8 => dots16::<8>(q, rows, stride, out),
+                _ => 0,
+            };
+        }
+        for (t, o) in out.iter_mut().enumerate().skip(t0) {
             let r = rows.as_ptr().add(t * stride);
             let mut acc = _mm512_setzero_ps();
             for c in 0..full {
@@ -145,6 +157,81 @@ unsafe fn dots512_body(q: &[f32], rows: &[f32], stride: usize, out: &mut [f32]) 
             let hi = _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(acc)));
             *o = hsum_ps(_mm256_add_ps(lo, hi));
         }
+    }
+}
+
+/// The rows of [`dots512_body`] in whole blocks of 16, for `q.len() == 16 * V`, with `q`
+/// and the 16 accumulators in registers; returns the rows done.
+///
+/// # Safety
+/// As [`dots512_body`], and `q.len() == 16 * V`.
+#[inline(always)]
+#[allow(clippy::needless_range_loop)]
+unsafe fn dots16<const V: usize>(q: &[f32], rows: &[f32], stride: usize, out: &mut [f32]) -> usize {
+    let mut t0 = 0;
+    // SAFETY: reads `q[..16 V]` and the same extent of rows `t0..t0 + 16 <= out.len()`
+    // (caller); writes `out[t0..t0 + 16]`.
+    unsafe {
+        let mut qv = [_mm512_setzero_ps(); V];
+        for c in 0..V {
+            qv[c] = _mm512_loadu_ps(q.as_ptr().add(16 * c));
+        }
+        while t0 + 16 <= out.len() {
+            let mut acc = [_mm512_setzero_ps(); 16];
+            for i in 0..16 {
+                let r = rows.as_ptr().add((t0 + i) * stride);
+                for c in 0..V {
+                    acc[i] = _mm512_fmadd_ps(qv[c], _mm512_loadu_ps(r.add(16 * c)), acc[i]);
+                }
+            }
+            _mm512_storeu_ps(out.as_mut_ptr().add(t0), sum16x16(&acc));
+            t0 += 16;
+        }
+    }
+    t0
+}
+
+/// Lane `t` of the result is the sum of the 16 lanes of `v[t]`, by a fixed tree: pairs of
+/// vectors interleaved and added (elements `e` and `e + 2` of each 128-bit block), then pairs
+/// of those (elements `e` and `e + 1`), then the four 128-bit blocks in two transposing steps.
+///
+/// # Safety
+/// AVX-512F is available.
+#[inline(always)]
+unsafe fn sum16x16(v: &[__m512; 16]) -> __m512 {
+    // SAFETY: register-only operations.
+    unsafe {
+        let mut w = [_mm512_setzero_ps(); 8];
+        for i in 0..8 {
+            let (a, b) = (v[2 * i], v[2 * i + 1]);
+            w[i] = _mm512_add_ps(_mm512_unpacklo_ps(a, b), _mm512_unpackhi_ps(a, b));
+        }
+        let mut x = [_mm512_setzero_ps(); 4];
+        for i in 0..4 {
+            let (a, b) = (_mm512_castps_pd(w[2 * i]), _mm512_castps_pd(w[2 * i + 1]));
+            x[i] = _mm512_add_ps(
+                _mm512_castpd_ps(_mm512_unpacklo_pd(a, b)),
+                _mm512_castpd_ps(_mm512_unpackhi_pd(a, b)),
+            );
+        }
+        let z01 = add_blocks(x[0], x[1]);
+        let z23 = add_blocks(x[2], x[3]);
+        add_blocks(z01, z23)
+    }
+}
+
+/// `[a0 + a1, a2 + a3, b0 + b1, b2 + b3]` in 128-bit blocks.
+///
+/// # Safety
+/// AVX-512F is available.
+#[inline(always)]
+unsafe fn add_blocks(a: __m512, b: __m512) -> __m512 {
+    // SAFETY: register-only operations.
+    unsafe {
+        _mm512_add_ps(
+            _mm512_shuffle_f32x4::<0b10_00_10_00>(a, b),
+            _mm512_shuffle_f32x4::<0b11_01_11_01>(a, b),
+        )
     }
 }
 
