@@ -1,6 +1,7 @@
-//! The prefill GEMM (n > 16 columns) under AVX-512 VNNI for weight formats whose 32-element
-//! blocks are `d * value` with small integer values, against Q8_0 activations: Q4_0, Q5_0,
-//! Q8_0, IQ4_NL and MXFP4.
+//! The prefill GEMM (n > 16 columns) under AVX-512 VNNI for weight formats whose sub-blocks
+//! are `scale * value (+ min)` with small integer values: Q4_0, Q5_0, Q8_0, IQ4_NL and MXFP4
+//! against Q8_0 activations (sub-block = block of 32), Q2_K, Q3_K, Q6_K (sub-blocks of 16)
+//! and Q4_K, Q5_K (sub-blocks of 32, with a min) against Q8_K activations.
 //!
 //! Why a separate path. The tile kernels (`z512`, `avx512`) decode a weight block and then, per
 //! column, reduce it against the column's activations and scale the block's integer sum: a
@@ -9,26 +10,32 @@
 //! *columns* instead:
 //!
 //! * The activations of a call are rearranged once into a *panel*: per group of 16 columns and
-//!   per block, the 32 quants as 8 vectors of 16 columns x 4 bytes, then a vector of the
-//!   columns' integer corrections (`-(sum of the block's quants) << s`) and a vector of their
-//!   scales `d_a` ([`Panel`]).
-//! * A row is unpacked once per call into unsigned codes `value + 2^s` (one byte per element)
-//!   and one f32 scale per block ([`GemmFormat::unpack`]).
-//! * Per block, for 4 rows x 2 column groups: the integer accumulator starts at the correction
-//!   and takes 8 `vpdpbusd` (code quad of the row broadcast to all lanes, times the columns'
-//!   quads), which leaves the exact `sum(value * q_a)` of each column; then one `vcvtdq2ps`
-//!   and one FMA with `d_w * d_a` per 16 columns: 32 multiply-adds per lane per 11 operations.
+//!   per sub-block, its quants as vectors of 16 columns x 4 bytes, then a vector of the
+//!   columns' integer corrections (`-off * (sum of the sub-block's quants)`), one of their
+//!   scales `d_a` (the Q8_0 block's, or the Q8_K super-block's) and, for formats with a min,
+//!   one of `d_a * (sum of the sub-block's quants)` ([`Panel`]).
+//! * A row is unpacked once per call into unsigned codes `value + off` (one byte per element),
+//!   one f32 scale per sub-block (`d`, or `d * sub-scale`: exact products) and, for formats
+//!   with a min, one f32 min per sub-block (`-(dmin * min)`) ([`GemmFormat::unpack`]).
+//! * Per sub-block, for 4 rows x 2 column groups: the integer accumulator starts at the
+//!   correction and takes one `vpdpbusd` per 4 elements (code quad of the row broadcast to all
+//!   lanes, times the columns' quads), which leaves the exact `sum(value * q_a)` of each
+//!   column; then one `vcvtdq2ps` and one FMA with `scale * d_a` per 16 columns (a second FMA
+//!   adds `min * d_a * sum q_a`): for a block of 32, 32 multiply-adds per lane per 11
+//!   operations.
 //!
-//! Arithmetic and bound. Every lane integer is exact: `|sum((value + 2^s) * q_a)| <= 32 * 255 *
-//! 128 < 2^21` and it converts to f32 exactly. Output `(r, j)` is, in block order,
-//! `acc = fma(sumi_b, d_w[b] * d_a[b], acc)` from `acc = 0`: each term carries one product
-//! rounding and at most `K / 32` accumulation roundings, so `|y - y_exact| <= c * K * 2^-24 *
-//! sum|t|` with **c = 1** (DESIGN.md). Not bit-identical to the tile kernels (their lanes
+//! Arithmetic and bound. Every lane integer is exact: `|sum((value + off) * q_a)| <= 32 * 255 *
+//! 128 < 2^21` and it converts to f32 exactly. Output `(r, j)` is, in sub-block order,
+//! `acc = fma(sumi_b, scale_w[b] * d_a[b], acc)` (then `acc = fma(min_w[b], d_a[b] * asum_b,
+//! acc)`) from `acc = 0`: each term carries at most two product roundings and `K / 16`
+//! accumulation roundings, so `|y - y_exact| <= c * K * 2^-24 * sum|t|` with **c = 1**
+//! (DESIGN.md), as the tile kernels of `z512`. Not bit-identical to the tile kernels (their lanes
 //! split blocks differently), so `tests/prefill.rs` checks these formats against the
 //! reference bound instead of against the tiles.
 //!
 //! Layout sources: ggml `block_q4_0`, `block_q5_0`, `block_q8_0`, `block_iq4_nl`,
-//! `block_mxfp4` (ggml/src/ggml-common.h) and their value tables, as in the core.
+//! `block_mxfp4`, `block_q2_K` .. `block_q6_K`, `block_q8_K` (ggml/src/ggml-common.h) and
+//! their value tables, as in the core (the K-quants unpack through the core's block types).
 //!
 //! What must not live here: threading and the row split (`crate::matmul`), the tile kernels.
 
@@ -37,9 +44,12 @@
 
 use std::arch::x86_64::*;
 
+use bytemuck::Pod;
 use half::f16;
 use lowbit_core::error::Buffer;
 use lowbit_core::format::ggml::iq::tables::KVALUES_IQ4NL;
+use lowbit_core::format::ggml::kquant::scales::{q3k_scales, scales_mins_k4};
+use lowbit_core::format::ggml::kquant::{BlockQ2K, BlockQ3K, BlockQ4K, BlockQ5K, BlockQ6K};
 use lowbit_core::format::ggml::mxfp4::KVALUES_MXFP4;
 use lowbit_core::scalar::try_ue8m0_to_f32_half;
 use lowbit_core::{Error, FormatId};
@@ -51,8 +61,12 @@ use crate::kernels::GemmKernel;
 const R: usize = 4;
 /// Columns per lane group.
 const LANES: usize = 16;
-/// 64-byte vectors per (column group, block) in the panel: 8 quant quads, correction, scale.
-const REC: usize = 10;
+/// 64-byte vectors per (column group, sub-block) in the panel: up to 8 quant quads, then the
+/// correction, `d_a` and `d_a * asum` ([`Q_CORR`], [`Q_DA`], [`Q_DSUM`]).
+const REC: usize = 11;
+const Q_CORR: usize = 8;
+const Q_DA: usize = 9;
+const Q_DSUM: usize = 10;
 
 /// One 64-byte, 64-byte-aligned vector of the panel.
 #[derive(Clone, Copy)]
@@ -60,43 +74,86 @@ const REC: usize = 10;
 struct V64([u8; 64]);
 
 /// The activations of one call in the GEMM's column-interleaved layout (see the module doc),
-/// for one weight format's code offset `2^shift`.
+/// for one weight format (its sub-block size and code offset).
 pub(crate) struct Panel {
     recs: Vec<V64>,
-    /// Blocks per column.
-    nb: usize,
+    /// Sub-blocks per column.
+    nsub: usize,
     /// Columns.
     n: usize,
-    shift: u32,
+    format: FormatId,
+}
+
+/// The activation kind a format's GEMM reads.
+#[derive(Clone, Copy, PartialEq)]
+enum ActKind {
+    Q8_0,
+    Q8K,
 }
 
 /// How a weight format unpacks for the GEMM.
 struct GemmFormat {
-    /// Bytes per 32-element block.
+    /// Bytes and elements per weight block.
     bb: usize,
-    /// Codes are `value + 2^shift`, in 0..=255.
-    shift: u32,
-    /// Unpacks whole rows of validated blocks into codes (32 per block) and block scales.
+    be: usize,
+    /// Elements per sub-block (one scale each): 16 or 32.
+    sub: usize,
+    /// Codes are `value + off`, in 0..=255.
+    off: i32,
+    /// Whether sub-blocks have a min term.
+    min: bool,
+    act: ActKind,
+    /// Unpacks whole rows of validated blocks.
     unpack: UnpackFn,
 }
 
-/// `(row bytes, codes out, scales out)`; the caller guarantees the lengths (`nb` blocks).
-type UnpackFn = unsafe fn(&[u8], &mut [u8], &mut [f32]);
+/// `(row bytes, codes out (K), scales out (K / sub), mins out (K / sub))`; the caller
+/// guarantees the lengths.
+type UnpackFn = unsafe fn(&[u8], &mut [u8], &mut [f32], &mut [f32]);
 
-/// One format's block unpacking, run by [`unpack_row`].
+/// One 32-element format's block unpacking, run by [`unpack_row`].
 trait Unpack {
     const BB: usize;
-    const SHIFT: u32;
+    const OFF: i32;
     /// Writes the 32 codes of the block at `p` to `out` and returns its scale.
     ///
     /// # Safety
-    /// `p .. p + BB` is readable, `out .. out + 32` writable; SSE4.1 is available.
+    /// `p .. p + BB` is readable, `out .. out + 32` writable; AVX-512 F/BW/VL are available.
     unsafe fn block(p: *const u8, out: *mut u8) -> f32;
+}
+
+/// One K-quant's super-block unpacking (through the core's block type), run by
+/// [`unpack_kquant`]: 256 codes, and per sub-block a scale and a min.
+trait UnpackK: Pod {
+    const SUB: usize;
+    const OFF: i32;
+    const MIN: bool;
+    fn unpack(&self, codes: &mut [u8], scales: &mut [f32], mins: &mut [f32]);
 }
 
 fn gemm_format(format: FormatId) -> Option<GemmFormat> {
     fn g<U: Unpack>() -> Option<GemmFormat> {
-        Some(GemmFormat { bb: U::BB, shift: U::SHIFT, unpack: unpack_row::<U> })
+        let unpack = unpack_row::<U>;
+        Some(GemmFormat {
+            bb: U::BB,
+            be: 32,
+            sub: 32,
+            off: U::OFF,
+            min: false,
+            act: ActKind::Q8_0,
+            unpack,
+        })
+    }
+    fn k<U: UnpackK>() -> Option<GemmFormat> {
+        Some(GemmFormat {
+            bb: std::mem::size_of::<U>(),
+            be: 256,
+            sub: U::SUB,
+            off: U::OFF,
+            min: U::MIN,
+            act: ActKind::Q8K,
+            unpack: unpack_kquant::<U>,
+        })
     }
     match format {
         FormatId::Q4_0 => g::<Q4_0>(),
@@ -104,6 +161,11 @@ fn gemm_format(format: FormatId) -> Option<GemmFormat> {
         FormatId::Q8_0 => g::<Q8_0>(),
         FormatId::Iq4Nl => g::<Iq4Nl>(),
         FormatId::Mxfp4 => g::<Mxfp4>(),
+        FormatId::Q2K => k::<BlockQ2K>(),
+        FormatId::Q3K => k::<BlockQ3K>(),
+        FormatId::Q4K => k::<BlockQ4K>(),
+        FormatId::Q5K => k::<BlockQ5K>(),
+        FormatId::Q6K => k::<BlockQ6K>(),
         _ => None,
     }
 }
@@ -114,18 +176,173 @@ pub(crate) fn kernel(format: FormatId) -> Option<GemmKernel> {
     Some(GemmKernel { name: "avx512-vnni-gemm", panel: build_panel, f: run })
 }
 
-/// Every block of `row` into `codes` and `scales`.
+/// Every block of `row` into `codes` and `scales` (no mins).
 ///
 /// # Safety
 /// AVX-512 F/BW/VL are available; `row` holds `nb` whole blocks of `U::BB` bytes, `codes` at
 /// least `32 * nb` bytes and `scales` at least `nb` values.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,sse4.1")]
-unsafe fn unpack_row<U: Unpack>(row: &[u8], codes: &mut [u8], scales: &mut [f32]) {
+unsafe fn unpack_row<U: Unpack>(row: &[u8], codes: &mut [u8], scales: &mut [f32], _: &mut [f32]) {
     let nb = row.len() / U::BB;
     for b in 0..nb {
         // SAFETY: block `b < nb` lies inside `row`, its 32 codes inside `codes` (caller).
         scales[b] =
             unsafe { U::block(row.as_ptr().add(b * U::BB), codes.as_mut_ptr().add(32 * b)) };
+    }
+}
+
+/// Every super-block of `row` into `codes`, `scales` and `mins`.
+///
+/// # Safety
+/// AVX-512 F/BW/VL are available (the byte loops vectorize with them); lengths as
+/// [`UnpackFn`] says (`row` whole blocks, `codes` 256 and `scales`/`mins` `256 / SUB` per
+/// block: checked by the slicing).
+#[target_feature(enable = "avx512f,avx512bw,avx512vl")]
+unsafe fn unpack_kquant<U: UnpackK>(
+    row: &[u8],
+    codes: &mut [u8],
+    scales: &mut [f32],
+    mins: &mut [f32],
+) {
+    let per = 256 / U::SUB;
+    let bb = std::mem::size_of::<U>();
+    for (b, blk) in row.chunks_exact(bb).enumerate() {
+        let x: U = bytemuck::pod_read_unaligned(blk);
+        x.unpack(
+            &mut codes[256 * b..][..256],
+            &mut scales[per * b..][..per],
+            &mut mins[per * b..][..per],
+        );
+    }
+}
+
+/// Blocks were validated at upload, so their scales are finite.
+fn f16v(h: f16) -> f32 {
+    h.to_f32()
+}
+
+/// Q2_K: codes 0..=3 (no offset), 16 sub-blocks with `d * (sc & 15)` and min
+/// `-(dmin * (sc >> 4))`.
+impl UnpackK for BlockQ2K {
+    const SUB: usize = 16;
+    const OFF: i32 = 0;
+    const MIN: bool = true;
+    #[inline(always)]
+    fn unpack(&self, codes: &mut [u8], scales: &mut [f32], mins: &mut [f32]) {
+        // Element `128h + 32j + l`: bits `2j` of byte `32h + l` (the core's `quants`).
+        for h in 0..2 {
+            for j in 0..4 {
+                for l in 0..32 {
+                    codes[128 * h + 32 * j + l] = (self.qs[32 * h + l] >> (2 * j)) & 3;
+                }
+            }
+        }
+        let (d, dmin) = (f16v(self.d), f16v(self.dmin));
+        for j in 0..16 {
+            scales[j] = d * f32::from(self.scales[j] & 15);
+            mins[j] = -(dmin * f32::from(self.scales[j] >> 4));
+        }
+    }
+}
+
+/// Q3_K: values -4..=3 as codes `+ 4`, 16 sub-blocks with `d * scale` (signed 6-bit).
+impl UnpackK for BlockQ3K {
+    const SUB: usize = 16;
+    const OFF: i32 = 4;
+    const MIN: bool = false;
+    #[inline(always)]
+    fn unpack(&self, codes: &mut [u8], scales: &mut [f32], _: &mut [f32]) {
+        // Element `128h + 32j + l`: bits `2j` of byte `32h + l`, plus bit `4h + j` of
+        // `hmask[l]` as 4 (the core's `quants`, before its `- 4`).
+        for h in 0..2 {
+            for j in 0..4 {
+                for l in 0..32 {
+                    let low = (self.qs[32 * h + l] >> (2 * j)) & 3;
+                    let high = (self.hmask[l] >> (4 * h + j)) & 1;
+                    codes[128 * h + 32 * j + l] = low | (high << 2);
+                }
+            }
+        }
+        let d = f16v(self.d);
+        for (s, &v) in scales.iter_mut().zip(&q3k_scales(&self.scales)) {
+            *s = d * f32::from(v);
+        }
+    }
+}
+
+/// Q4_K and Q5_K: codes 0..=15 / 0..=31 (no offset), 8 sub-blocks of 32 with `d * scale` and
+/// min `-(dmin * min)` (6-bit, packed). Element `64c + 32h + l` is nibble `h` of byte
+/// `32c + l` (the core's `nibbles`), plus (Q5_K) bit `2c + h` of `qh[l]` as 16.
+#[inline(always)]
+fn unpack_k45(
+    qs: &[u8; 128],
+    qh: Option<&[u8; 32]>,
+    (d, dmin, packed): (f16, f16, &[u8; 12]),
+    (codes, scales, mins): (&mut [u8], &mut [f32], &mut [f32]),
+) {
+    for c in 0..4 {
+        for h in 0..2 {
+            for l in 0..32 {
+                let mut v = (qs[32 * c + l] >> (4 * h)) & 15;
+                if let Some(qh) = qh {
+                    v |= ((qh[l] >> (2 * c + h)) & 1) << 4;
+                }
+                codes[64 * c + 32 * h + l] = v;
+            }
+        }
+    }
+    let (sc, m) = scales_mins_k4(packed);
+    let (d, dmin) = (f16v(d), f16v(dmin));
+    for j in 0..8 {
+        scales[j] = d * f32::from(sc[j]);
+        mins[j] = -(dmin * f32::from(m[j]));
+    }
+}
+
+impl UnpackK for BlockQ4K {
+    const SUB: usize = 32;
+    const OFF: i32 = 0;
+    const MIN: bool = true;
+    #[inline(always)]
+    fn unpack(&self, codes: &mut [u8], scales: &mut [f32], mins: &mut [f32]) {
+        unpack_k45(&self.qs, None, (self.d, self.dmin, &self.scales), (codes, scales, mins));
+    }
+}
+
+impl UnpackK for BlockQ5K {
+    const SUB: usize = 32;
+    const OFF: i32 = 0;
+    const MIN: bool = true;
+    #[inline(always)]
+    fn unpack(&self, codes: &mut [u8], scales: &mut [f32], mins: &mut [f32]) {
+        let qh = Some(&self.qh);
+        unpack_k45(&self.qs, qh, (self.d, self.dmin, &self.scales), (codes, scales, mins));
+    }
+}
+
+/// Q6_K: values -32..=31 as codes `+ 32`, 16 sub-blocks with `d * scale` (signed 8-bit).
+impl UnpackK for BlockQ6K {
+    const SUB: usize = 16;
+    const OFF: i32 = 32;
+    const MIN: bool = false;
+    #[inline(always)]
+    fn unpack(&self, codes: &mut [u8], scales: &mut [f32], _: &mut [f32]) {
+        // Half `h`, `l < 32`: elements `128h + 32t + l` take the low (t = 0, 1) or high (t = 2,
+        // 3) nibble of `ql[64h + l + 32 (t % 2)]` and bits `2t` of `qh[32h + l]` as bits 4-5
+        // (ggml `dequantize_row_q6_K`; the core's `quants` before its `- 32`).
+        for h in 0..2 {
+            for t in 0..4 {
+                for l in 0..32 {
+                    let lo = (self.ql[64 * h + l + 32 * (t % 2)] >> (4 * (t / 2))) & 15;
+                    let hi = (self.qh[32 * h + l] >> (2 * t)) & 3;
+                    codes[128 * h + 32 * t + l] = lo | (hi << 4);
+                }
+            }
+        }
+        let d = f16v(self.d);
+        for (s, &v) in scales.iter_mut().zip(&self.scales) {
+            *s = d * f32::from(v);
+        }
     }
 }
 
@@ -162,11 +379,11 @@ unsafe fn store2(out: *mut u8, lo: __m128i, hi: __m128i) {
 }
 
 /// Q4_0: `d` f16, 16 bytes of nibbles (element `i` low nibble of byte `i`, element `16 + i`
-/// high nibble); value `q - 8`, so the stored nibble is the code for `2^3`.
+/// high nibble); value `q - 8`, so the stored nibble is the code (offset 8).
 struct Q4_0;
 impl Unpack for Q4_0 {
     const BB: usize = 18;
-    const SHIFT: u32 = 3;
+    const OFF: i32 = 8;
     #[inline(always)]
     unsafe fn block(p: *const u8, out: *mut u8) -> f32 {
         // SAFETY: reads inside the block, writes the 32 codes (caller).
@@ -182,7 +399,7 @@ impl Unpack for Q4_0 {
 struct Q5_0;
 impl Unpack for Q5_0 {
     const BB: usize = 22;
-    const SHIFT: u32 = 4;
+    const OFF: i32 = 16;
     #[inline(always)]
     unsafe fn block(p: *const u8, out: *mut u8) -> f32 {
         // SAFETY: reads inside the block, writes the 32 codes (caller); AVX-512 BW/VL are
@@ -203,7 +420,7 @@ impl Unpack for Q5_0 {
 struct Q8_0;
 impl Unpack for Q8_0 {
     const BB: usize = 34;
-    const SHIFT: u32 = 7;
+    const OFF: i32 = 128;
     #[inline(always)]
     unsafe fn block(p: *const u8, out: *mut u8) -> f32 {
         // SAFETY: reads inside the block, writes the 32 codes (caller).
@@ -235,7 +452,7 @@ unsafe fn table(values: &[i8; 16], off: i8) -> __m128i {
 struct Iq4Nl;
 impl Unpack for Iq4Nl {
     const BB: usize = 18;
-    const SHIFT: u32 = 7;
+    const OFF: i32 = 128;
     #[inline(always)]
     unsafe fn block(p: *const u8, out: *mut u8) -> f32 {
         // SAFETY: reads inside the block, writes the 32 codes (caller); SSSE3 (`pshufb`) is
@@ -254,7 +471,7 @@ impl Unpack for Iq4Nl {
 struct Mxfp4;
 impl Unpack for Mxfp4 {
     const BB: usize = 17;
-    const SHIFT: u32 = 4;
+    const OFF: i32 = 16;
     #[inline(always)]
     unsafe fn block(p: *const u8, out: *mut u8) -> f32 {
         // SAFETY: as [`Iq4Nl::block`].
@@ -271,41 +488,66 @@ impl Unpack for Mxfp4 {
 fn build_panel(format: FormatId, acts: &Acts) -> Result<Layout, Error> {
     let gf = gemm_format(format)
         .ok_or(Error::Unsupported { format, op: "the AVX-512 VNNI prefill GEMM" })?;
-    let ActData::Q8_0 { blocks, d } = &acts.data else {
-        return Err(Error::WrongActivation {
-            format,
-            expected: format.info().activation,
-            got: acts.row(0).format(),
-        });
-    };
-    let nb = acts.k / 32;
     let n = acts.n;
-    if blocks.len() != n * nb || d.len() != blocks.len() {
-        return Err(Error::Length {
-            format,
-            buffer: Buffer::Activations,
-            got: blocks.len(),
-            expected: n * nb,
-        });
-    }
+    let nsub = acts.k / gf.sub;
     let groups = n.div_ceil(LANES);
-    let mut recs = vec![V64([0; 64]); groups * nb * REC];
-    for j in 0..n {
+    let mut recs = vec![V64([0; 64]); groups * nsub * REC];
+    let bad = |got: usize, expected: usize| Error::Length {
+        format,
+        buffer: Buffer::Activations,
+        got,
+        expected,
+    };
+    // Writes sub-block `s` of column `j`: quants `qs` (`gf.sub` of them), scale `da`.
+    let mut put = |j: usize, s: usize, qs: &[i8], da: f32| {
         let (g, lane) = (j / LANES, j % LANES);
-        for b in 0..nb {
-            let blk = &blocks[j * nb + b];
-            let rec = &mut recs[(g * nb + b) * REC..][..REC];
-            for q in 0..8 {
-                for e in 0..4 {
-                    rec[q].0[4 * lane + e] = blk.qs[4 * q + e] as u8;
+        let rec = &mut recs[(g * nsub + s) * REC..][..REC];
+        for q in 0..gf.sub / 4 {
+            for e in 0..4 {
+                rec[q].0[4 * lane + e] = qs[4 * q + e] as u8;
+            }
+        }
+        let sum: i32 = qs.iter().map(|&v| i32::from(v)).sum();
+        let at = 4 * lane..4 * lane + 4;
+        rec[Q_CORR].0[at.clone()].copy_from_slice(&(-(sum * gf.off)).to_le_bytes());
+        rec[Q_DA].0[at.clone()].copy_from_slice(&da.to_le_bytes());
+        rec[Q_DSUM].0[at].copy_from_slice(&(da * sum as f32).to_le_bytes());
+    };
+    match (&acts.data, gf.act) {
+        (ActData::Q8_0 { blocks, d }, ActKind::Q8_0) => {
+            if blocks.len() != n * nsub || d.len() != blocks.len() {
+                return Err(bad(blocks.len(), n * nsub));
+            }
+            for j in 0..n {
+                for s in 0..nsub {
+                    put(j, s, &blocks[j * nsub + s].qs, d[j * nsub + s]);
                 }
             }
-            let sum: i32 = blk.qs.iter().map(|&v| i32::from(v)).sum();
-            rec[8].0[4 * lane..4 * lane + 4].copy_from_slice(&(-(sum << gf.shift)).to_le_bytes());
-            rec[9].0[4 * lane..4 * lane + 4].copy_from_slice(&d[j * nb + b].to_le_bytes());
+        }
+        (ActData::Q8K(blocks), ActKind::Q8K) => {
+            let nb = acts.k / 256;
+            let per = 256 / gf.sub;
+            if blocks.len() != n * nb || nsub != nb * per {
+                return Err(bad(blocks.len(), n * nb));
+            }
+            for j in 0..n {
+                for b in 0..nb {
+                    let blk = &blocks[j * nb + b];
+                    for t in 0..per {
+                        put(j, b * per + t, &blk.qs[t * gf.sub..][..gf.sub], blk.d);
+                    }
+                }
+            }
+        }
+        _ => {
+            return Err(Error::WrongActivation {
+                format,
+                expected: format.info().activation,
+                got: acts.row(0).format(),
+            })
         }
     }
-    let panel = Panel { recs, nb, n, shift: gf.shift };
+    let panel = Panel { recs, nsub, n, format };
     Ok(Layout(std::sync::Arc::new(panel)))
 }
 
@@ -323,13 +565,15 @@ fn run(
     let Some(p) = layout.0.downcast_ref::<Panel>() else {
         return Err(Error::Unsupported { format, op: "a GEMM panel built for another kernel" });
     };
-    let nb = p.nb;
+    let nsub = p.nsub;
+    let k = nsub * gf.sub;
     let rows = w.len().checked_div(rb).unwrap_or(0);
-    let ok = rb == nb * gf.bb
-        && p.shift == gf.shift
+    let ok = p.format == format
+        && k % gf.be == 0
+        && rb == k / gf.be * gf.bb
         && w.len() == rows * rb
         && out.len() == rows * p.n
-        && p.recs.len() == p.n.div_ceil(LANES) * nb * REC;
+        && p.recs.len() == p.n.div_ceil(LANES) * nsub * REC;
     if !ok {
         return Err(Error::Length {
             format,
@@ -338,34 +582,47 @@ fn run(
             expected: rows * rb,
         });
     }
-    let k = nb * 32;
     let mut codes = vec![0u8; R * k];
-    let mut scales = vec![0f32; R * nb];
+    let mut scales = vec![0f32; R * nsub];
+    let mut mins = vec![0f32; R * nsub];
     let mut r0 = 0;
     while r0 < rows {
         let here = (rows - r0).min(R);
         for i in 0..R {
             // Rows past the end repeat the last one (results discarded).
             let row = &w[(r0 + i.min(here - 1)) * rb..][..rb];
-            // SAFETY: as for `tile` below (the same detection); `row` is `nb` whole blocks,
-            // the code and scale slices hold `32 * nb` and `nb` entries.
-            unsafe { (gf.unpack)(row, &mut codes[i * k..][..k], &mut scales[i * nb..][..nb]) };
+            // SAFETY: as for `tile` below (the same detection); `row` is whole blocks, the
+            // code, scale and min slices hold `k` and `nsub` entries.
+            unsafe {
+                (gf.unpack)(
+                    row,
+                    &mut codes[i * k..][..k],
+                    &mut scales[i * nsub..][..nsub],
+                    &mut mins[i * nsub..][..nsub],
+                )
+            };
         }
         let groups = p.n.div_ceil(LANES);
         let mut g = 0;
         while g < groups {
             let cg = (groups - g).min(2);
             let mut acc = [[0f32; LANES]; 2 * R];
+            let w = Weights { codes: &codes, scales: &scales, mins: &mins, nsub };
             // SAFETY: reachable only through `kernel`, which `x86::extras` offers only for
             // `Isa::Avx512Vnni` after `available()` detected AVX-512 F/BW/VL and VNNI; `codes`
-            // holds `R * k` bytes, `scales` `R * nb` values, and the panel's records of groups
-            // `g .. g + cg` exist (`g + cg <= groups`, checked length above).
+            // holds `R * k` bytes, `scales` and `mins` `R * nsub` values, and the panel's
+            // records of groups `g .. g + cg` exist (`g + cg <= groups`, checked length above).
             unsafe {
-                let recs = p.recs.as_ptr().add(g * nb * REC);
-                if cg == 2 {
-                    tile::<2>(&codes, &scales, recs, nb, &mut acc);
-                } else {
-                    tile::<1>(&codes, &scales, recs, nb, &mut acc);
+                let recs = p.recs.as_ptr().add(g * nsub * REC);
+                match (cg, gf.sub, gf.min) {
+                    (2, 32, false) => tile::<2, 8, false>(&w, recs, &mut acc),
+                    (2, 32, true) => tile::<2, 8, true>(&w, recs, &mut acc),
+                    (2, _, false) => tile::<2, 4, false>(&w, recs, &mut acc),
+                    (2, _, true) => tile::<2, 4, true>(&w, recs, &mut acc),
+                    (_, 32, false) => tile::<1, 8, false>(&w, recs, &mut acc),
+                    (_, 32, true) => tile::<1, 8, true>(&w, recs, &mut acc),
+                    (_, _, false) => tile::<1, 4, false>(&w, recs, &mut acc),
+                    (_, _, true) => tile::<1, 4, true>(&w, recs, &mut acc),
                 }
             }
             for c in 0..cg {
@@ -386,58 +643,68 @@ fn run(
     Ok(())
 }
 
-/// `R` rows (codes and scales) against `CG` column groups whose records start at `recs`;
-/// `acc[c * R + i]` receives row `i` x group `c`'s 16 columns.
+/// `R` unpacked rows: codes (`32 * nsub` or `16 * nsub` each), scales and mins per sub-block.
+struct Weights<'a> {
+    codes: &'a [u8],
+    scales: &'a [f32],
+    mins: &'a [f32],
+    nsub: usize,
+}
+
+/// `R` rows against `CG` column groups whose records start at `recs`, sub-blocks of `4 * SQ`
+/// elements (`MIN`: with the min term); `acc[c * R + i]` receives row `i` x group `c`'s 16
+/// columns.
 ///
 /// # Safety
-/// AVX-512 F/BW/VL and VNNI are available; `codes` holds `R * 32 * nb` bytes, `scales`
-/// `R * nb` values and `recs` `CG * nb * REC` vectors.
+/// AVX-512 F/BW/VL and VNNI are available; `w` holds `R` rows of `4 * SQ * nsub` codes and
+/// `nsub` scales and mins; `recs` holds `CG * nsub * REC` vectors.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni")]
-unsafe fn tile<const CG: usize>(
-    codes: &[u8],
-    scales: &[f32],
+unsafe fn tile<const CG: usize, const SQ: usize, const MIN: bool>(
+    w: &Weights<'_>,
     recs: *const V64,
-    nb: usize,
     acc: &mut [[f32; LANES]; 2 * R],
 ) {
-    let k = 32 * nb;
-    // SAFETY: every read is inside the buffers the caller sized (block `b < nb`, quad `q < 8`,
-    // group `c < CG`, row `i < R`).
+    let nsub = w.nsub;
+    let k = 4 * SQ * nsub;
+    // SAFETY: every read is inside the buffers the caller sized (sub-block `b < nsub`, quad
+    // `q < SQ`, group `c < CG`, row `i < R`).
     unsafe {
         let mut facc = [[_mm512_setzero_ps(); CG]; R];
-        let cp = codes.as_ptr();
-        for b in 0..nb {
+        let cp = w.codes.as_ptr();
+        for b in 0..nsub {
             let mut iacc = [[_mm512_setzero_si512(); CG]; R];
             let mut rec = [recs; CG];
             for c in 0..CG {
-                rec[c] = recs.add((c * nb + b) * REC);
-                let corr = _mm512_load_si512(rec[c].add(8).cast());
+                rec[c] = recs.add((c * nsub + b) * REC);
+                let corr = _mm512_load_si512(rec[c].add(Q_CORR).cast());
                 for i in 0..R {
                     iacc[i][c] = corr;
                 }
             }
-            for q in 0..8 {
+            for q in 0..SQ {
                 let mut av = [_mm512_setzero_si512(); CG];
                 for c in 0..CG {
                     av[c] = _mm512_load_si512(rec[c].add(q).cast());
                 }
                 for i in 0..R {
-                    let wq = std::ptr::read_unaligned(cp.add(i * k + 32 * b + 4 * q).cast::<i32>());
-                    let wv = _mm512_set1_epi32(wq);
+                    let at = cp.add(i * k + 4 * SQ * b + 4 * q);
+                    let wv = _mm512_set1_epi32(std::ptr::read_unaligned(at.cast::<i32>()));
                     for c in 0..CG {
                         iacc[i][c] = _mm512_dpbusd_epi32(iacc[i][c], wv, av[c]);
                     }
                 }
             }
             for c in 0..CG {
-                let da = _mm512_load_ps(rec[c].add(9).cast());
+                let da = _mm512_load_ps(rec[c].add(Q_DA).cast());
+                let dsum = _mm512_load_ps(rec[c].add(Q_DSUM).cast());
                 for i in 0..R {
-                    let dw = _mm512_set1_ps(*scales.get_unchecked(i * nb + b));
-                    facc[i][c] = _mm512_fmadd_ps(
-                        _mm512_cvtepi32_ps(iacc[i][c]),
-                        _mm512_mul_ps(dw, da),
-                        facc[i][c],
-                    );
+                    let dw = _mm512_set1_ps(*w.scales.get_unchecked(i * nsub + b));
+                    let s = _mm512_mul_ps(dw, da);
+                    facc[i][c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(iacc[i][c]), s, facc[i][c]);
+                    if MIN {
+                        let m = _mm512_set1_ps(*w.mins.get_unchecked(i * nsub + b));
+                        facc[i][c] = _mm512_fmadd_ps(m, dsum, facc[i][c]);
+                    }
                 }
             }
         }
