@@ -7,6 +7,8 @@
 //! back-to-back calls lasting about 0.1 s, activation preparation (Q8_0 quantization, FWHT)
 //! included, host copies excluded; best of three. Weight TB/s = canonical weight bytes / time
 //! (1e12 bytes/s); `vs n=1` = this n's time over the n = 1 time of the same format and shape.
+//! `LOWBIT_HIP_BENCH_ROWS_PER_WARP=1,2,4` times every point once per rows-per-warp setting
+//! (a tuning sweep; the JSON's `rows_per_warp` is 0 for the backend's default).
 //!
 //! What must not live here: kernels or device code (lowbit-hip's).
 
@@ -36,8 +38,10 @@ pub struct HipRow {
     pub tb_s: f64,
     /// tb_s / read ceiling.
     pub ratio: f64,
-    /// time / time at n = 1 (same format and shape), if measured.
+    /// time / time at n = 1 (same format, shape and rows per warp), if measured.
     pub vs_n1: Option<f64>,
+    /// Rows per warp forced for this point (0 = the backend's default).
+    pub rows_per_warp: usize,
 }
 
 /// Runs the benchmark and returns the JSON report; `line` receives the table.
@@ -76,9 +80,14 @@ pub fn run(
     );
     line(&format!("device: {} (arch {}), date {date}", hip.name(), hip.arch()));
     line(&format!("read ceiling (lb_read, {} MiB): {:.3} TB/s", max_bytes >> 20, read / 1e12));
+    let sweep: Vec<usize> = std::env::var("LOWBIT_HIP_BENCH_ROWS_PER_WARP")
+        .ok()
+        .map(|v| v.split(',').filter_map(|r| r.trim().parse().ok()).collect())
+        .filter(|v: &Vec<usize>| !v.is_empty())
+        .unwrap_or_else(|| vec![0]);
     line(&format!(
-        "{:<9} {:>13} {:>4} {:>10} {:>8} {:>9} {:>7}",
-        "format", "rows x K", "n", "us/call", "TB/s", "vs read", "vs n=1"
+        "{:<9} {:>13} {:>4} {:>3} {:>10} {:>8} {:>9} {:>7}",
+        "format", "rows x K", "n", "rpw", "us/call", "TB/s", "vs read", "vs n=1"
     ));
     let mut rows_out = Vec::new();
     for &format in &formats {
@@ -94,8 +103,10 @@ pub fn run(
             let m =
                 hip.upload(MatrixDesc { format, rows, cols: k }, &w).map_err(|e| e.to_string())?;
             drop(w);
-            let mut t1 = None;
-            for &n in ns {
+            let mut t1 = vec![None; sweep.len()];
+            for (&n, &rpw) in ns.iter().flat_map(|n| sweep.iter().map(move |r| (n, r))) {
+                let si = sweep.iter().position(|&r| r == rpw).unwrap_or(0);
+                hip.set_rows_per_warp(rpw);
                 let mut rng = Pcg32::new(5, n as u64);
                 let x: Vec<f32> = (0..n * k).map(|_| rng.normal() as f32).collect();
                 let est = hip.time_matmul(&m, &x, n, 3).map_err(|e| e.to_string())?;
@@ -105,7 +116,7 @@ pub fn run(
                     best = best.min(hip.time_matmul(&m, &x, n, reps).map_err(|e| e.to_string())?);
                 }
                 if n == 1 {
-                    t1 = Some(best);
+                    t1[si] = Some(best);
                 }
                 let tb_s = m.weight_bytes() as f64 / best / 1e12;
                 let r = HipRow {
@@ -116,13 +127,15 @@ pub fn run(
                     us: best * 1e6,
                     tb_s,
                     ratio: tb_s * 1e12 / read,
-                    vs_n1: t1.map(|t| best / t),
+                    vs_n1: t1[si].map(|t| best / t),
+                    rows_per_warp: rpw,
                 };
                 line(&format!(
-                    "{:<9} {:>13} {:>4} {:>10.2} {:>8.3} {:>8.1}% {:>7}",
+                    "{:<9} {:>13} {:>4} {:>3} {:>10.2} {:>8.3} {:>8.1}% {:>7}",
                     format.to_string(),
                     format!("{rows}x{k}"),
                     n,
+                    rpw,
                     r.us,
                     r.tb_s,
                     r.ratio * 100.0,
@@ -144,7 +157,7 @@ pub fn run(
     for (i, r) in rows_out.iter().enumerate() {
         let _ = writeln!(
             j,
-            "    {{\"format\": \"{}\", \"rows\": {}, \"k\": {}, \"n\": {}, \"us_per_call\": {:.3}, \"weight_tb_s\": {:.4}, \"ratio_to_read\": {:.4}, \"time_vs_n1\": {}}}{}",
+            "    {{\"format\": \"{}\", \"rows\": {}, \"k\": {}, \"n\": {}, \"us_per_call\": {:.3}, \"weight_tb_s\": {:.4}, \"ratio_to_read\": {:.4}, \"time_vs_n1\": {}, \"rows_per_warp\": {}}}{}",
             r.format,
             r.rows,
             r.k,
@@ -153,6 +166,7 @@ pub fn run(
             r.tb_s,
             r.ratio,
             r.vs_n1.map_or("null".to_string(), |v| format!("{v:.4}")),
+            r.rows_per_warp,
             if i + 1 < rows_out.len() { "," } else { "" }
         );
     }

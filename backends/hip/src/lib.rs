@@ -40,6 +40,6 @@ mod error;
 mod ffi;
 mod layout;
 
-pub use backend::{HipBackend, HipMatrix};
+pub use backend::{DeviceQuant, HipBackend, HipMatrix};
 pub use error::HipError;
 pub use ffi::Vendor;
