@@ -185,6 +185,18 @@ LB_DEV lb_u32 lb_lane() { return lb_lane_id(); }
 // integer lands in the mantissa of 1.5 * 2^23) instead of the quarter-rate conversion unit.
 LB_DEV float lb_i2f(lb_i32 i) { return lb_as_float((lb_u32)(i + 0x4b400000)) - 12582912.0f; }
 
+// Byte k (0..3, a compile-time constant after unrolling) of w, minus bias, as f32, exact:
+// the byte is permuted into the mantissa of 2^23 and 2^23 + bias subtracted (two full-rate
+// instructions, no conversion unit).
+LB_DEV float lb_byte_f32(lb_u32 w, int k, float bias) {
+#if defined(LB_NVIDIA)
+    lb_u32 bits = __byte_perm(w, 0x4b000000u, 0x7650u + (lb_u32)k);
+#else
+    lb_u32 bits = __builtin_amdgcn_perm(0x4b000000u, w, 0x07060500u + (lb_u32)k);
+#endif
+    return lb_as_float(bits) - (8388608.0f + bias);
+}
+
 // Signed 8-bit dot of n words of four lanes each.
 template <int N>
 LB_DEV lb_i32 lb_dotn(const lb_i32* w, const lb_i32* a) {

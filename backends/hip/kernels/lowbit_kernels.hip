@@ -253,13 +253,14 @@ struct Mat {
 LB_DEV float lb_f16_at(const lb_u8* p, lb_u64 i) { return lb_f16_to_f32(((const lb_u16*)p)[i]); }
 
 // UE4M3-b8 (ROCmFPX scale): E = b >> 3, M = b & 7; E = 0: M * 2^-10, else (8 + M) * 2^(E-11)
-// = (1 + M/8) * 2^(E-8), i.e. f32 bits (E + 119) << 23 | M << 20. E = 0 is the E = 1 value
-// minus 2^-7 (exact), so no int-to-float conversion is needed. ggml's UE4M3 (NVFP4), halved
-// as ggml_ue4m3_to_fp32 returns it, is the same function of b & 0x7f.
+// = (1 + M/8) * 2^(E-8), i.e. f32 bits (E + 119) << 23 | M << 20 = b * 2^20 + (119 << 23).
+// E = 0 is the E = 1 value (b + 8) minus 2^-7 (exact), so no int-to-float conversion is
+// needed. ggml's UE4M3 (NVFP4), halved as ggml_ue4m3_to_fp32 returns it, is the same function
+// of b & 0x7f.
 LB_DEV float lb_ue4m3_b8(lb_u32 b) {
-    lb_u32 e = b >> 3, m = b & 7u;
-    float v = lb_as_float(((e == 0 ? 1u : e) + 119u) << 23 | (m << 20));
-    return e == 0 ? v - 0x1p-7f : v;
+    bool sub = b < 8u;
+    float v = lb_as_float((b + (sub ? 8u : 0u)) * 1048576u + 0x3b800000u);
+    return sub ? v - 0x1p-7f : v;
 }
 
 // Nibbles of 16 bytes in ggml's Q4_0 order (byte j: element j low, j + 16 high) -> 8 words of
@@ -460,19 +461,18 @@ struct DecQ4K {
     }
 };
 
-// Q6_K against Q8_K, repacked: q = 16 bytes of low nibbles (Q4_0 order) then 8 bytes of high
-// 2-bit pairs (word x, byte k, field t: element 4(4x + t) + k), s = the two int8 sub-block
-// scales, g = d f16 per 8 units; (d*da) * (sc0 * sum0 + sc1 * sum1) with q - 32.
+// Q6_K against Q8_K, repacked: q = 16 bytes of low nibbles (Q4_0 order), s = 8 bytes of high
+// 2-bit pairs (word x, byte k, field t: element 4(4x + t) + k), g = 18 bytes per 8 units: d
+// f16, then the 16 int8 sub-block scales; (d*da) * (sc0 * sum0 + sc1 * sum1) with q - 32.
 struct DecQ6K {
     lb_i32 w[8];
     lb_i32 sc0, sc1;
     float d;
     LB_DEVM void load(const Mat& m, lb_u64 row, lb_u32 b, lb_u32 nu) {
         lb_u64 u = row * nu + b;
-        const lb_u8* q = m.q + u * 24;
-        lb_nibbles(lb_ld_stream16(q), w);
+        lb_nibbles(lb_ld_stream16(m.q + u * 16), w);
         lb_u32 h[2];
-        lb_ld_stream8(q + 16, h[0], h[1]);
+        lb_ld_stream8(m.s + u * 8, h[0], h[1]);
 #pragma unroll
         for (int i = 0; i < 8; i++) {
             lb_u32 x = h[i >> 2];
@@ -480,10 +480,11 @@ struct DecQ6K {
             lb_u32 hi = (t == 0 ? x << 4 : t == 1 ? x << 2 : t == 2 ? x : x >> 2) & 0x30303030u;
             w[i] = lb_sub_bytes((lb_i32)((lb_u32)w[i] | hi), 32);
         }
-        lb_u32 s = ((const lb_u16*)m.s)[u];
+        const lb_u16* grp = (const lb_u16*)(m.g + (u / 8) * 18);
+        lb_u32 s = grp[1 + u % 8];
         sc0 = (lb_i32)(signed char)(s & 0xffu);
         sc1 = (lb_i32)(signed char)(s >> 8);
-        d = lb_f16_at(m.g, u / 8);
+        d = lb_f16_to_f32(grp[0]);
     }
     LB_DEVM float dot(const ActQ8& a) const {
         lb_i32 s = sc0 * lb_dotn<4>(w, a.a) + sc1 * lb_dotn<4>(w + 4, a.a + 4);
@@ -491,39 +492,44 @@ struct DecQ6K {
     }
 };
 
-// E2M1 nibble -> f32: magnitude index m (0..7) is 0, 0.5 or (1 + (m&1)/2) * 2^((m>>1) - 1).
-LB_DEV float lb_e2m1(lb_u32 nib) {
-    lb_u32 m = nib & 7u;
-    lb_u32 mag = m < 2u ? (m ? 0x3f000000u : 0u) : ((m << 22) + (126u << 23));
-    return lb_as_float(mag | ((nib & 8u) << 28));
-}
-
 // HFP4G32 / MFP4G32 (block factor 2^(e-127)) and MFP4G32P (E4M3 block scale); f32 activations:
 // s = sum E2M1 * x over the block, acc += s * factor; the row scale multiplies the row total.
+// Each code goes through lb_lut16 to kvalues + 12 (twice the E2M1 value, biased to a byte
+// 0..24), then to f32 by lb_byte_f32: three instructions per weight with the FMA; the 1/2 is
+// folded into the block factor (exact).
 template <bool E4M3>
 struct DecHfp4 {
-    lb_u32 v[4];
+    lb_u32 v[8];
     float f;
     LB_DEVM void load(const Mat& m, lb_u64 row, lb_u32 b, lb_u32 nu) {
         lb_u64 u = row * nu + b;
         lb_i32x4 x = lb_ld_stream16(m.q + u * 16);
-        v[0] = (lb_u32)x.x; v[1] = (lb_u32)x.y; v[2] = (lb_u32)x.z; v[3] = (lb_u32)x.w;
+        const lb_u32 t[4] = {0x0f0e0d0cu, 0x18141210u, 0x090a0b0cu, 0x00040608u};
+        lb_u32 q[4] = {(lb_u32)x.x, (lb_u32)x.y, (lb_u32)x.z, (lb_u32)x.w};
+        // Byte j of the block holds elements 2j (low nibble) and 2j + 1 (high nibble).
+#pragma unroll
+        for (int i = 0; i < 4; i++) lb_lut16(t, q[i], v[2 * i], v[2 * i + 1]);
         lb_u32 sb = m.s[u];
         if (E4M3) {
             lb_u32 e = sb >> 3, mm = sb & 7u;
-            f = e == 0 ? (float)mm * 0x1p-9f : (float)(8u + mm) * lb_as_float((e + 117u) << 23);
+            f = e == 0 ? (float)mm * 0x1p-10f : (float)(8u + mm) * lb_as_float((e + 116u) << 23);
         } else {
-            f = lb_as_float(sb == 0 ? 0x00400000u : (sb << 23));
+            // 2^(e-128): e >= 2 normal, e = 1 and e = 0 the subnormals 2^-127, 2^-128.
+            f = lb_as_float(sb >= 2 ? (sb - 1) << 23 : 0x00200000u << sb);
         }
     }
     LB_DEVM float dot(const ActF32& a) const {
-        float acc = 0.0f;
+        float acc[2] = {0.0f, 0.0f};
+        // v[2i] byte k = element 8i + 2k, v[2i + 1] byte k = element 8i + 2k + 1.
 #pragma unroll
         for (int i = 0; i < 4; i++) {
 #pragma unroll
-            for (int j = 0; j < 8; j++) acc += lb_e2m1((v[i] >> (4 * j)) & 15u) * a.x[8 * i + j];
+            for (int k = 0; k < 4; k++) {
+                acc[0] += lb_byte_f32(v[2 * i], k, 12.0f) * a.x[8 * i + 2 * k];
+                acc[1] += lb_byte_f32(v[2 * i + 1], k, 12.0f) * a.x[8 * i + 2 * k + 1];
+            }
         }
-        return acc * f;
+        return (acc[0] + acc[1]) * f;
     }
 };
 

@@ -230,11 +230,14 @@ impl HipBackend {
     /// non-finite value, or a block scale (Q8_1: or sum) that may not fit f16, is checked by
     /// the reference's encoder for that column, whose error is returned.
     fn check_activations(&self, format: FormatId, x: &[f32], cols: usize) -> Result<(), HipError> {
-        // Q8_1's s = sum(q) * d can reach 32 * 127 * d.
-        let big = if format.info().activation == ActFormat::Q8_1 { 127.0 / 4096.0 } else { 1.0 };
-        let bad = x
-            .iter()
-            .any(|v| !v.is_finite() || half::f16::from_f32(v.abs() / 127.0 / big).is_infinite());
+        // Conservative limits: Q8_0's d = amax / 127 and Q8_1's s = sum(q) * d (at most
+        // 32 * amax) must fit f16 (65504); Q8_K's f32 d always fits.
+        let limit = match format.info().activation {
+            ActFormat::Q8_1 => 2000.0,
+            ActFormat::Q8K => f32::INFINITY,
+            _ => 8.0e6,
+        };
+        let bad = x.iter().any(|v| !v.is_finite() || v.abs() >= limit);
         if bad {
             for col in x.chunks_exact(cols) {
                 PreparedActivations::new(format, col)?;

@@ -21,7 +21,7 @@
 //! | PTQ1_0 | 8 B: trits as PQ2_0 codes | - | f16 d per 4 | 28 -> 34 B per 128 |
 //! | TQ2_0 | 8 B: codes in ROCmFP2's layout | - | f16 d per 8 | same size |
 //! | Q4_K | 16 B: the sub-block's nibbles, Q4_0 order | scale, min (unpacked) | d, dmin per 8 | 144 -> 148 B |
-//! | Q6_K | 16 B low nibbles (Q4_0 order) + 8 B high pairs | two i8 scales | f16 d per 8 | same size |
+//! | Q6_K | 16 B low nibbles (Q4_0 order) | 8 B high pairs | f16 d + 16 i8 scales per 8 | same size |
 //! | HFP4G32 / MFP4G32 / MFP4G32P | 16 B | scale byte | - | slices, r = f16 row_scale_a |
 //!
 //! The kernels (kernels/lowbit_kernels.hip) read exactly these planes. Validation happens
@@ -134,7 +134,7 @@ pub(crate) fn split(format: FormatId) -> Option<Split> {
             Split { group: 8, group_bytes: 4, ..base("q4_k", 16, 2, Repack::Custom(repack_q4_k)) }
         }
         FormatId::Q6K => {
-            Split { group: 8, group_bytes: 2, ..base("q6_k", 24, 2, Repack::Custom(repack_q6_k)) }
+            Split { group: 8, group_bytes: 18, ..base("q6_k", 16, 8, Repack::Custom(repack_q6_k)) }
         }
         FormatId::Hfp4G32 | FormatId::Mfp4G32 => {
             Split { r_bytes: 2, ..base("hfp4", 16, 1, sl((0, 1), (1, 16), (0, 0))) }
@@ -246,8 +246,8 @@ fn repack_q4_k(blk: &[u8], p: &mut Planes) {
 
 /// Q6_K (210 B: ql[128], qh[64], scales[16], d): element e = 128h + r has low nibble
 /// (ql[64h + r%64] >> 4(r/64)) & 15 and high pair (qh[32h + r%32] >> 2(r/32)) & 3. Per unit:
-/// the low nibbles in Q4_0 order, then 8 bytes of pairs: element 4(4x + t) + k at bits 2t of
-/// byte 4x + k.
+/// the low nibbles in Q4_0 order (q), 8 bytes of pairs (s): element 4(4x + t) + k at bits 2t
+/// of byte 4x + k; per block d, then the 16 scales (g), so every plane load is aligned.
 fn repack_q6_k(blk: &[u8], p: &mut Planes) {
     let (ql, qh, sc) = (&blk[0..128], &blk[128..192], &blk[192..208]);
     for u in 0..8 {
@@ -262,10 +262,10 @@ fn repack_q6_k(blk: &[u8], p: &mut Planes) {
             let (g, k) = (i / 4, i % 4);
             hi[4 * (g / 4) + k] |= at(i).1 << (2 * (g % 4));
         }
-        p.q.extend_from_slice(&hi);
-        p.s.extend_from_slice(&sc[2 * u..2 * u + 2]);
+        p.s.extend_from_slice(&hi);
     }
     p.g.extend_from_slice(&blk[208..210]);
+    p.g.extend_from_slice(sc);
 }
 
 #[cfg(test)]
@@ -373,8 +373,8 @@ mod tests {
         let mut p = Planes::default();
         repack_q6_k(&blk, &mut p);
         // Unit 6 (elements 192..224), element 5: group g = 1, k = 1 -> byte 4*0 + 1, bits 2.
-        let q = &p.q[6 * 24..7 * 24];
-        assert_eq!(q[16 + 1], 0b11 << 2);
-        assert_eq!(q.iter().filter(|&&b| b != 0).count(), 1);
+        assert_eq!(p.s[6 * 8 + 1], 0b11 << 2);
+        assert_eq!(p.s.iter().filter(|&&b| b != 0).count(), 1);
+        assert!(p.q.iter().all(|&b| b == 0));
     }
 }
