@@ -44,7 +44,10 @@ LB_KERNEL void lb_quantize_q8(const float* x, lb_i8* aq, float* ad, lb_u32* ae, 
     float amax = lb_max32(lb_fabsf(v));
     float d = amax / 127.0f;
     float id = d != 0.0f ? 1.0f / d : 0.0f;
-    lb_i32 q = (lb_i32)lb_roundf(v * id);
+    // C's (int) on x86-64 (ggml, and the core's c_f32_to_i32): NaN and out-of-range give
+    // INT_MIN, whose low byte is 0 (an f32-subnormal block: 1/d overflows to inf).
+    float rq = lb_roundf(v * id);
+    lb_i32 q = (lb_i8)(lb_fabsf(rq) < 2147483648.0f ? (lb_i32)rq : (lb_i32)0x80000000u);
     float sum = q81 ? lb_shfl_xor(lb_sum16((float)q), 16) + lb_sum16((float)q) : 0.0f;
     if (i < total) {
         lb_store_quant(aq, i, nu, order, (lb_i8)q);
@@ -495,11 +498,11 @@ struct DecQ6K {
 // HFP4G32 / MFP4G32 (block factor 2^(e-127)) and MFP4G32P (E4M3 block scale); f32 activations:
 // s = sum E2M1 * x over the block, acc += s * factor; the row scale multiplies the row total.
 // Each code goes through lb_lut16 to kvalues + 12 (twice the E2M1 value, biased to a byte
-// 0..24), then to f32 by lb_byte_f32: three instructions per weight with the FMA; the 1/2 is
-// folded into the block factor (exact).
+// 0..24), then to f32 by lb_byte_f32, once per weight in `load`; `dot` is one FMA per weight
+// and column. The 1/2 is folded into the block factor (exact).
 template <bool E4M3>
 struct DecHfp4 {
-    lb_u32 v[8];
+    float w[32];
     float f;
     LB_DEVM void load(const Mat& m, lb_u64 row, lb_u32 b, lb_u32 nu) {
         lb_u64 u = row * nu + b;
@@ -508,7 +511,15 @@ struct DecHfp4 {
         lb_u32 q[4] = {(lb_u32)x.x, (lb_u32)x.y, (lb_u32)x.z, (lb_u32)x.w};
         // Byte j of the block holds elements 2j (low nibble) and 2j + 1 (high nibble).
 #pragma unroll
-        for (int i = 0; i < 4; i++) lb_lut16(t, q[i], v[2 * i], v[2 * i + 1]);
+        for (int i = 0; i < 4; i++) {
+            lb_u32 lo, hi;
+            lb_lut16(t, q[i], lo, hi);
+#pragma unroll
+            for (int k = 0; k < 4; k++) {
+                w[8 * i + 2 * k] = lb_byte_f32(lo, k, 12.0f);
+                w[8 * i + 2 * k + 1] = lb_byte_f32(hi, k, 12.0f);
+            }
+        }
         lb_u32 sb = m.s[u];
         if (E4M3) {
             lb_u32 e = sb >> 3, mm = sb & 7u;
@@ -520,14 +531,10 @@ struct DecHfp4 {
     }
     LB_DEVM float dot(const ActF32& a) const {
         float acc[2] = {0.0f, 0.0f};
-        // v[2i] byte k = element 8i + 2k, v[2i + 1] byte k = element 8i + 2k + 1.
 #pragma unroll
-        for (int i = 0; i < 4; i++) {
-#pragma unroll
-            for (int k = 0; k < 4; k++) {
-                acc[0] += lb_byte_f32(v[2 * i], k, 12.0f) * a.x[8 * i + 2 * k];
-                acc[1] += lb_byte_f32(v[2 * i + 1], k, 12.0f) * a.x[8 * i + 2 * k + 1];
-            }
+        for (int j = 0; j < 32; j += 2) {
+            acc[0] += w[j] * a.x[j];
+            acc[1] += w[j + 1] * a.x[j + 1];
         }
         return (acc[0] + acc[1]) * f;
     }
@@ -540,8 +547,9 @@ struct DecHfp4 {
 // rows, grid-strided. Each lane decodes a unit of its R rows once and applies it to NC
 // columns. STAGE: the block copies the activations of LB_WARP units x NC columns to shared
 // memory once and every warp reads them there (n >= 2); else each lane loads its own (n = 1,
-// where they stay in L1).
-template <int NC, int R, bool STAGE, class Dec, class Act, bool ROWSCALE>
+// where they stay in L1) and takes U units per step, all their weight loads issued first
+// (more bytes in flight per lane for the low-bit formats).
+template <int NC, int R, int U, bool STAGE, class Dec, class Act, bool ROWSCALE>
 LB_DEV void lb_mv(const Mat& m, const ActPtrs& ap, float* y, lb_u32 rows, lb_u32 nu, lb_u32 ncols) {
     LB_SHARED typename StageOf<Act, STAGE ? NC : 1>::T st;
     lb_u32 warp = lb_tid() / LB_WARP, lane = lb_tid() % LB_WARP;
@@ -557,15 +565,17 @@ LB_DEV void lb_mv(const Mat& m, const ActPtrs& ap, float* y, lb_u32 rows, lb_u32
         for (int r = 0; r < R; r++)
 #pragma unroll
             for (int c = 0; c < NC; c++) acc[r][c] = 0.0f;
-        for (lb_u32 c0 = 0; c0 < nu; c0 += LB_WARP) {
-            lb_u32 b = c0 + lane;
-            bool valid = active && b < nu;
-            Dec dec[R];
-            if (valid) {
+        for (lb_u32 c0 = 0; c0 < nu; c0 += LB_WARP * U) {
+            Dec dec[U][R];
 #pragma unroll
-                for (int r = 0; r < R; r++) {
-                    lb_u32 row = row0 + r < rows ? row0 + r : rows - 1;  // clamp: loads stay in bounds
-                    dec[r].load(m, row, b, nu);
+            for (int u = 0; u < U; u++) {
+                lb_u32 b = c0 + u * LB_WARP + lane;
+                if (active && b < nu) {
+#pragma unroll
+                    for (int r = 0; r < R; r++) {
+                        lb_u32 row = row0 + r < rows ? row0 + r : rows - 1;  // clamp: loads stay in bounds
+                        dec[u][r].load(m, row, b, nu);
+                    }
                 }
             }
             if (STAGE) {
@@ -573,15 +583,19 @@ LB_DEV void lb_mv(const Mat& m, const ActPtrs& ap, float* y, lb_u32 rows, lb_u32
                 st.fill(ap, col0, nc, c0, nu);
                 lb_barrier();
             }
-            if (valid) {
 #pragma unroll
-                for (int c = 0; c < NC; c++) {
-                    if ((lb_u32)c < nc) {
-                        Act a;
-                        if (STAGE) st.get(a, c, lane);
-                        else a.load(ap, col0 + c, b, nu);
+            for (int u = 0; u < U; u++) {
+                lb_u32 b = c0 + u * LB_WARP + lane;
+                if (active && b < nu) {
 #pragma unroll
-                        for (int r = 0; r < R; r++) acc[r][c] += dec[r].dot(a);
+                    for (int c = 0; c < NC; c++) {
+                        if ((lb_u32)c < nc) {
+                            Act a;
+                            if (STAGE) st.get(a, c, lane);
+                            else a.load(ap, col0 + c, b, nu);
+#pragma unroll
+                            for (int r = 0; r < R; r++) acc[r][c] += dec[u][r].dot(a);
+                        }
                     }
                 }
             }
@@ -601,26 +615,29 @@ LB_DEV void lb_mv(const Mat& m, const ActPtrs& ap, float* y, lb_u32 rows, lb_u32
     }
 }
 
-// One kernel per (format stem, column tile NC, rows per warp R); every kernel has the same
-// parameters, unused ones are 0.
-#define LB_MV(fmt, Dec, Act, ROWSCALE, NC, R)                                                      \
-    LB_KERNEL void lb_mv_##fmt##_##NC##_r##R(const lb_u8* q, const lb_u8* s, const lb_u8* g,        \
+// One kernel per (format stem, column tile NC, rows per warp R, units per step U; U > 1 only
+// for NC = 1); every kernel has the same parameters, unused ones are 0.
+#define LB_MV(fmt, Dec, Act, ROWSCALE, NC, R, U)                                                   \
+    LB_KERNEL void lb_mv_##fmt##_##NC##_r##R##_u##U(const lb_u8* q, const lb_u8* s, const lb_u8* g, \
                                               const lb_u8* r, const lb_i8* aq, const float* ad,      \
                                               const lb_u32* ae, const float* x, float* y,            \
                                               lb_u32 rows, lb_u32 nu, lb_u32 ncols) {                \
         Mat m = {q, s, g, r};                                                                      \
         ActPtrs ap = {aq, ad, ae, x};                                                              \
-        lb_mv<NC, R, (NC > 1), Dec, Act, ROWSCALE>(m, ap, y, rows, nu, ncols);                      \
+        lb_mv<NC, R, U, (NC > 1), Dec, Act, ROWSCALE>(m, ap, y, rows, nu, ncols);                   \
     }
-#define LB_MV_R(fmt, Dec, Act, RS, NC) LB_MV(fmt, Dec, Act, RS, NC, 1) LB_MV(fmt, Dec, Act, RS, NC, 2) LB_MV(fmt, Dec, Act, RS, NC, 4)
+#define LB_MV_R(fmt, Dec, Act, RS, NC, U) \
+    LB_MV(fmt, Dec, Act, RS, NC, 1, U) LB_MV(fmt, Dec, Act, RS, NC, 2, U) LB_MV(fmt, Dec, Act, RS, NC, 4, U)
+#define LB_MV_1(fmt, Dec, Act, RS) \
+    LB_MV_R(fmt, Dec, Act, RS, 1, 1) LB_MV_R(fmt, Dec, Act, RS, 1, 2) LB_MV_R(fmt, Dec, Act, RS, 1, 4)
 // Column tiles 1, 2, 4, 8, 16 (f32 activations: up to 8, the stage's shared-memory limit).
 #define LB_MV_Q8(fmt, Dec)                                                                         \
-    LB_MV_R(fmt, Dec, ActQ8, false, 1) LB_MV_R(fmt, Dec, ActQ8, false, 2)                          \
-    LB_MV_R(fmt, Dec, ActQ8, false, 4) LB_MV_R(fmt, Dec, ActQ8, false, 8)                          \
-    LB_MV_R(fmt, Dec, ActQ8, false, 16)
+    LB_MV_1(fmt, Dec, ActQ8, false) LB_MV_R(fmt, Dec, ActQ8, false, 2, 1)                          \
+    LB_MV_R(fmt, Dec, ActQ8, false, 4, 1) LB_MV_R(fmt, Dec, ActQ8, false, 8, 1)                    \
+    LB_MV_R(fmt, Dec, ActQ8, false, 16, 1)
 #define LB_MV_F32(fmt, Dec)                                                                        \
-    LB_MV_R(fmt, Dec, ActF32, true, 1) LB_MV_R(fmt, Dec, ActF32, true, 2)                          \
-    LB_MV_R(fmt, Dec, ActF32, true, 4) LB_MV_R(fmt, Dec, ActF32, true, 8)
+    LB_MV_1(fmt, Dec, ActF32, true) LB_MV_R(fmt, Dec, ActF32, true, 2, 1)                          \
+    LB_MV_R(fmt, Dec, ActF32, true, 4, 1) LB_MV_R(fmt, Dec, ActF32, true, 8, 1)
 
 LB_MV_Q8(q8_0, DecQ8_0)
 LB_MV_Q8(q4_0, DecQ4_0)

@@ -23,29 +23,32 @@ const BLOCK: u32 = 256;
 /// Warps per block for 32-wide warps; kernels grid-stride rows, so wave64 is also correct.
 const WARPS_PER_CTA: usize = 8;
 
-/// Rows each warp owns for a column tile of `nc` (1, 2 or 4). [`HipBackend::set_rows_per_warp`]
-/// or `LOWBIT_HIP_ROWS_PER_WARP` override it, for tuning.
-fn rows_per_warp(forced: usize, nc: usize) -> usize {
-    if [1, 2, 4].contains(&forced) {
-        return forced;
-    }
-    static ENV: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
-    let env = ENV.get_or_init(|| {
-        std::env::var("LOWBIT_HIP_ROWS_PER_WARP")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .filter(|r| [1, 2, 4].contains(r))
+/// (rows per warp, units per lane step) for a matrix and a column tile of `nc`: the format's
+/// n = 1 choice (layout.rs) for `nc == 1`, else (4, 1) for Q8 activations and (2, 1) for f32
+/// ones (their decoded weights take 32 registers per row). `forced` (from
+/// [`HipBackend::set_rows_per_warp`] / `set_units_per_step`, 0 = not forced) or
+/// `LOWBIT_HIP_ROWS_PER_WARP` override each part, for tuning; units are 1 for `nc > 1`.
+fn work_shape(sp: &Split, nc: usize, forced: (usize, usize)) -> (usize, usize) {
+    static ENV: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    let env = *ENV.get_or_init(|| {
+        std::env::var("LOWBIT_HIP_ROWS_PER_WARP").ok().and_then(|v| v.parse().ok()).unwrap_or(0)
     });
-    if let Some(r) = *env {
-        return r;
-    }
-    // Measured on an H200 (docs/BENCHMARKS.md): one row per warp is best at n = 1, two rows
-    // share each activation load best for n >= 2.
-    if nc == 1 {
-        1
+    let (mut r, mut u) = if nc == 1 {
+        sp.n1
+    } else if sp.act == ActFormat::F32 {
+        (2, 1)
     } else {
-        2
+        (4, 1)
+    };
+    for f in [env, forced.0] {
+        if [1, 2, 4].contains(&f) {
+            r = f;
+        }
     }
+    if [1, 2, 4].contains(&forced.1) {
+        u = forced.1;
+    }
+    (r, if nc == 1 { u } else { 1 })
 }
 
 /// Device memory, freed on drop.
@@ -126,6 +129,7 @@ pub struct HipBackend {
     ws: Mutex<Workspace>,
     signs: DeviceBuffer,
     forced_rows: std::sync::atomic::AtomicUsize,
+    forced_units: std::sync::atomic::AtomicUsize,
 }
 
 fn vendor_order() -> Vec<Vendor> {
@@ -202,6 +206,7 @@ impl HipBackend {
             ws: Mutex::new(Workspace::default()),
             signs,
             forced_rows: std::sync::atomic::AtomicUsize::new(0),
+            forced_units: std::sync::atomic::AtomicUsize::new(0),
         })
     }
 
@@ -214,6 +219,12 @@ impl HipBackend {
     /// tuning sweeps.
     pub fn set_rows_per_warp(&self, rows: usize) {
         self.forced_rows.store(rows, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Forces the units each lane takes per step at n = 1 (1, 2 or 4; anything else restores
+    /// the default), for tuning sweeps.
+    pub fn set_units_per_step(&self, units: usize) {
+        self.forced_units.store(units, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// The loaded driver and compiler libraries.
@@ -287,11 +298,15 @@ impl HipBackend {
             _ => 16,
         }
         .min(max_nc);
-        let rpw = rows_per_warp(self.forced_rows.load(std::sync::atomic::Ordering::Relaxed), nc);
+        let forced = (
+            self.forced_rows.load(std::sync::atomic::Ordering::Relaxed),
+            self.forced_units.load(std::sync::atomic::Ordering::Relaxed),
+        );
+        let (rpw, ups) = work_shape(&m.split, nc, forced);
         let gy = u32::try_from(n.div_ceil(nc)).map_err(|_| too_large(format))?;
         let gx = u32::try_from(rows.div_ceil(WARPS_PER_CTA * rpw).min(1 << 20))
             .map_err(|_| too_large(format))?;
-        let name = format!("lb_mv_{}_{nc}_r{rpw}", m.split.stem);
+        let name = format!("lb_mv_{}_{nc}_r{rpw}_u{ups}", m.split.stem);
         let (rows, nu, n) = (u32_of(rows, format)?, u32_of(cols / 32, format)?, u32_of(n, format)?);
         let mut args =
             [m.q.ptr, m.s.ptr, m.g.ptr, m.r.ptr, act[0], act[1], act[2], act[3], yp, rows, nu, n];
@@ -458,9 +473,12 @@ fn kernel_names() -> Vec<String> {
             .to_vec();
     for (stem, f32_act) in layout::STEMS {
         let tiles: &[usize] = if f32_act { &[1, 2, 4, 8] } else { &[1, 2, 4, 8, 16] };
-        for nc in tiles {
+        for &nc in tiles {
             for r in [1, 2, 4] {
-                v.push(format!("lb_mv_{stem}_{nc}_r{r}"));
+                let units: &[usize] = if nc == 1 { &[1, 2, 4] } else { &[1] };
+                for u in units {
+                    v.push(format!("lb_mv_{stem}_{nc}_r{r}_u{u}"));
+                }
             }
         }
     }
