@@ -107,31 +107,28 @@ pub(crate) fn split(format: FormatId) -> Option<Split> {
         group: 1,
         group_bytes: 0,
         r_bytes: 0,
-        n1: (2, 2),
+        n1: n1_shape(format),
         halves: false,
         repack,
     };
     let sl = |s, q, g| Repack::Slices { s, q, g };
     let tern = |stem, group, repack| Split {
         codebook_order: true,
-        n1: (2, 4),
         group,
         group_bytes: 2,
         ..base(stem, 8, 0, repack)
     };
     Some(match format {
         FormatId::Q8_0 => {
-            Split { halves: true, n1: (4, 1), ..base("q8_0", 32, 2, sl((0, 2), (2, 32), (0, 0))) }
+            Split { halves: true, ..base("q8_0", 32, 2, sl((0, 2), (2, 32), (0, 0))) }
         }
         FormatId::Q4_0 => base("q4_0", 16, 2, sl((0, 2), (2, 16), (0, 0))),
         FormatId::Q4_1 => base("q4_1", 16, 4, sl((0, 4), (4, 16), (0, 0))),
         FormatId::Mxfp4 => base("mxfp4", 16, 1, sl((0, 1), (1, 16), (0, 0))),
         FormatId::Nvfp4 => base("nvfp4", 16, 2, sl((0, 4), (4, 32), (0, 0))),
-        FormatId::RocmFp2 => Split {
-            codebook_order: true,
-            n1: (2, 4),
-            ..base("rocmfp2", 8, 2, sl((8, 2), (0, 8), (0, 0)))
-        },
+        FormatId::RocmFp2 => {
+            Split { codebook_order: true, ..base("rocmfp2", 8, 2, sl((8, 2), (0, 8), (0, 0))) }
+        }
         FormatId::RocmFp3 => base("rocmfp3", 16, 2, Repack::Custom(repack_fp3)),
         FormatId::Pq2_0 => tern("pq2", 4, sl((0, 0), (2, 32), (0, 2))),
         FormatId::Ptq1_0 => tern("pq2", 4, Repack::Custom(repack_ptq1_0)),
@@ -143,13 +140,25 @@ pub(crate) fn split(format: FormatId) -> Option<Split> {
             Split { group: 8, group_bytes: 18, ..base("q6_k", 16, 8, Repack::Custom(repack_q6_k)) }
         }
         FormatId::Hfp4G32 | FormatId::Mfp4G32 => {
-            Split { r_bytes: 2, n1: (2, 1), ..base("hfp4", 16, 1, sl((0, 1), (1, 16), (0, 0))) }
+            Split { r_bytes: 2, ..base("hfp4", 16, 1, sl((0, 1), (1, 16), (0, 0))) }
         }
         FormatId::Mfp4G32P => {
-            Split { r_bytes: 2, n1: (2, 1), ..base("hfp4p", 16, 1, sl((0, 1), (1, 16), (0, 0))) }
+            Split { r_bytes: 2, ..base("hfp4p", 16, 1, sl((0, 1), (1, 16), (0, 0))) }
         }
         _ => return None,
     })
+}
+
+/// (rows per warp, units per lane step) at n = 1: the fastest of the nine (R, U) in {1, 2, 4}^2
+/// at 16384x16384 on an H200 (docs/bench/hip-h200-2026-12-01-sweep.json), restricted to
+/// U = 1 (more units per step was slower or within 5% for every format).
+fn n1_shape(format: FormatId) -> (usize, usize) {
+    match format {
+        FormatId::Q4_0 | FormatId::Q4_1 | FormatId::Q6K => (1, 1),
+        FormatId::Hfp4G32 | FormatId::Mfp4G32 | FormatId::Mfp4G32P => (1, 1),
+        FormatId::Q8_0 | FormatId::Q4K => (2, 1),
+        _ => (4, 1),
+    }
 }
 
 /// Splits validated canonical bytes (`rows * row_bytes(cols)`) into planes.
