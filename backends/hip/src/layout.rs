@@ -150,7 +150,7 @@ pub(crate) fn split(format: FormatId) -> Option<Split> {
 }
 
 /// (rows per warp, units per lane step) at n = 1: the fastest of the nine (R, U) in {1, 2, 4}^2
-/// at 16384x16384 on an H200 (docs/bench/hip-h200-2026-12-01-sweep.json), restricted to
+/// at 16384x16384 on an H200 (docs/bench/hip-h200-2026-12-01-s5-sweep.json), restricted to
 /// U = 1 (more units per step was slower or within 5% for every format).
 fn n1_shape(format: FormatId) -> (usize, usize) {
     match format {
