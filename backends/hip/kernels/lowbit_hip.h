@@ -23,7 +23,13 @@ typedef unsigned long long lb_u64;
 #if defined(__CUDACC_RTC__) || defined(__CUDACC__)
 // ---------------------------------------------------------------- NVIDIA (NVRTC) ----------
 #define LB_NVIDIA 1
+#if defined(LB_HOST_EMULATION)
+// The NVIDIA branch compiled for the CPU by the tests (backends/hip/tests/host_shim.h): one
+// lane per warp, plain loads.
+#define LB_WARP 1
+#else
 #define LB_WARP 32
+#endif
 #define LB_KERNEL extern "C" __global__
 #define LB_DEV static __device__ __forceinline__
 typedef int4 lb_i32x4;      // 16-byte vector loads: .x .y .z .w
@@ -74,6 +80,13 @@ LB_DEV void lb_lut16(const lb_u32 t[4], lb_u32 v, lb_u32& lo, lb_u32& hi) {
 #define LB_DEVM __device__ __forceinline__
 // Weight loads that should not evict the (reused) activations from L1: cache-streaming
 // (evict-first) 16- and 8-byte loads.
+#if defined(LB_HOST_EMULATION)
+LB_DEV lb_i32x4 lb_ld_stream16(const void* p) { return *(const lb_i32x4*)p; }
+LB_DEV void lb_ld_stream8(const void* p, lb_u32& a, lb_u32& b) {
+    a = ((const lb_u32*)p)[0];
+    b = ((const lb_u32*)p)[1];
+}
+#else
 LB_DEV lb_i32x4 lb_ld_stream16(const void* p) {
     lb_i32x4 r;
     asm("ld.global.cs.v4.s32 {%0, %1, %2, %3}, [%4];" : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));
@@ -82,6 +95,7 @@ LB_DEV lb_i32x4 lb_ld_stream16(const void* p) {
 LB_DEV void lb_ld_stream8(const void* p, lb_u32& a, lb_u32& b) {
     asm("ld.global.cs.v2.u32 {%0, %1}, [%2];" : "=r"(a), "=r"(b) : "l"(p));
 }
+#endif
 #define LB_SHARED __shared__
 LB_DEV void lb_barrier() { __syncthreads(); }
 LB_DEV float lb_roundf(float x) { return roundf(x); }

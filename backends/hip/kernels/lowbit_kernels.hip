@@ -18,7 +18,9 @@
 // What must not live here: host logic, format validation (the host validates on upload).
 #include "lowbit_hip.h"
 
+#ifndef LB_BLOCK
 #define LB_BLOCK 256
+#endif
 #define LB_ROWS_PER_CTA (LB_BLOCK / LB_WARP)
 
 // ------------------------------------------------------------------ activations --------------

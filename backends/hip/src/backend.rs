@@ -51,6 +51,26 @@ fn work_shape(sp: &Split, nc: usize, forced: (usize, usize)) -> (usize, usize) {
     (r, if nc == 1 { u } else { 1 })
 }
 
+/// The matvec kernel for `n` columns: (name, column tile, rows per warp).
+pub(crate) fn kernel_choice(
+    sp: &Split,
+    n: usize,
+    forced: (usize, usize),
+) -> (String, usize, usize) {
+    // f32 activations: tiles of at most 8 columns (the shared-memory stage's limit).
+    let max_nc = if sp.act == ActFormat::F32 { 8 } else { 16 };
+    let nc = match n {
+        1 => 1,
+        2 => 2,
+        3..=4 => 4,
+        5..=8 => 8,
+        _ => 16,
+    }
+    .min(max_nc);
+    let (rpw, ups) = work_shape(sp, nc, forced);
+    (format!("lb_mv_{}_{nc}_r{rpw}_u{ups}", sp.stem), nc, rpw)
+}
+
 /// Device memory, freed on drop.
 struct DeviceBuffer {
     ptr: u64,
@@ -288,25 +308,14 @@ impl HipBackend {
     /// Launches the matvec kernel(s) for `n` columns into `yp`.
     fn run_matvec(&self, m: &HipMatrix, act: [u64; 4], yp: u64, n: usize) -> Result<(), HipError> {
         let MatrixDesc { format, rows, cols } = m.desc;
-        // f32 activations: tiles of at most 8 columns (the shared-memory stage's limit).
-        let max_nc = if m.split.act == ActFormat::F32 { 8 } else { 16 };
-        let nc = match n {
-            1 => 1,
-            2 => 2,
-            3..=4 => 4,
-            5..=8 => 8,
-            _ => 16,
-        }
-        .min(max_nc);
         let forced = (
             self.forced_rows.load(std::sync::atomic::Ordering::Relaxed),
             self.forced_units.load(std::sync::atomic::Ordering::Relaxed),
         );
-        let (rpw, ups) = work_shape(&m.split, nc, forced);
+        let (name, nc, rpw) = kernel_choice(&m.split, n, forced);
         let gy = u32::try_from(n.div_ceil(nc)).map_err(|_| too_large(format))?;
         let gx = u32::try_from(rows.div_ceil(WARPS_PER_CTA * rpw).min(1 << 20))
             .map_err(|_| too_large(format))?;
-        let name = format!("lb_mv_{}_{nc}_r{rpw}_u{ups}", m.split.stem);
         let (rows, nu, n) = (u32_of(rows, format)?, u32_of(cols / 32, format)?, u32_of(n, format)?);
         let mut args =
             [m.q.ptr, m.s.ptr, m.g.ptr, m.r.ptr, act[0], act[1], act[2], act[3], yp, rows, nu, n];

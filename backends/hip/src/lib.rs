@@ -39,6 +39,8 @@ mod compile;
 mod error;
 mod ffi;
 mod layout;
+#[doc(hidden)]
+pub mod testing;
 
 pub use backend::{DeviceQuant, HipBackend, HipMatrix};
 pub use error::HipError;

@@ -111,6 +111,30 @@ fn abs_terms(format: FormatId, w: &[u8], rows: usize, k: usize, x: &[f32], n: us
     out
 }
 
+/// `y` against the reference `yr` (n columns of `rows`): within 4 k 2^-24 Σ|terms| (both sides
+/// are within c = 2 of the exact sum), infinities and NaN agreeing.
+fn assert_close(what: &str, y: &[f32], yr: &[f32], terms: &[f64], k: usize, rows: usize) {
+    for i in 0..y.len() {
+        let tol = 4.0 * k as f64 * 2f64.powi(-24) * terms[i];
+        let d = (f64::from(y[i]) - f64::from(yr[i])).abs();
+        // Where Σ|terms| itself exceeds f32's range (random scales near 2^127), the order of
+        // the sum decides whether it overflows, so there one side may be an infinity of the
+        // other's sign.
+        let same = y[i] == yr[i] || (y[i].is_nan() && yr[i].is_nan());
+        let overflow = terms[i] >= f64::from(f32::MAX)
+            && (y[i].is_infinite() || yr[i].is_infinite())
+            && y[i].signum() == yr[i].signum();
+        assert!(
+            same || d <= tol || overflow,
+            "{what} col {} row {}: got {} ref {} diff {d:e} > {tol:e}",
+            i / rows,
+            i % rows,
+            y[i],
+            yr[i]
+        );
+    }
+}
+
 #[test]
 fn matmul_matches_reference_within_the_bound() {
     let Some(hip) = backend() else { return };
@@ -134,27 +158,8 @@ fn matmul_matches_reference_within_the_bound() {
                 let mut yr = vec![0f32; n * rows];
                 hip.matmul(&m, &x, n, &mut y).unwrap();
                 ReferenceBackend.matmul(&rm, &x, n, &mut yr).unwrap();
-                let terms = abs_terms(format, &w, rows, k, &x, n);
-                for i in 0..n * rows {
-                    // Both sides are within c = 2 of the exact sum: their difference within 4.
-                    let tol = 4.0 * k as f64 * 2f64.powi(-24) * terms[i];
-                    let d = (f64::from(y[i]) - f64::from(yr[i])).abs();
-                    // Infinities must agree; where Σ|terms| itself exceeds f32's range (random
-                    // scales near 2^127), the order of the sum decides whether it overflows,
-                    // so there one side may be an infinity of the other's sign.
-                    let same = y[i] == yr[i] || (y[i].is_nan() && yr[i].is_nan());
-                    let overflow = terms[i] >= f64::from(f32::MAX)
-                        && (y[i].is_infinite() || yr[i].is_infinite())
-                        && y[i].signum() == yr[i].signum();
-                    assert!(
-                        same || d <= tol || overflow,
-                        "{format} rows {rows} k {k} n {n} col {} row {}: hip {} ref {} diff {d:e} > {tol:e}",
-                        i / rows,
-                        i % rows,
-                        y[i],
-                        yr[i]
-                    );
-                }
+                let what = format!("{format} rows {rows} k {k} n {n}");
+                assert_close(&what, &y, &yr, &abs_terms(format, &w, rows, k, &x, n), k, rows);
             }
         }
     }
@@ -285,4 +290,126 @@ fn errors_match_the_reference() {
             }
         }
     }
+}
+
+/// The kernels' NVIDIA branch compiled for the CPU with the system C++ compiler (`CXX`, else
+/// `c++`; tests/host_shim.h stands in for NVRTC, one lane per warp) and run over the grid, for
+/// every format, every (rows per warp, units per step) and column tile, against the reference
+/// on odd shapes. Activations come from the core's encoders (the device quantizers are checked
+/// bit for bit on a GPU by `device_quantizers_are_bit_exact`). No compiler: prints why and
+/// passes, unless `LOWBIT_REQUIRE_HOST_EMULATION=1`.
+#[test]
+fn host_emulation_matches_reference() {
+    let Some(lib) = host_kernels() else { return };
+    // SAFETY: lb_host_block is defined by tests/host_shim.h with this signature.
+    let set_block: libloading::Symbol<unsafe extern "C" fn(u32, u32, u32)> =
+        unsafe { lib.get(b"lb_host_block") }.unwrap();
+    type Kernel = unsafe extern "C" fn(
+        *const u8,
+        *const u8,
+        *const u8,
+        *const u8,
+        *const i8,
+        *const f32,
+        *const u32,
+        *const f32,
+        *mut f32,
+        u32,
+        u32,
+        u32,
+    );
+    let pos = |e: usize| 4 * ((if e >= 8 { 2 } else { 0 }) + (e & 1)) + ((e & 7) >> 1);
+    let mut rng = Rng(17);
+    for format in FORMATS {
+        for (rows, k) in [(13usize, 256usize), (5, 1280)] {
+            let w = random_matrix(&mut rng, format, rows, k);
+            let desc = MatrixDesc { format, rows, cols: k };
+            let planes = lowbit_hip::testing::planes(desc, &w).unwrap();
+            let rm = ReferenceBackend.upload(desc, &w).unwrap();
+            for n in [1usize, 2, 3, 8, 13, 17] {
+                let x = random_acts(&mut rng, n, k);
+                let mut yr = vec![0f32; n * rows];
+                ReferenceBackend.matmul(&rm, &x, n, &mut yr).unwrap();
+                let terms = abs_terms(format, &w, rows, k, &x, n);
+                let (aq, ad, ae, xt) =
+                    lowbit_hip::testing::activations(format, &x, k, pos).unwrap();
+                let units: &[usize] = if n == 1 { &[1, 2, 4] } else { &[1] };
+                for (r, u) in
+                    [1usize, 2, 4].iter().flat_map(|&r| units.iter().map(move |&u| (r, u)))
+                {
+                    let (name, nc, rpw) = lowbit_hip::testing::kernel(format, n, (r, u)).unwrap();
+                    // SAFETY: every lb_mv kernel has the Kernel signature (kernels/lowbit_kernels.hip).
+                    let f: libloading::Symbol<Kernel> =
+                        unsafe { lib.get(name.as_bytes()) }.unwrap();
+                    let mut y = vec![f32::NAN; n * rows];
+                    let (gx, gy) = (rows.div_ceil(rpw), n.div_ceil(nc));
+                    for by in 0..gy {
+                        for bx in 0..gx {
+                            // SAFETY: the planes and activations are laid out as the kernel
+                            // reads them (the same code as the upload and prepare paths) for
+                            // `rows` x `k` and `n` columns; y holds n * rows values.
+                            unsafe {
+                                set_block(bx as u32, by as u32, gx as u32);
+                                f(
+                                    planes[0].as_ptr(),
+                                    planes[1].as_ptr(),
+                                    planes[2].as_ptr(),
+                                    planes[3].as_ptr(),
+                                    aq.as_ptr(),
+                                    ad.as_ptr(),
+                                    ae.as_ptr(),
+                                    xt.as_ptr(),
+                                    y.as_mut_ptr(),
+                                    rows as u32,
+                                    (k / 32) as u32,
+                                    n as u32,
+                                );
+                            }
+                        }
+                    }
+                    assert_close(
+                        &format!("host {name} rows {rows} k {k} n {n}"),
+                        &y,
+                        &yr,
+                        &terms,
+                        k,
+                        rows,
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// Compiles the kernels for the CPU into a temporary shared library, or None (with the reason
+/// printed) when no C++ compiler is usable.
+fn host_kernels() -> Option<libloading::Library> {
+    let required = std::env::var("LOWBIT_REQUIRE_HOST_EMULATION").is_ok_and(|v| v == "1");
+    let cxx = std::env::var("CXX").unwrap_or_else(|_| "c++".to_string());
+    let dir = std::env::temp_dir().join(format!("lowbit-hip-host-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let lib = dir.join("libkernels.so");
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let status = std::process::Command::new(&cxx)
+        .args(["-std=c++17", "-O1", "-shared", "-fPIC", "-w", "-x", "c++", "-include"])
+        .arg(root.join("tests/host_shim.h"))
+        .arg("-I")
+        .arg(root.join("kernels"))
+        .arg(root.join("kernels/lowbit_kernels.hip"))
+        .arg("-o")
+        .arg(&lib)
+        .status();
+    match status {
+        Ok(s) if s.success() => {}
+        other => {
+            assert!(!required, "LOWBIT_REQUIRE_HOST_EMULATION=1 but {cxx} failed: {other:?}");
+            eprintln!("skipping the host emulation: {cxx}: {other:?}");
+            return None;
+        }
+    }
+    // SAFETY: the library was just built from our kernel source; loading runs no constructors
+    // beyond the C++ runtime's.
+    let l = unsafe { libloading::Library::new(&lib) }.unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    Some(l)
 }
