@@ -1,19 +1,21 @@
 // lowbit_kernels.hip: every lowbit GPU kernel (activation quantization, the bandwidth probe,
 // and the matrix-vector products of each weight format), written once against lowbit_hip.h.
 //
-// Device layout (made by the host's repack, backends/hip/src/layout.rs): each matrix is split
-// into planes so that every load is aligned and coalesced:
-//   q  : the per-block quant bytes of every block, row after row (16 B per Q4_0 block, ...)
-//   s  : the per-block scale bytes, row after row (f16 for ggml types, 2 bytes for ROCmFP2,
-//        1 byte for the HFP4 family)
+// Device layout (made by the host's repack, backends/hip/src/layout.rs, which has the table):
+// every format is cut into units of 32 weights, and each matrix split into planes so that
+// every load is aligned and coalesced:
+//   q  : the code bytes of every unit, row after row (16 B per Q4_0 unit, 8 B per ROCmFP2 ...)
+//   s  : per-unit scale bytes (f16 d, UE4M3-b8 pairs, ...; may be empty)
+//   g  : per group of units (the f16 d of a PQ2_0 / TQ2_0 / K-quant block, ...)
 //   r  : per-row values (the HFP4 family's f16 row scale), else unused
-// Activations: Q8_0 quants (i8, x[col*K + k]) with one f32 scale per 32 (the f16 value
-// widened), or f32 (HFP4 family, rotated first for MFP4).
+// Activations: Q8_0 / Q8_1 / Q8_K quants with one f32 scale and one extra word per unit
+// (lb_quantize_q8, lb_quantize_q8k), or f32 (HFP4 family, rotated first for MFP4).
 //
-// Work shapes: one warp (wavefront) per output row; each lane walks the row's blocks with a
-// stride of LB_WARP, decodes a weight block once and applies it to NC activation columns
-// (NC = 1 for n = 1; 2, 4, 8 or 16 for n = 2..16); larger n runs in chunks of 16 columns
-// (grid y). Rows are grid-strided, so a launch is correct for any warp width.
+// Work shapes: each warp (wavefront) owns R rows; each lane walks the row's units with a
+// stride of LB_WARP, decodes a unit once and applies it to NC activation columns (NC = 1 for
+// n = 1, where a lane may take U units per step; 2, 4, 8 or 16 for n = 2..16, activations
+// staged in shared memory); larger n runs in tiles of 16 columns (grid y). Rows are
+// grid-strided, so a launch is correct for any warp width.
 //
 // What must not live here: host logic, format validation (the host validates on upload).
 #include "lowbit_hip.h"
