@@ -51,6 +51,36 @@ fn work_shape(sp: &Split, nc: usize, forced: (usize, usize)) -> (usize, usize) {
     (r, if nc == 1 { u } else { 1 })
 }
 
+/// Checks `bytes` as `upload` must (length, dimensions below 2^32, every row through the
+/// core's decoder, errors at their byte offset) and splits it into the device planes.
+pub(crate) fn validated_planes(
+    desc: MatrixDesc,
+    bytes: &[u8],
+) -> Result<(Split, layout::Planes), HipError> {
+    let format = desc.format;
+    let sp = layout::split(format)
+        .ok_or(HipError::Core(Error::Unsupported { format, op: "matmul on the HIP backend" }))?;
+    let rb = format.row_bytes(desc.cols)?;
+    let need = desc.canonical_bytes()?;
+    if bytes.len() != need {
+        return Err(Error::Length {
+            format,
+            buffer: Buffer::Encoded,
+            got: bytes.len(),
+            expected: need,
+        }
+        .into());
+    }
+    u32_of(desc.rows, format)?;
+    u32_of(desc.cols, format)?;
+    let mut scratch = vec![0f32; desc.cols];
+    for (r, row) in bytes.chunks_exact(rb.max(1)).enumerate() {
+        codec::decode_row(format, row, &mut scratch).map_err(|e| e.at(r * rb))?;
+    }
+    let planes = layout::to_planes(&sp, &desc, bytes, rb);
+    Ok((sp, planes))
+}
+
 /// The matvec kernel for `n` columns: (name, column tile, rows per warp).
 pub(crate) fn kernel_choice(
     sp: &Split,
@@ -507,29 +537,7 @@ impl Backend for HipBackend {
     }
 
     fn upload(&self, desc: MatrixDesc, bytes: &[u8]) -> Result<HipMatrix, HipError> {
-        let format = desc.format;
-        let sp = layout::split(format).ok_or(HipError::Core(Error::Unsupported {
-            format,
-            op: "matmul on the HIP backend",
-        }))?;
-        let rb = format.row_bytes(desc.cols)?;
-        let need = desc.canonical_bytes()?;
-        if bytes.len() != need {
-            return Err(Error::Length {
-                format,
-                buffer: Buffer::Encoded,
-                got: bytes.len(),
-                expected: need,
-            }
-            .into());
-        }
-        u32_of(desc.rows, format)?;
-        u32_of(desc.cols, format)?;
-        let mut scratch = vec![0f32; desc.cols];
-        for (r, row) in bytes.chunks_exact(rb.max(1)).enumerate() {
-            codec::decode_row(format, row, &mut scratch).map_err(|e| e.at(r * rb))?;
-        }
-        let planes = layout::to_planes(&sp, &desc, bytes, rb);
+        let (sp, planes) = validated_planes(desc, bytes)?;
         self.dev.bind()?;
         Ok(HipMatrix {
             desc,

@@ -8,24 +8,17 @@
 //! layout.rs; this module only calls them).
 
 use lowbit_core::backend::{MatrixDesc, PreparedActivations};
-use lowbit_core::codec;
 use lowbit_core::registry::FormatId;
 
-use crate::backend::kernel_choice;
+use crate::backend::{kernel_choice, validated_planes};
 use crate::layout;
 
 /// The planes of a validated matrix (q, s, g, r), as uploaded.
 pub type Planes = [Vec<u8>; 4];
 
-/// Validates `bytes` like `upload` and returns its device planes.
+/// Validates `bytes` as `upload` does and returns its device planes.
 pub fn planes(desc: MatrixDesc, bytes: &[u8]) -> Result<Planes, String> {
-    let sp = layout::split(desc.format).ok_or("unsupported format")?;
-    let rb = desc.format.row_bytes(desc.cols).map_err(|e| e.to_string())?;
-    let mut scratch = vec![0f32; desc.cols];
-    for row in bytes.chunks_exact(rb.max(1)) {
-        codec::decode_row(desc.format, row, &mut scratch).map_err(|e| e.to_string())?;
-    }
-    let p = layout::to_planes(&sp, &desc, bytes, rb);
+    let (_, p) = validated_planes(desc, bytes).map_err(|e| e.to_string())?;
     Ok([p.q, p.s, p.g, p.r])
 }
 
