@@ -7,6 +7,9 @@
 //! back-to-back calls lasting about 0.1 s, activation preparation (Q8_0 quantization, FWHT)
 //! included, host copies excluded; best of three. Weight TB/s = canonical weight bytes / time
 //! (1e12 bytes/s); `vs n=1` = this n's time over the n = 1 time of the same format and shape.
+//! `LOWBIT_HIP_BENCH_ROWS_PER_WARP=1,2,4` and `LOWBIT_HIP_BENCH_UNITS=1,2,4` time every point
+//! once per rows-per-warp and (n = 1 only) units-per-step setting: a tuning sweep; the JSON's
+//! `rows_per_warp` / `units_per_step` are 0 for the backend's default.
 //!
 //! What must not live here: kernels or device code (lowbit-hip's).
 
@@ -36,8 +39,12 @@ pub struct HipRow {
     pub tb_s: f64,
     /// tb_s / read ceiling.
     pub ratio: f64,
-    /// time / time at n = 1 (same format and shape), if measured.
+    /// time / time at n = 1 (same format, shape and rows per warp), if measured.
     pub vs_n1: Option<f64>,
+    /// Rows per warp forced for this point (0 = the backend's default).
+    pub rows_per_warp: usize,
+    /// Units per lane step forced for this point (n = 1 only; 0 = the backend's default).
+    pub units_per_step: usize,
 }
 
 /// Runs the benchmark and returns the JSON report; `line` receives the table.
@@ -76,9 +83,18 @@ pub fn run(
     );
     line(&format!("device: {} (arch {}), date {date}", hip.name(), hip.arch()));
     line(&format!("read ceiling (lb_read, {} MiB): {:.3} TB/s", max_bytes >> 20, read / 1e12));
+    let list = |var| {
+        std::env::var(var)
+            .ok()
+            .map(|v| v.split(',').filter_map(|r| r.trim().parse().ok()).collect())
+            .filter(|v: &Vec<usize>| !v.is_empty())
+            .unwrap_or_else(|| vec![0])
+    };
+    let sweep = list("LOWBIT_HIP_BENCH_ROWS_PER_WARP");
+    let units = list("LOWBIT_HIP_BENCH_UNITS");
     line(&format!(
-        "{:<9} {:>13} {:>4} {:>10} {:>8} {:>9} {:>7}",
-        "format", "rows x K", "n", "us/call", "TB/s", "vs read", "vs n=1"
+        "{:<9} {:>13} {:>4} {:>3} {:>3} {:>10} {:>8} {:>9} {:>7}",
+        "format", "rows x K", "n", "rpw", "ups", "us/call", "TB/s", "vs read", "vs n=1"
     ));
     let mut rows_out = Vec::new();
     for &format in &formats {
@@ -94,8 +110,17 @@ pub fn run(
             let m =
                 hip.upload(MatrixDesc { format, rows, cols: k }, &w).map_err(|e| e.to_string())?;
             drop(w);
-            let mut t1 = None;
-            for &n in ns {
+            let mut t1 = vec![None; sweep.len()];
+            // Units per step exist only at n = 1; vs n=1 compares with the same rows per warp
+            // and the first units setting.
+            let points = ns.iter().flat_map(|&n| {
+                let us: &[usize] = if n == 1 { &units } else { &units[..1] };
+                sweep.iter().flat_map(move |&r| us.iter().map(move |&u| (n, r, u)))
+            });
+            for (n, rpw, ups) in points {
+                let si = sweep.iter().position(|&r| r == rpw).unwrap_or(0);
+                hip.set_rows_per_warp(rpw);
+                hip.set_units_per_step(if n == 1 { ups } else { 0 });
                 let mut rng = Pcg32::new(5, n as u64);
                 let x: Vec<f32> = (0..n * k).map(|_| rng.normal() as f32).collect();
                 let est = hip.time_matmul(&m, &x, n, 3).map_err(|e| e.to_string())?;
@@ -104,8 +129,8 @@ pub fn run(
                 for _ in 0..3 {
                     best = best.min(hip.time_matmul(&m, &x, n, reps).map_err(|e| e.to_string())?);
                 }
-                if n == 1 {
-                    t1 = Some(best);
+                if n == 1 && ups == units[0] {
+                    t1[si] = Some(best);
                 }
                 let tb_s = m.weight_bytes() as f64 / best / 1e12;
                 let r = HipRow {
@@ -116,13 +141,17 @@ pub fn run(
                     us: best * 1e6,
                     tb_s,
                     ratio: tb_s * 1e12 / read,
-                    vs_n1: t1.map(|t| best / t),
+                    vs_n1: t1[si].map(|t| best / t),
+                    rows_per_warp: rpw,
+                    units_per_step: if n == 1 { ups } else { 0 },
                 };
                 line(&format!(
-                    "{:<9} {:>13} {:>4} {:>10.2} {:>8.3} {:>8.1}% {:>7}",
+                    "{:<9} {:>13} {:>4} {:>3} {:>3} {:>10.2} {:>8.3} {:>8.1}% {:>7}",
                     format.to_string(),
                     format!("{rows}x{k}"),
                     n,
+                    rpw,
+                    r.units_per_step,
                     r.us,
                     r.tb_s,
                     r.ratio * 100.0,
@@ -144,7 +173,7 @@ pub fn run(
     for (i, r) in rows_out.iter().enumerate() {
         let _ = writeln!(
             j,
-            "    {{\"format\": \"{}\", \"rows\": {}, \"k\": {}, \"n\": {}, \"us_per_call\": {:.3}, \"weight_tb_s\": {:.4}, \"ratio_to_read\": {:.4}, \"time_vs_n1\": {}}}{}",
+            "    {{\"format\": \"{}\", \"rows\": {}, \"k\": {}, \"n\": {}, \"us_per_call\": {:.3}, \"weight_tb_s\": {:.4}, \"ratio_to_read\": {:.4}, \"time_vs_n1\": {}, \"rows_per_warp\": {}, \"units_per_step\": {}}}{}",
             r.format,
             r.rows,
             r.k,
@@ -153,6 +182,8 @@ pub fn run(
             r.tb_s,
             r.ratio,
             r.vs_n1.map_or("null".to_string(), |v| format!("{v:.4}")),
+            r.rows_per_warp,
+            r.units_per_step,
             if i + 1 < rows_out.len() { "," } else { "" }
         );
     }

@@ -23,7 +23,13 @@ typedef unsigned long long lb_u64;
 #if defined(__CUDACC_RTC__) || defined(__CUDACC__)
 // ---------------------------------------------------------------- NVIDIA (NVRTC) ----------
 #define LB_NVIDIA 1
+#if defined(LB_HOST_EMULATION)
+// The NVIDIA branch compiled for the CPU by the tests (backends/hip/tests/host_shim.h): one
+// lane per warp, plain loads.
+#define LB_WARP 1
+#else
 #define LB_WARP 32
+#endif
 #define LB_KERNEL extern "C" __global__
 #define LB_DEV static __device__ __forceinline__
 typedef int4 lb_i32x4;      // 16-byte vector loads: .x .y .z .w
@@ -55,9 +61,32 @@ LB_DEV void lb_codebook16(lb_u32 table, lb_u32 v, lb_u32 out[4]) {
 // Position (0..15) at which the activation of element e (0..15) of a 16-code word is stored
 // so that group g's bytes line up with lb_codebook4's: 4g + k.
 LB_DEV int lb_codebook4_pos(int e) { return 4 * ((e >= 8 ? 2 : 0) + (e & 1)) + ((e & 7) >> 1); }
+// 16-entry byte table lookup over the nibbles of v (table t: bytes 0..15 in t[0..3]): byte k
+// of lo = t[low nibble of byte k of v], byte k of hi = t[high nibble of byte k]. PRMT reads one
+// nibble per result byte (bits 0-2 through __byte_perm), so the eight nibbles go through two
+// table halves and a select on bit 3, then two PRMTs restore byte order (the method of
+// llama.cpp's get_int_from_table_16, ggml-cuda/vecdotq.cuh).
+LB_DEV void lb_lut16(const lb_u32 t[4], lb_u32 v, lb_u32& lo, lb_u32& hi) {
+    lb_u32 sel = 0x32103210u | ((v & 0x88888888u) >> 1);
+    lb_u32 r[2];
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+        lb_u32 q = v >> (16 * i);
+        r[i] = __byte_perm(__byte_perm(t[0], t[1], q), __byte_perm(t[2], t[3], q), sel >> (16 * i));
+    }
+    lo = __byte_perm(r[0], r[1], 0x6420u);
+    hi = __byte_perm(r[0], r[1], 0x7531u);
+}
 #define LB_DEVM __device__ __forceinline__
 // Weight loads that should not evict the (reused) activations from L1: cache-streaming
 // (evict-first) 16- and 8-byte loads.
+#if defined(LB_HOST_EMULATION)
+LB_DEV lb_i32x4 lb_ld_stream16(const void* p) { return *(const lb_i32x4*)p; }
+LB_DEV void lb_ld_stream8(const void* p, lb_u32& a, lb_u32& b) {
+    a = ((const lb_u32*)p)[0];
+    b = ((const lb_u32*)p)[1];
+}
+#else
 LB_DEV lb_i32x4 lb_ld_stream16(const void* p) {
     lb_i32x4 r;
     asm("ld.global.cs.v4.s32 {%0, %1, %2, %3}, [%4];" : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));
@@ -66,6 +95,9 @@ LB_DEV lb_i32x4 lb_ld_stream16(const void* p) {
 LB_DEV void lb_ld_stream8(const void* p, lb_u32& a, lb_u32& b) {
     asm("ld.global.cs.v2.u32 {%0, %1}, [%2];" : "=r"(a), "=r"(b) : "l"(p));
 }
+#endif
+#define LB_SHARED __shared__
+LB_DEV void lb_barrier() { __syncthreads(); }
 LB_DEV float lb_roundf(float x) { return roundf(x); }
 LB_DEV float lb_rintf(float x) { return rintf(x); }
 LB_DEV float lb_fabsf(float x) { return fabsf(x); }
@@ -116,6 +148,21 @@ LB_DEV void lb_codebook16(lb_u32 table, lb_u32 v, lb_u32 out[4]) {
     for (int g = 0; g < 4; g++) out[g] = __builtin_amdgcn_perm(0u, table, (v >> (2 * g)) & 0x03030303u);
 }
 LB_DEV int lb_codebook4_pos(int e) { return 4 * (e & 3) + (e >> 2); }
+// As on NVIDIA: v_perm_b32 takes byte selectors 0-7, so each half is looked up in both table
+// halves and selected by bit 3 of the index.
+LB_DEV void lb_lut16(const lb_u32 t[4], lb_u32 v, lb_u32& lo, lb_u32& hi) {
+    lb_u32 idx[2] = {v & 0x0f0f0f0fu, (v >> 4) & 0x0f0f0f0fu};
+    lb_u32 out[2];
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        lb_u32 i7 = idx[h] & 0x07070707u;
+        lb_u32 a = __builtin_amdgcn_perm(t[1], t[0], i7), b = __builtin_amdgcn_perm(t[3], t[2], i7);
+        lb_u32 m = ((idx[h] >> 3) & 0x01010101u) * 0xffu;
+        out[h] = (b & m) | (a & ~m);
+    }
+    lo = out[0];
+    hi = out[1];
+}
 #define LB_DEVM __attribute__((device)) __attribute__((always_inline)) inline
 // Weight loads that should not evict the (reused) activations: nontemporal loads.
 typedef unsigned lb_u32x2 __attribute__((ext_vector_type(2)));
@@ -124,6 +171,12 @@ LB_DEV void lb_ld_stream8(const void* p, lb_u32& a, lb_u32& b) {
     lb_u32x2 v = __builtin_nontemporal_load((const lb_u32x2*)p);
     a = v.x;
     b = v.y;
+}
+#define LB_SHARED __attribute__((shared))
+LB_DEV void lb_barrier() {
+    __builtin_amdgcn_fence(__ATOMIC_RELEASE, "workgroup");
+    __builtin_amdgcn_s_barrier();
+    __builtin_amdgcn_fence(__ATOMIC_ACQUIRE, "workgroup");
 }
 LB_DEV float lb_roundf(float x) { return __builtin_roundf(x); }
 LB_DEV float lb_rintf(float x) { return __builtin_rintf(x); }
@@ -141,6 +194,38 @@ LB_DEV lb_u32 lb_lane() { return threadIdx.x & 31u; }
 #else
 LB_DEV lb_u32 lb_lane() { return lb_lane_id(); }
 #endif
+
+// int -> float for |i| < 2^22, exact, on the full-rate ALUs (the magic-number method: the
+// integer lands in the mantissa of 1.5 * 2^23) instead of the quarter-rate conversion unit.
+LB_DEV float lb_i2f(lb_i32 i) { return lb_as_float((lb_u32)(i + 0x4b400000)) - 12582912.0f; }
+
+// Byte k (0..3, a compile-time constant after unrolling) of w, minus bias, as f32, exact:
+// the byte is permuted into the mantissa of 2^23 and 2^23 + bias subtracted (two full-rate
+// instructions, no conversion unit).
+LB_DEV float lb_byte_f32(lb_u32 w, int k, float bias) {
+#if defined(LB_NVIDIA)
+    lb_u32 bits = __byte_perm(w, 0x4b000000u, 0x7650u + (lb_u32)k);
+#else
+    lb_u32 bits = __builtin_amdgcn_perm(0x4b000000u, w, 0x07060500u + (lb_u32)k);
+#endif
+    return lb_as_float(bits) - (8388608.0f + bias);
+}
+
+// Signed 8-bit dot of n words of four lanes each.
+template <int N>
+LB_DEV lb_i32 lb_dotn(const lb_i32* w, const lb_i32* a) {
+    lb_i32 s = 0;
+#pragma unroll
+    for (int i = 0; i < N; i++) s = lb_dot4(w[i], a[i], s);
+    return s;
+}
+
+// Sum over groups of 16 lanes (every lane of the group gets it).
+LB_DEV float lb_sum16(float v) {
+#pragma unroll
+    for (int m = 8; m > 0; m >>= 1) v += lb_shfl_xor(v, m);
+    return v;
+}
 
 // Sum over the LB_WARP lanes of a warp/wavefront (every lane gets the total).
 LB_DEV float lb_warp_sum(float v) {

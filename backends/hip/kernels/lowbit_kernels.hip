@@ -1,45 +1,109 @@
 // lowbit_kernels.hip: every lowbit GPU kernel (activation quantization, the bandwidth probe,
 // and the matrix-vector products of each weight format), written once against lowbit_hip.h.
 //
-// Device layout (made by the host's repack, backends/hip/src/layout.rs): each matrix is split
-// into planes so that every load is aligned and coalesced:
-//   q  : the per-block quant bytes of every block, row after row (16 B per Q4_0 block, ...)
-//   s  : the per-block scale bytes, row after row (f16 for ggml types, 2 bytes for ROCmFP2,
-//        1 byte for the HFP4 family)
+// Device layout (made by the host's repack, backends/hip/src/layout.rs, which has the table):
+// every format is cut into units of 32 weights, and each matrix split into planes so that
+// every load is aligned and coalesced:
+//   q  : the code bytes of every unit, row after row (16 B per Q4_0 unit, 8 B per ROCmFP2 ...)
+//   s  : per-unit scale bytes (f16 d, UE4M3-b8 pairs, ...; may be empty)
+//   g  : per group of units (the f16 d of a PQ2_0 / TQ2_0 / K-quant block, ...)
 //   r  : per-row values (the HFP4 family's f16 row scale), else unused
-// Activations: Q8_0 quants (i8, x[col*K + k]) with one f32 scale per 32 (the f16 value
-// widened), or f32 (HFP4 family, rotated first for MFP4).
+// Activations: Q8_0 / Q8_1 / Q8_K quants with one f32 scale and one extra word per unit
+// (lb_quantize_q8, lb_quantize_q8k), or f32 (HFP4 family, rotated first for MFP4).
 //
-// Work shapes: one warp (wavefront) per output row; each lane walks the row's blocks with a
-// stride of LB_WARP, decodes a weight block once and applies it to NC activation columns
-// (NC = 1 for n = 1; 2, 4, 8 or 16 for n = 2..16); larger n runs in chunks of 16 columns
-// (grid y). Rows are grid-strided, so a launch is correct for any warp width.
+// Work shapes: each warp (wavefront) owns R rows; each lane walks the row's units with a
+// stride of LB_WARP, decodes a unit once and applies it to NC activation columns (NC = 1 for
+// n = 1, where a lane may take U units per step; 2, 4, 8 or 16 for n = 2..16, activations
+// staged in shared memory); larger n runs in tiles of 16 columns (grid y). Rows are
+// grid-strided, so a launch is correct for any warp width.
 //
 // What must not live here: host logic, format validation (the host validates on upload).
 #include "lowbit_hip.h"
 
+#ifndef LB_BLOCK
 #define LB_BLOCK 256
+#endif
 #define LB_ROWS_PER_CTA (LB_BLOCK / LB_WARP)
 
 // ------------------------------------------------------------------ activations --------------
+// Quantized activations, per column of nu units of 32: quants aq (the first 16 of every unit,
+// 16 B each in unit order, then the last 16 of every unit, so a warp's 16-byte loads are
+// contiguous), one f32 scale ad per unit and one extra word ae per unit (Q8_1: f32 of the f16
+// `s`; Q8_K: the two 16-element quant sums as i16 halves). With `order` = 1 each half is stored
+// in lb_codebook16 order (the 2-bit formats' kernels), else in element order.
 
-// x (total f32, total % 32 == 0, columns of nb blocks) -> Q8_0 quants + f32(f16(d)) per 32,
-// bit-exact with ggml's quantize_row_q8_0_ref: d = amax/127, id = d ? 1/d : 0,
-// q = roundf(x*id). One thread per element; groups of 32 lanes are one block.
-// Quant layout per column: the first 16 quants of every block (16 B each, block order), then
-// the last 16 of every block, so that a warp's 16-byte loads are contiguous. With `order` = 1
-// each half is stored in lb_codebook16 order (ROCmFP2's kernel), else in element order.
-LB_KERNEL void lb_quantize_q8_0(const float* x, lb_i8* aq, float* ad, lb_u32 total, lb_u32 nb, lb_u32 order) {
+LB_DEV void lb_store_quant(lb_i8* aq, lb_u64 i, lb_u32 nu, lb_u32 order, lb_i8 q) {
+    lb_u64 k = (lb_u64)nu * 32, col = i / k, w = i % k, b = w >> 5, j = w & 31u;
+    lb_u64 p = order == 1 ? (lb_u64)lb_codebook4_pos((int)(j & 15u)) : (j & 15u);
+    aq[col * k + (j >> 4) * (nu * 16ull) + b * 16 + p] = q;
+}
+
+// x (total f32, total % 32 == 0) -> Q8_0 (q81 = 0) or Q8_1 (q81 = 1), bit-exact with ggml's
+// quantize_row_q8_{0,1}_ref: d = amax/127, id = d ? 1/d : 0, q = roundf(x*id); Q8_1 also
+// s = f16((float)sum(q) * d) with the f32 d. One thread per element; 32 lanes per unit.
+LB_KERNEL void lb_quantize_q8(const float* x, lb_i8* aq, float* ad, lb_u32* ae, lb_u32 total,
+                              lb_u32 nu, lb_u32 order, lb_u32 q81) {
     lb_u64 i = (lb_u64)lb_bid_x() * LB_BLOCK + lb_tid();
     float v = i < total ? x[i] : 0.0f;
     float amax = lb_max32(lb_fabsf(v));
     float d = amax / 127.0f;
     float id = d != 0.0f ? 1.0f / d : 0.0f;
+    // C's (int) on x86-64 (ggml, and the core's c_f32_to_i32): NaN and out-of-range give
+    // INT_MIN, whose low byte is 0 (an f32-subnormal block: 1/d overflows to inf).
+    float rq = lb_roundf(v * id);
+    lb_i32 q = (lb_i8)(lb_fabsf(rq) < 2147483648.0f ? (lb_i32)rq : (lb_i32)0x80000000u);
+    float sum = q81 ? lb_shfl_xor(lb_sum16((float)q), 16) + lb_sum16((float)q) : 0.0f;
     if (i < total) {
-        lb_u64 k = (lb_u64)nb * 32, col = i / k, w = i % k, b = w >> 5, j = w & 31u;
-        lb_u64 p = order == 1 ? (lb_u64)lb_codebook4_pos((int)(j & 15u)) : (j & 15u);
-        aq[col * k + (j >> 4) * (nb * 16ull) + b * 16 + p] = (lb_i8)(lb_i32)lb_roundf(v * id);
-        if ((i & 31u) == 0) ad[i >> 5] = lb_f16_to_f32(lb_f32_to_f16(d));
+        lb_store_quant(aq, i, nu, order, (lb_i8)q);
+        if ((i & 31u) == 0) {
+            ad[i >> 5] = lb_f16_to_f32(lb_f32_to_f16(d));
+            if (q81) ae[i >> 5] = lb_as_u32(lb_f16_to_f32(lb_f32_to_f16(sum * d)));
+        }
+    }
+}
+
+// x (total % 256 == 0) -> Q8_K, bit-exact with ggml's quantize_row_q8_K_ref (core q8_k.rs):
+// max = the signed value of the first element with the largest |x|; iscale = -127/max;
+// q = min(127, nearest_int(iscale*x)) (ties to even); d = 1/iscale; an all-zero block gives
+// d = 0, q = 0; an iscale that overflows gives q = 0 and d = 1/iscale (as ggml's bit trick
+// does). One 256-thread block per Q8_K block. ad gets d for each of the block's eight units, ae
+// the two 16-element sums of each unit.
+LB_KERNEL void lb_quantize_q8k(const float* x, lb_i8* aq, float* ad, lb_u32* ae, lb_u32 nu,
+                               lb_u32 order) {
+    LB_SHARED float mag[256];
+    LB_SHARED lb_u32 at[256];
+    lb_u32 t = lb_tid();
+    lb_u64 i = (lb_u64)lb_bid_x() * 256 + t;
+    float v = x[i];
+    mag[t] = lb_fabsf(v);
+    at[t] = t;
+    for (lb_u32 h = 128; h > 0; h >>= 1) {
+        lb_barrier();
+        if (t < h) {
+            float a = mag[t], b = mag[t + h];
+            if (b > a || (b == a && at[t + h] < at[t])) {
+                mag[t] = b;
+                at[t] = at[t + h];
+            }
+        }
+    }
+    lb_barrier();
+    float amax = mag[0];
+    float mx = x[(lb_u64)lb_bid_x() * 256 + at[0]];
+    float iscale = -127.0f / mx;
+    bool finite = lb_fabsf(iscale) <= 3.4028235e38f;
+    lb_i32 q = 0;
+    if (amax != 0.0f && finite) {
+        q = (lb_i32)lb_rintf(iscale * v);
+        q = q < 127 ? q : 127;
+    }
+    float d = amax != 0.0f ? 1.0f / iscale : 0.0f;
+    float s16 = lb_sum16((float)q);
+    float s16b = lb_shfl_xor(s16, 16);
+    lb_store_quant(aq, i, nu, order, (lb_i8)q);
+    if ((t & 31u) == 0) {
+        ad[i >> 5] = d;
+        ae[i >> 5] = ((lb_u32)(lb_i32)s16 & 0xffffu) | ((lb_u32)(lb_i32)s16b << 16);
     }
 }
 
@@ -47,11 +111,7 @@ LB_KERNEL void lb_quantize_q8_0(const float* x, lb_i8* aq, float* ad, lb_u32 tot
 // x *= s1; butterflies with strides 1..128 (a+b, a-b); x *= 0.0625 * s2. The sign vectors are
 // passed bit-packed (8 words each, LSB first, 1 = +1).
 LB_KERNEL void lb_fwht256(float* x, const lb_u32* signs, lb_u32 segments) {
-#if defined(LB_NVIDIA)
-    __shared__ float buf[256];
-#else
-    __attribute__((shared)) float buf[256];
-#endif
+    LB_SHARED float buf[256];
     lb_u32 seg = lb_bid_x();
     if (seg >= segments) return;
     lb_u32 t = lb_tid();
@@ -60,22 +120,10 @@ LB_KERNEL void lb_fwht256(float* x, const lb_u32* signs, lb_u32 segments) {
     if (!((signs[t >> 5] >> (t & 31u)) & 1u)) v = -v;
     buf[t] = v;
     for (lb_u32 h = 1; h < 256; h <<= 1) {
-#if defined(LB_NVIDIA)
-        __syncthreads();
-#else
-        __builtin_amdgcn_fence(__ATOMIC_RELEASE, "workgroup");
-        __builtin_amdgcn_s_barrier();
-        __builtin_amdgcn_fence(__ATOMIC_ACQUIRE, "workgroup");
-#endif
+        lb_barrier();
         float a = buf[t & ~h], b = buf[t | h];
         v = (t & h) ? a - b : a + b;
-#if defined(LB_NVIDIA)
-        __syncthreads();
-#else
-        __builtin_amdgcn_fence(__ATOMIC_RELEASE, "workgroup");
-        __builtin_amdgcn_s_barrier();
-        __builtin_amdgcn_fence(__ATOMIC_ACQUIRE, "workgroup");
-#endif
+        lb_barrier();
         buf[t] = v;
     }
     v *= 0.0625f;
@@ -104,204 +152,455 @@ LB_KERNEL void lb_read(const lb_u32* p, lb_u64 n16, lb_u32* sink) {
     if (acc == 0x9e3779b9u) sink[0] = acc;  // keeps the loads alive
 }
 
-// ------------------------------------------------------------------ weight decoders ---------
-// Each decoder loads one weight block of one row (`load`) and then returns that block's
-// contribution for one activation column (`dot`, activations already in registers), in the
-// order the core reference states. Loads are 16-byte vectors where the plane allows.
+// ------------------------------------------------------------------ activations in registers -
+// The activations of one unit (32 elements) of one column, loaded from global memory (`load`)
+// or from the block's shared-memory stage (`Stage<NC>::get`).
 
-// 32 Q8_0 activation quants of one block as 8 words.
+// Pointers to a call's prepared activations: Q8 quants, per-unit scales and extra words, or
+// (f32 formats) the interleaved f32 activations in x.
+struct ActPtrs {
+    const lb_i8* aq;
+    const float* ad;
+    const lb_u32* ae;
+    const float* x;
+};
+
+// Quantized activations (Q8_0, Q8_1 or Q8_K): 32 quants as 8 words (halves as stored), the
+// unit's f32 scale d and its extra word e (see lb_quantize_q8 / lb_quantize_q8k).
 struct ActQ8 {
     lb_i32 a[8];
     float d;
-    LB_DEVM void load(const lb_i8* aq, const float* ad, lb_u64 col, lb_u32 b, lb_u32 nb) {
-        const lb_i8* base = aq + col * nb * 32;
+    lb_u32 e;
+    LB_DEVM void load(const ActPtrs& p, lb_u64 col, lb_u32 b, lb_u32 nu) {
+        const lb_i8* base = p.aq + col * nu * 32;
         lb_i32x4 u = *(const lb_i32x4*)(base + b * 16ull);
-        lb_i32x4 v = *(const lb_i32x4*)(base + (lb_u64)(nb + b) * 16);
-        lb_u64 blk = col * nb + b;
+        lb_i32x4 v = *(const lb_i32x4*)(base + (lb_u64)(nu + b) * 16);
+        set(u, v, p.ad[col * nu + b], p.ae[col * nu + b]);
+    }
+    LB_DEVM void set(lb_i32x4 u, lb_i32x4 v, float d_, lb_u32 e_) {
         a[0] = u.x; a[1] = u.y; a[2] = u.z; a[3] = u.w;
         a[4] = v.x; a[5] = v.y; a[6] = v.z; a[7] = v.w;
-        d = ad[blk];
+        d = d_;
+        e = e_;
     }
 };
 
-// Q8_0: sumi * (dw * da).
+// The Q8 activations of LB_WARP consecutive units for NC columns (one unit per lane).
+template <int NC>
+struct StageQ8 {
+    lb_i32x4 q[2][NC][LB_WARP];
+    float d[NC][LB_WARP];
+    lb_u32 e[NC][LB_WARP];
+    // Every thread of the block takes part: units c0 .. c0 + LB_WARP - 1 of columns col0 ..
+    LB_DEVM void fill(const ActPtrs& p, lb_u32 col0, lb_u32 nc, lb_u32 c0, lb_u32 nu) {
+        for (lb_u32 i = lb_tid(); i < 2u * NC * LB_WARP; i += LB_BLOCK) {
+            lb_u32 h = i / (NC * LB_WARP), c = (i / LB_WARP) % NC, l = i % LB_WARP, b = c0 + l;
+            if (c < nc && b < nu) {
+                lb_u64 col = col0 + c;
+                q[h][c][l] = *(const lb_i32x4*)(p.aq + col * nu * 32 + (lb_u64)(h * nu + b) * 16);
+                if (h == 0) {
+                    d[c][l] = p.ad[col * nu + b];
+                    e[c][l] = p.ae[col * nu + b];
+                }
+            }
+        }
+    }
+    LB_DEVM void get(ActQ8& a, int c, lb_u32 lane) const { a.set(q[0][c][lane], q[1][c][lane], d[c][lane], e[c][lane]); }
+};
+
+// 32 f32 activations of one unit, from the interleaved layout of lb_interleave_f32.
+struct ActF32 {
+    float x[32];
+    LB_DEVM void set(int i, lb_f32x4 v) {
+        x[4 * i] = v.x; x[4 * i + 1] = v.y; x[4 * i + 2] = v.z; x[4 * i + 3] = v.w;
+    }
+    LB_DEVM void load(const ActPtrs& p, lb_u64 col, lb_u32 b, lb_u32 nu) {
+        const lb_f32x4* q = (const lb_f32x4*)(p.x + col * nu * 32);
+#pragma unroll
+        for (int i = 0; i < 8; i++) set(i, q[(lb_u64)i * nu + b]);
+    }
+};
+
+template <int NC>
+struct StageF32 {
+    lb_f32x4 x[8][NC][LB_WARP];
+    LB_DEVM void fill(const ActPtrs& p, lb_u32 col0, lb_u32 nc, lb_u32 c0, lb_u32 nu) {
+        for (lb_u32 i = lb_tid(); i < 8u * NC * LB_WARP; i += LB_BLOCK) {
+            lb_u32 k = i / (NC * LB_WARP), c = (i / LB_WARP) % NC, l = i % LB_WARP, b = c0 + l;
+            if (c < nc && b < nu) {
+                const lb_f32x4* q = (const lb_f32x4*)(p.x + (lb_u64)(col0 + c) * nu * 32);
+                x[k][c][l] = q[(lb_u64)k * nu + b];
+            }
+        }
+    }
+    LB_DEVM void get(ActF32& a, int c, lb_u32 lane) const {
+#pragma unroll
+        for (int i = 0; i < 8; i++) a.set(i, x[i][c][lane]);
+    }
+};
+
+template <class Act, int NC> struct StageOf;
+template <int NC> struct StageOf<ActQ8, NC> { typedef StageQ8<NC> T; };
+template <int NC> struct StageOf<ActF32, NC> { typedef StageF32<NC> T; };
+
+// ------------------------------------------------------------------ weight decoders ---------
+// A decoder loads one unit (32 weights) of one row from the device planes (layout.rs):
+// q (QB bytes per unit), s (per-unit scale bytes), g (per group of G units), r (per row), and
+// returns the unit's contribution for one activation column (`dot`), with the activations'
+// order matching its weight words. Integer parts are exact; the float association follows the
+// core reference per unit (only the order of unit sums differs, within the bound).
+
+struct Mat {
+    const lb_u8* q;
+    const lb_u8* s;
+    const lb_u8* g;
+    const lb_u8* r;
+};
+
+LB_DEV float lb_f16_at(const lb_u8* p, lb_u64 i) { return lb_f16_to_f32(((const lb_u16*)p)[i]); }
+
+// UE4M3-b8 (ROCmFPX scale): E = b >> 3, M = b & 7; E = 0: M * 2^-10, else (8 + M) * 2^(E-11)
+// = (1 + M/8) * 2^(E-8), i.e. f32 bits (E + 119) << 23 | M << 20 = b * 2^20 + (119 << 23).
+// E = 0 is the E = 1 value (b + 8) minus 2^-7 (exact), so no int-to-float conversion is
+// needed. ggml's UE4M3 (NVFP4), halved as ggml_ue4m3_to_fp32 returns it, is the same function
+// of b & 0x7f.
+LB_DEV float lb_ue4m3_b8(lb_u32 b) {
+    bool sub = b < 8u;
+    float v = lb_as_float((b + (sub ? 8u : 0u)) * 1048576u + 0x3b800000u);
+    return sub ? v - 0x1p-7f : v;
+}
+
+// Nibbles of 16 bytes in ggml's Q4_0 order (byte j: element j low, j + 16 high) -> 8 words of
+// unsigned bytes, element order.
+LB_DEV void lb_nibbles(lb_i32x4 u, lb_i32 w[8]) {
+    lb_u32 v[4] = {(lb_u32)u.x, (lb_u32)u.y, (lb_u32)u.z, (lb_u32)u.w};
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        w[i] = (lb_i32)(v[i] & 0x0f0f0f0fu);
+        w[i + 4] = (lb_i32)((v[i] >> 4) & 0x0f0f0f0fu);
+    }
+}
+
+// Byte x (0..127 each) - c per byte, as signed bytes: +(0x80 - c) cannot carry out of a byte
+// for x + 0x80 - c <= 0xff; ^0x80 re-signs.
+LB_DEV lb_i32 lb_sub_bytes(lb_i32 x, lb_u32 c) {
+    return (lb_i32)(((lb_u32)x + (0x80u - c) * 0x01010101u) ^ 0x80808080u);
+}
+
+// Q8_0: q plane in halves as the activations'; sumi * (dw * da).
 struct DecQ8_0 {
     lb_i32 w[8];
     float dw;
-    LB_DEVM void load(const lb_u8* q, const lb_u8* s, lb_u64 row, lb_u32 b, lb_u32 nb) {
-        // Plane layout as the activations': first halves of the row's blocks, then second.
-        const lb_u8* base = q + row * nb * 32;
+    LB_DEVM void load(const Mat& m, lb_u64 row, lb_u32 b, lb_u32 nu) {
+        const lb_u8* base = m.q + row * nu * 32;
         lb_i32x4 u = lb_ld_stream16(base + b * 16ull);
-        lb_i32x4 v = lb_ld_stream16(base + (lb_u64)(nb + b) * 16);
-        lb_u64 blk = row * nb + b;
+        lb_i32x4 v = lb_ld_stream16(base + (lb_u64)(nu + b) * 16);
         w[0] = u.x; w[1] = u.y; w[2] = u.z; w[3] = u.w;
         w[4] = v.x; w[5] = v.y; w[6] = v.z; w[7] = v.w;
-        dw = lb_f16_to_f32(((const lb_u16*)s)[blk]);
+        dw = lb_f16_at(m.s, row * nu + b);
     }
-    LB_DEVM float dot(const ActQ8& a) const {
-        lb_i32 sumi = 0;
-#pragma unroll
-        for (int i = 0; i < 8; i++) sumi = lb_dot4(w[i], a.a[i], sumi);
-        return (float)sumi * (dw * a.d);
-    }
+    LB_DEVM float dot(const ActQ8& a) const { return lb_i2f(lb_dotn<8>(w, a.a)) * (dw * a.d); }
 };
 
-// Q4_0: element j = low nibble of byte j, j + 16 = high nibble; (q - 8) made signed bytewise.
+// Q4_0: (q - 8) * d; sumi * dw * da (ggml's order).
 struct DecQ4_0 {
     lb_i32 w[8];
     float dw;
-    LB_DEVM void load(const lb_u8* q, const lb_u8* s, lb_u64 row, lb_u32 b, lb_u32 nb) {
-        lb_u64 blk = row * nb + b;
-        lb_i32x4 u = lb_ld_stream16(q + blk * 16);
-        lb_u32 v[4] = {(lb_u32)u.x, (lb_u32)u.y, (lb_u32)u.z, (lb_u32)u.w};
+    LB_DEVM void load(const Mat& m, lb_u64 row, lb_u32 b, lb_u32 nu) {
+        lb_u64 u = row * nu + b;
+        lb_nibbles(lb_ld_stream16(m.q + u * 16), w);
 #pragma unroll
-        for (int i = 0; i < 4; i++) {
-            // nibble (0..15) - 8 per byte: +0x78 cannot carry out of a byte; ^0x80 re-signs.
-            w[i] = (lb_i32)(((v[i] & 0x0f0f0f0fu) + 0x78787878u) ^ 0x80808080u);
-            w[i + 4] = (lb_i32)((((v[i] >> 4) & 0x0f0f0f0fu) + 0x78787878u) ^ 0x80808080u);
-        }
-        dw = lb_f16_to_f32(((const lb_u16*)s)[blk]);
+        for (int i = 0; i < 8; i++) w[i] = lb_sub_bytes(w[i], 8);
+        dw = lb_f16_at(m.s, u);
+    }
+    LB_DEVM float dot(const ActQ8& a) const { return lb_i2f(lb_dotn<8>(w, a.a)) * dw * a.d; }
+};
+
+// Q4_1 against Q8_1: (dw * da) * sumi + mw * sa (ggml_vec_dot_q4_1_q8_1's association).
+struct DecQ4_1 {
+    lb_i32 w[8];
+    float dw, mw;
+    LB_DEVM void load(const Mat& m, lb_u64 row, lb_u32 b, lb_u32 nu) {
+        lb_u64 u = row * nu + b;
+        lb_nibbles(lb_ld_stream16(m.q + u * 16), w);
+        lb_u32 dm = ((const lb_u32*)m.s)[u];
+        dw = lb_f16_to_f32(dm & 0xffffu);
+        mw = lb_f16_to_f32(dm >> 16);
     }
     LB_DEVM float dot(const ActQ8& a) const {
-        lb_i32 sumi = 0;
-#pragma unroll
-        for (int i = 0; i < 8; i++) sumi = lb_dot4(w[i], a.a[i], sumi);
-        return (float)sumi * dw * a.d;
+        return (dw * a.d) * lb_i2f(lb_dotn<8>(w, a.a)) + mw * lb_as_float(a.e);
     }
 };
 
-// UE4M3-b8 (ROCmFPX scale): E = b >> 3, M = b & 7; E = 0: M * 2^-10, else (8 + M) * 2^(E-11)
-// = (1 + M/8) * 2^(E-8), i.e. f32 bits (E + 119) << 23 | M << 20. E = 0 is the E = 1 value
-// minus 2^-7 (exact), so no int-to-float conversion is needed.
-LB_DEV float lb_ue4m3_b8(lb_u32 b) {
-    lb_u32 e = b >> 3, m = b & 7u;
-    float v = lb_as_float(((e == 0 ? 1u : e) + 119u) << 23 | (m << 20));
-    return e == 0 ? v - 0x1p-7f : v;
-}
+// The E2M1 codes of ggml's kvalues_mxfp4 (twice the E2M1 value) as a lb_lut16 table.
+#define LB_KVALUES_MXFP4 {0x03020100u, 0x0c080604u, 0xfdfeff00u, 0xf4f8fafcu}
 
-// ROCmFP2: each group of four codes expands (one byte permute over the codebook
-// {-4,-1,1,4}) to four int8 levels, in lb_codebook16 order (the activations were stored in the
-// same order by lb_quantize_q8_0 with order = 1); d_act * (s0 * sum0 + s1 * sum1).
-struct DecFp2 {
+// MXFP4: kvalues * 2^(e - 128); (da * 2^(e-128)) * sumi (ggml_vec_dot_mxfp4_q8_0's order).
+struct DecMxfp4 {
+    lb_i32 w[8];
+    float dx;
+    LB_DEVM void load(const Mat& m, lb_u64 row, lb_u32 b, lb_u32 nu) {
+        lb_u64 u = row * nu + b;
+        lb_i32x4 v = lb_ld_stream16(m.q + u * 16);
+        const lb_u32 t[4] = LB_KVALUES_MXFP4;
+        lb_u32 q[4] = {(lb_u32)v.x, (lb_u32)v.y, (lb_u32)v.z, (lb_u32)v.w};
+#pragma unroll
+        for (int i = 0; i < 4; i++) lb_lut16(t, q[i], (lb_u32&)w[i], (lb_u32&)w[i + 4]);
+        lb_u32 e = m.s[u];
+        // 2^(e-128): normal for e >= 2, else the subnormals 2^-127 (e = 1) and 2^-128 (e = 0).
+        dx = lb_as_float(e >= 2 ? (e - 1) << 23 : 0x00200000u << e);
+    }
+    LB_DEVM float dot(const ActQ8& a) const { return (a.d * dx) * lb_i2f(lb_dotn<8>(w, a.a)); }
+};
+
+// NVFP4: a unit is two 16-element sub-blocks (8 code bytes each: low nibbles elements 0-7, high
+// 8-15) with a UE4M3 scale each; per sub-block (da * scale/2) * sumi (ggml's order).
+struct DecNvfp4 {
     lb_i32 w[8];
     float s0, s1;
-    LB_DEVM void load(const lb_u8* q, const lb_u8* s, lb_u64 row, lb_u32 b, lb_u32 nb) {
-        lb_u64 blk = row * nb + b;
-        lb_u32 p[2];
-        lb_ld_stream8(q + blk * 8, p[0], p[1]);
-        const lb_u32 table = 0x0401FFFCu;  // bytes -4, -1, +1, +4
+    LB_DEVM void load(const Mat& m, lb_u64 row, lb_u32 b, lb_u32 nu) {
+        lb_u64 u = row * nu + b;
+        lb_i32x4 v = lb_ld_stream16(m.q + u * 16);
+        const lb_u32 t[4] = LB_KVALUES_MXFP4;
+        lb_u32 q[4] = {(lb_u32)v.x, (lb_u32)v.y, (lb_u32)v.z, (lb_u32)v.w};
+        // Word k of the codes: low nibbles = elements 4k' .. (k' = k, k + 2 ... see below).
+        lb_lut16(t, q[0], (lb_u32&)w[0], (lb_u32&)w[2]);
+        lb_lut16(t, q[1], (lb_u32&)w[1], (lb_u32&)w[3]);
+        lb_lut16(t, q[2], (lb_u32&)w[4], (lb_u32&)w[6]);
+        lb_lut16(t, q[3], (lb_u32&)w[5], (lb_u32&)w[7]);
+        lb_u32 sc = ((const lb_u16*)m.s)[u];
+        s0 = lb_ue4m3_b8(sc & 0x7fu);
+        s1 = lb_ue4m3_b8((sc >> 8) & 0x7fu);
+    }
+    LB_DEVM float dot(const ActQ8& a) const {
+        return (a.d * s0) * lb_i2f(lb_dotn<4>(w, a.a)) + (a.d * s1) * lb_i2f(lb_dotn<4>(w + 4, a.a + 4));
+    }
+};
+
+// ROCmFP3, repacked on upload to one 3-bit code per nibble in Q4_0 order: levels
+// {0, 1, 2, 4, 0, -1, -2, -4}; d_act * (s0 * sum0 + s1 * sum1) (core rocmfpx/dot.rs).
+struct DecFp3 {
+    lb_i32 w[8];
+    float s0, s1;
+    LB_DEVM void load(const Mat& m, lb_u64 row, lb_u32 b, lb_u32 nu) {
+        lb_u64 u = row * nu + b;
+        lb_i32x4 v = lb_ld_stream16(m.q + u * 16);
+        const lb_u32 t[4] = {0x04020100u, 0xfcfeff00u, 0x04020100u, 0xfcfeff00u};
+        lb_u32 q[4] = {(lb_u32)v.x, (lb_u32)v.y, (lb_u32)v.z, (lb_u32)v.w};
 #pragma unroll
-        for (int h = 0; h < 2; h++) {
-            lb_u32 o[4];
-            lb_codebook16(table, p[h], o);
-#pragma unroll
-            for (int g = 0; g < 4; g++) w[4 * h + g] = (lb_i32)o[g];
-        }
-        lb_u32 e = ((const lb_u16*)s)[blk];
+        for (int i = 0; i < 4; i++) lb_lut16(t, q[i], (lb_u32&)w[i], (lb_u32&)w[i + 4]);
+        lb_u32 e = ((const lb_u16*)m.s)[u];
         s0 = lb_ue4m3_b8(e & 0xffu);
         s1 = lb_ue4m3_b8(e >> 8);
     }
     LB_DEVM float dot(const ActQ8& a) const {
-        lb_i32 m0 = 0, m1 = 0;
-#pragma unroll
-        for (int i = 0; i < 4; i++) {
-            m0 = lb_dot4(w[i], a.a[i], m0);
-            m1 = lb_dot4(w[i + 4], a.a[i + 4], m1);
-        }
-        return a.d * (s0 * (float)m0 + s1 * (float)m1);
+        return a.d * (s0 * lb_i2f(lb_dotn<4>(w, a.a)) + s1 * lb_i2f(lb_dotn<4>(w + 4, a.a + 4)));
     }
 };
 
-// E2M1 nibble -> f32: magnitude index m (0..7) is 0, 0.5 or (1 + (m&1)/2) * 2^((m>>1) - 1).
-LB_DEV float lb_e2m1(lb_u32 nib) {
-    lb_u32 m = nib & 7u;
-    lb_u32 mag = m < 2u ? (m ? 0x3f000000u : 0u) : ((m << 22) + (126u << 23));
-    return lb_as_float(mag | ((nib & 8u) << 28));
+// The 2-bit codebook formats: 16 codes per word in ROCmFP2's layout (element 4j + i at bits
+// 2i of byte j), expanded by lb_codebook16 (activations in lb_codebook4_pos order).
+LB_DEV void lb_codes2(lb_u32 table, lb_u32 p0, lb_u32 p1, lb_i32 w[8]) {
+    lb_u32 o[4];
+    lb_codebook16(table, p0, o);
+#pragma unroll
+    for (int g = 0; g < 4; g++) w[g] = (lb_i32)o[g];
+    lb_codebook16(table, p1, o);
+#pragma unroll
+    for (int g = 0; g < 4; g++) w[4 + g] = (lb_i32)o[g];
 }
 
-// 32 f32 activations of one block.
-struct ActF32 {
-    float x[32];
-    LB_DEVM void load(const float* xs, lb_u64 col, lb_u32 b, lb_u32 nb) {
-        const lb_f32x4* p = (const lb_f32x4*)(xs + col * nb * 32);  // interleaved (lb_interleave_f32)
+// ROCmFP2: codebook {-4,-1,1,4}; d_act * (s0 * sum0 + s1 * sum1).
+struct DecFp2 {
+    lb_i32 w[8];
+    float s0, s1;
+    LB_DEVM void load(const Mat& m, lb_u64 row, lb_u32 b, lb_u32 nu) {
+        lb_u64 u = row * nu + b;
+        lb_u32 p0, p1;
+        lb_ld_stream8(m.q + u * 8, p0, p1);
+        lb_codes2(0x0401FFFCu, p0, p1, w);
+        lb_u32 e = ((const lb_u16*)m.s)[u];
+        s0 = lb_ue4m3_b8(e & 0xffu);
+        s1 = lb_ue4m3_b8(e >> 8);
+    }
+    LB_DEVM float dot(const ActQ8& a) const {
+        return a.d * (s0 * lb_i2f(lb_dotn<4>(w, a.a)) + s1 * lb_i2f(lb_dotn<4>(w + 4, a.a + 4)));
+    }
+};
+
+// Ternary codes {-1, 0, +1, +2} with an f16 scale per group of G units: PQ2_0 and PTQ1_0
+// (repacked to PQ2_0's codes, G = 4, Q8_0 activations) and TQ2_0 (repacked, G = 8, Q8_K);
+// dw * (da * sumi).
+template <int G>
+struct DecTern {
+    lb_i32 w[8];
+    float dw;
+    LB_DEVM void load(const Mat& m, lb_u64 row, lb_u32 b, lb_u32 nu) {
+        lb_u64 u = row * nu + b;
+        lb_u32 p0, p1;
+        lb_ld_stream8(m.q + u * 8, p0, p1);
+        lb_codes2(0x020100FFu, p0, p1, w);
+        dw = lb_f16_at(m.g, u / G);
+    }
+    LB_DEVM float dot(const ActQ8& a) const { return dw * (a.d * lb_i2f(lb_dotn<8>(w, a.a))); }
+};
+
+// Q4_K against Q8_K, repacked: q = the unit's 32 nibbles in Q4_0 order, s = (scale, min) of the
+// unit's sub-block (6-bit values unpacked on upload), g = (d, dmin) f16 per 8 units;
+// (d*da) * (sc * sumi) - (dmin*da) * (m * asum), asum = the unit's quant sum (from Q8_K's bsums).
+struct DecQ4K {
+    lb_i32 w[8];
+    lb_i32 sc, mn;
+    float d, dmin;
+    LB_DEVM void load(const Mat& m, lb_u64 row, lb_u32 b, lb_u32 nu) {
+        lb_u64 u = row * nu + b;
+        lb_nibbles(lb_ld_stream16(m.q + u * 16), w);
+        lb_u32 sm = ((const lb_u16*)m.s)[u];
+        sc = (lb_i32)(sm & 0xffu);
+        mn = (lb_i32)(sm >> 8);
+        lb_u32 dd = ((const lb_u32*)m.g)[u / 8];
+        d = lb_f16_to_f32(dd & 0xffffu);
+        dmin = lb_f16_to_f32(dd >> 16);
+    }
+    LB_DEVM float dot(const ActQ8& a) const {
+        lb_i32 asum = (lb_i32)(short)(a.e & 0xffffu) + (lb_i32)(short)(a.e >> 16);
+        return (d * a.d) * lb_i2f(sc * lb_dotn<8>(w, a.a)) - (dmin * a.d) * lb_i2f(mn * asum);
+    }
+};
+
+// Q6_K against Q8_K, repacked: q = 16 bytes of low nibbles (Q4_0 order), s = 8 bytes of high
+// 2-bit pairs (word x, byte k, field t: element 4(4x + t) + k), g = 18 bytes per 8 units: d
+// f16, then the 16 int8 sub-block scales; (d*da) * (sc0 * sum0 + sc1 * sum1) with q - 32.
+struct DecQ6K {
+    lb_i32 w[8];
+    lb_i32 sc0, sc1;
+    float d;
+    LB_DEVM void load(const Mat& m, lb_u64 row, lb_u32 b, lb_u32 nu) {
+        lb_u64 u = row * nu + b;
+        lb_nibbles(lb_ld_stream16(m.q + u * 16), w);
+        lb_u32 h[2];
+        lb_ld_stream8(m.s + u * 8, h[0], h[1]);
 #pragma unroll
         for (int i = 0; i < 8; i++) {
-            lb_f32x4 v = p[(lb_u64)i * nb + b];
-            x[4 * i] = v.x; x[4 * i + 1] = v.y; x[4 * i + 2] = v.z; x[4 * i + 3] = v.w;
+            lb_u32 x = h[i >> 2];
+            int t = i & 3;
+            lb_u32 hi = (t == 0 ? x << 4 : t == 1 ? x << 2 : t == 2 ? x : x >> 2) & 0x30303030u;
+            w[i] = lb_sub_bytes((lb_i32)((lb_u32)w[i] | hi), 32);
         }
+        const lb_u16* grp = (const lb_u16*)(m.g + (u / 8) * 18);
+        lb_u32 s = grp[1 + u % 8];
+        sc0 = (lb_i32)(signed char)(s & 0xffu);
+        sc1 = (lb_i32)(signed char)(s >> 8);
+        d = lb_f16_to_f32(grp[0]);
+    }
+    LB_DEVM float dot(const ActQ8& a) const {
+        lb_i32 s = sc0 * lb_dotn<4>(w, a.a) + sc1 * lb_dotn<4>(w + 4, a.a + 4);
+        return (d * a.d) * (float)s;
     }
 };
 
 // HFP4G32 / MFP4G32 (block factor 2^(e-127)) and MFP4G32P (E4M3 block scale); f32 activations:
 // s = sum E2M1 * x over the block, acc += s * factor; the row scale multiplies the row total.
+// Each code goes through lb_lut16 to kvalues + 12 (twice the E2M1 value, biased to a byte
+// 0..24), then to f32 by lb_byte_f32, once per weight in `load`; `dot` is one FMA per weight
+// and column. The 1/2 is folded into the block factor (exact).
 template <bool E4M3>
 struct DecHfp4 {
-    lb_u32 v[4];
+    float w[32];
     float f;
-    LB_DEVM void load(const lb_u8* q, const lb_u8* s, lb_u64 row, lb_u32 b, lb_u32 nb) {
-        lb_u64 blk = row * nb + b;
-        lb_i32x4 u = lb_ld_stream16(q + blk * 16);
-        v[0] = (lb_u32)u.x; v[1] = (lb_u32)u.y; v[2] = (lb_u32)u.z; v[3] = (lb_u32)u.w;
-        lb_u32 sb = s[blk];
+    LB_DEVM void load(const Mat& m, lb_u64 row, lb_u32 b, lb_u32 nu) {
+        lb_u64 u = row * nu + b;
+        lb_i32x4 x = lb_ld_stream16(m.q + u * 16);
+        const lb_u32 t[4] = {0x0f0e0d0cu, 0x18141210u, 0x090a0b0cu, 0x00040608u};
+        lb_u32 q[4] = {(lb_u32)x.x, (lb_u32)x.y, (lb_u32)x.z, (lb_u32)x.w};
+        // Byte j of the block holds elements 2j (low nibble) and 2j + 1 (high nibble).
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            lb_u32 lo, hi;
+            lb_lut16(t, q[i], lo, hi);
+#pragma unroll
+            for (int k = 0; k < 4; k++) {
+                w[8 * i + 2 * k] = lb_byte_f32(lo, k, 12.0f);
+                w[8 * i + 2 * k + 1] = lb_byte_f32(hi, k, 12.0f);
+            }
+        }
+        lb_u32 sb = m.s[u];
         if (E4M3) {
-            lb_u32 e = sb >> 3, m = sb & 7u;
-            f = e == 0 ? (float)m * 0x1p-9f : (float)(8u + m) * lb_as_float((e + 117u) << 23);
+            lb_u32 e = sb >> 3, mm = sb & 7u;
+            f = e == 0 ? (float)mm * 0x1p-10f : (float)(8u + mm) * lb_as_float((e + 116u) << 23);
         } else {
-            f = lb_as_float(sb == 0 ? 0x00400000u : (sb << 23));
+            // 2^(e-128): e >= 2 normal, e = 1 and e = 0 the subnormals 2^-127, 2^-128.
+            f = lb_as_float(sb >= 2 ? (sb - 1) << 23 : 0x00200000u << sb);
         }
     }
     LB_DEVM float dot(const ActF32& a) const {
-        float acc = 0.0f;
+        float acc[2] = {0.0f, 0.0f};
 #pragma unroll
-        for (int i = 0; i < 4; i++) {
-#pragma unroll
-            for (int j = 0; j < 8; j++) acc += lb_e2m1((v[i] >> (4 * j)) & 15u) * a.x[8 * i + j];
+        for (int j = 0; j < 32; j += 2) {
+            acc[0] += w[j] * a.x[j];
+            acc[1] += w[j + 1] * a.x[j + 1];
         }
-        return acc * f;
+        return (acc[0] + acc[1]) * f;
     }
 };
 
 // ------------------------------------------------------------------ matvec skeleton -----------
 
-LB_DEV void lb_load_act(ActQ8& a, const void* p, const float* ad, lb_u64 col, lb_u32 b, lb_u32 nb) {
-    a.load((const lb_i8*)p, ad, col, b, nb);
-}
-LB_DEV void lb_load_act(ActF32& a, const void* p, const float*, lb_u64 col, lb_u32 b, lb_u32 nb) {
-    a.load((const float*)p, col, b, nb);
-}
-
-
-// y[col*rows + row] = sum over blocks of dec.dot(activations of col) (times the row's f16
-// scale when the format has one: `rowscale`). Each warp owns R consecutive rows.
-// R = rows per warp: activations loaded once per block and column serve R rows.
-template <int NC, int R, class Dec, class Act, bool ROWSCALE>
-LB_DEV void lb_mv(const lb_u8* wq, const lb_u8* ws, const lb_u8* wr, const void* act0, const float* ad,
-                  float* y, lb_u32 rows, lb_u32 nb, lb_u32 ncols) {
+// y[col*rows + row] = sum over units of dec.dot(activations of col) (times the row's f16
+// scale when ROWSCALE). Each warp owns R consecutive rows; a block owns LB_ROWS_PER_CTA * R
+// rows, grid-strided. Each lane decodes a unit of its R rows once and applies it to NC
+// columns. STAGE: the block copies the activations of LB_WARP units x NC columns to shared
+// memory once and every warp reads them there (n >= 2); else each lane loads its own (n = 1,
+// where they stay in L1) and takes U units per step, all their weight loads issued first
+// (more bytes in flight per lane for the low-bit formats).
+template <int NC, int R, int U, bool STAGE, class Dec, class Act, bool ROWSCALE>
+LB_DEV void lb_mv(const Mat& m, const ActPtrs& ap, float* y, lb_u32 rows, lb_u32 nu, lb_u32 ncols) {
+    LB_SHARED typename StageOf<Act, STAGE ? NC : 1>::T st;
     lb_u32 warp = lb_tid() / LB_WARP, lane = lb_tid() % LB_WARP;
     lb_u32 col0 = lb_bid_y() * NC;
     lb_u32 nc = ncols - col0 < (lb_u32)NC ? ncols - col0 : (lb_u32)NC;
     lb_u32 groups = (rows + R - 1) / R;
-    for (lb_u32 g = lb_bid_x() * LB_ROWS_PER_CTA + warp; g < groups; g += lb_grid_x() * LB_ROWS_PER_CTA) {
+    for (lb_u32 g0 = lb_bid_x() * LB_ROWS_PER_CTA; g0 < groups; g0 += lb_grid_x() * LB_ROWS_PER_CTA) {
+        lb_u32 g = g0 + warp;
+        bool active = g < groups;  // uniform per warp; inactive warps still fill and sync
         lb_u32 row0 = g * R;
         float acc[R][NC];
 #pragma unroll
         for (int r = 0; r < R; r++)
 #pragma unroll
             for (int c = 0; c < NC; c++) acc[r][c] = 0.0f;
-        for (lb_u32 b = lane; b < nb; b += LB_WARP) {
-            Dec dec[R];
+        for (lb_u32 c0 = 0; c0 < nu; c0 += LB_WARP * U) {
+            Dec dec[U][R];
 #pragma unroll
-            for (int r = 0; r < R; r++) {
-                lb_u32 row = row0 + r < rows ? row0 + r : rows - 1;  // clamp: loads stay in bounds
-                dec[r].load(wq, ws, row, b, nb);
+            for (int u = 0; u < U; u++) {
+                lb_u32 b = c0 + u * LB_WARP + lane;
+                if (active && b < nu) {
+#pragma unroll
+                    for (int r = 0; r < R; r++) {
+                        lb_u32 row = row0 + r < rows ? row0 + r : rows - 1;  // clamp: loads stay in bounds
+                        dec[u][r].load(m, row, b, nu);
+                    }
+                }
+            }
+            if (STAGE) {
+                lb_barrier();
+                st.fill(ap, col0, nc, c0, nu);
+                lb_barrier();
             }
 #pragma unroll
-            for (int c = 0; c < NC; c++) {
-                if ((lb_u32)c < nc) {
-                    Act a;
-                    lb_load_act(a, act0, ad, col0 + c, b, nb);
+            for (int u = 0; u < U; u++) {
+                lb_u32 b = c0 + u * LB_WARP + lane;
+                if (active && b < nu) {
 #pragma unroll
-                    for (int r = 0; r < R; r++) acc[r][c] += dec[r].dot(a);
+                    for (int c = 0; c < NC; c++) {
+                        if ((lb_u32)c < nc) {
+                            Act a;
+                            if (STAGE) st.get(a, c, lane);
+                            else a.load(ap, col0 + c, b, nu);
+#pragma unroll
+                            for (int r = 0; r < R; r++) acc[r][c] += dec[u][r].dot(a);
+                        }
+                    }
                 }
             }
         }
@@ -309,37 +608,51 @@ LB_DEV void lb_mv(const lb_u8* wq, const lb_u8* ws, const lb_u8* wr, const void*
         for (int r = 0; r < R; r++) {
             lb_u32 row = row0 + r;
             float rs = 1.0f;
-            if (ROWSCALE && row < rows) rs = lb_f16_to_f32(((const lb_u16*)wr)[row]);
+            if (ROWSCALE && active && row < rows) rs = lb_f16_at(m.r, row);
 #pragma unroll
             for (int c = 0; c < NC; c++) {
                 float v = lb_warp_sum(acc[r][c]);
                 if (ROWSCALE) v *= rs;
-                if (lane == 0 && (lb_u32)c < nc && row < rows) y[(lb_u64)(col0 + c) * rows + row] = v;
+                if (active && lane == 0 && (lb_u32)c < nc && row < rows) y[(lb_u64)(col0 + c) * rows + row] = v;
             }
         }
     }
 }
 
-#define LB_MV_Q8(fmt, Dec, NC, R)                                                                 \
-    LB_KERNEL void lb_mv_##fmt##_##NC##_r##R(const lb_u8* wq, const lb_u8* ws, const lb_u8* wr,      \
-                                              const lb_i8* aq, const float* ad, float* y, lb_u32 rows, \
-                                              lb_u32 nb, lb_u32 ncols) {                               \
-        lb_mv<NC, R, Dec, ActQ8, false>(wq, ws, wr, aq, ad, y, rows, nb, ncols);                      \
+// One kernel per (format stem, column tile NC, rows per warp R, units per step U; U > 1 only
+// for NC = 1); every kernel has the same parameters, unused ones are 0.
+#define LB_MV(fmt, Dec, Act, ROWSCALE, NC, R, U)                                                   \
+    LB_KERNEL void lb_mv_##fmt##_##NC##_r##R##_u##U(const lb_u8* q, const lb_u8* s, const lb_u8* g, \
+                                              const lb_u8* r, const lb_i8* aq, const float* ad,      \
+                                              const lb_u32* ae, const float* x, float* y,            \
+                                              lb_u32 rows, lb_u32 nu, lb_u32 ncols) {                \
+        Mat m = {q, s, g, r};                                                                      \
+        ActPtrs ap = {aq, ad, ae, x};                                                              \
+        lb_mv<NC, R, U, (NC > 1), Dec, Act, ROWSCALE>(m, ap, y, rows, nu, ncols);                   \
     }
-#define LB_MV_F32(fmt, Dec, NC, R)                                                                \
-    LB_KERNEL void lb_mv_##fmt##_##NC##_r##R(const lb_u8* wq, const lb_u8* ws, const lb_u8* wr,      \
-                                              const float* x, float* y, lb_u32 rows, lb_u32 nb,       \
-                                              lb_u32 ncols) {                                          \
-        lb_mv<NC, R, Dec, ActF32, true>(wq, ws, wr, x, (const float*)0, y, rows, nb, ncols);          \
-    }
-// Every column tile (1, 2, 4, 8, 16) times rows per warp (1, 2, 4); the host picks one.
-#define LB_MV_NC(M, fmt, Dec, NC) M(fmt, Dec, NC, 1) M(fmt, Dec, NC, 2) M(fmt, Dec, NC, 4)
-#define LB_MV_ALL(M, fmt, Dec)                                                                    \
-    LB_MV_NC(M, fmt, Dec, 1) LB_MV_NC(M, fmt, Dec, 2) LB_MV_NC(M, fmt, Dec, 4)                    \
-    LB_MV_NC(M, fmt, Dec, 8) LB_MV_NC(M, fmt, Dec, 16)
+#define LB_MV_R(fmt, Dec, Act, RS, NC, U) \
+    LB_MV(fmt, Dec, Act, RS, NC, 1, U) LB_MV(fmt, Dec, Act, RS, NC, 2, U) LB_MV(fmt, Dec, Act, RS, NC, 4, U)
+#define LB_MV_1(fmt, Dec, Act, RS) \
+    LB_MV_R(fmt, Dec, Act, RS, 1, 1) LB_MV_R(fmt, Dec, Act, RS, 1, 2) LB_MV_R(fmt, Dec, Act, RS, 1, 4)
+// Column tiles 1, 2, 4, 8, 16 (f32 activations: up to 8, the stage's shared-memory limit).
+#define LB_MV_Q8(fmt, Dec)                                                                         \
+    LB_MV_1(fmt, Dec, ActQ8, false) LB_MV_R(fmt, Dec, ActQ8, false, 2, 1)                          \
+    LB_MV_R(fmt, Dec, ActQ8, false, 4, 1) LB_MV_R(fmt, Dec, ActQ8, false, 8, 1)                    \
+    LB_MV_R(fmt, Dec, ActQ8, false, 16, 1)
+#define LB_MV_F32(fmt, Dec)                                                                        \
+    LB_MV_1(fmt, Dec, ActF32, true) LB_MV_R(fmt, Dec, ActF32, true, 2, 1)                          \
+    LB_MV_R(fmt, Dec, ActF32, true, 4, 1) LB_MV_R(fmt, Dec, ActF32, true, 8, 1)
 
-LB_MV_ALL(LB_MV_Q8, q8_0, DecQ8_0)
-LB_MV_ALL(LB_MV_Q8, q4_0, DecQ4_0)
-LB_MV_ALL(LB_MV_Q8, rocmfp2, DecFp2)
-LB_MV_ALL(LB_MV_F32, hfp4, DecHfp4<false>)
-LB_MV_ALL(LB_MV_F32, hfp4p, DecHfp4<true>)
+LB_MV_Q8(q8_0, DecQ8_0)
+LB_MV_Q8(q4_0, DecQ4_0)
+LB_MV_Q8(q4_1, DecQ4_1)
+LB_MV_Q8(mxfp4, DecMxfp4)
+LB_MV_Q8(nvfp4, DecNvfp4)
+LB_MV_Q8(rocmfp2, DecFp2)
+LB_MV_Q8(rocmfp3, DecFp3)
+LB_MV_Q8(pq2, DecTern<4>)
+LB_MV_Q8(tq2_0, DecTern<8>)
+LB_MV_Q8(q4_k, DecQ4K)
+LB_MV_Q8(q6_k, DecQ6K)
+LB_MV_F32(hfp4, DecHfp4<false>)
+LB_MV_F32(hfp4p, DecHfp4<true>)

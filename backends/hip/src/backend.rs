@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use lowbit_core::backend::{Backend, MatrixDesc, PreparedActivations};
 use lowbit_core::codec;
 use lowbit_core::error::{Buffer, Error};
-use lowbit_core::registry::{FormatId, Rotation};
+use lowbit_core::registry::{ActFormat, FormatId, Rotation};
 
 use crate::compile;
 use crate::error::HipError;
@@ -23,26 +23,82 @@ const BLOCK: u32 = 256;
 /// Warps per block for 32-wide warps; kernels grid-stride rows, so wave64 is also correct.
 const WARPS_PER_CTA: usize = 8;
 
-/// Rows each warp owns for a column tile of `nc` (1, 2 or 4; `LOWBIT_HIP_ROWS_PER_WARP`
-/// overrides, for tuning).
-fn rows_per_warp(nc: usize) -> usize {
-    static FORCED: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
-    let forced = FORCED.get_or_init(|| {
-        std::env::var("LOWBIT_HIP_ROWS_PER_WARP")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .filter(|r| [1, 2, 4].contains(r))
+/// (rows per warp, units per lane step) for a matrix and a column tile of `nc`: the format's
+/// n = 1 choice (layout.rs) for `nc == 1`, else (4, 1) for Q8 activations and (2, 1) for f32
+/// ones (their decoded weights take 32 registers per row). `forced` (from
+/// [`HipBackend::set_rows_per_warp`] / `set_units_per_step`, 0 = not forced) or
+/// `LOWBIT_HIP_ROWS_PER_WARP` override each part, for tuning; units are 1 for `nc > 1`.
+fn work_shape(sp: &Split, nc: usize, forced: (usize, usize)) -> (usize, usize) {
+    static ENV: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    let env = *ENV.get_or_init(|| {
+        std::env::var("LOWBIT_HIP_ROWS_PER_WARP").ok().and_then(|v| v.parse().ok()).unwrap_or(0)
     });
-    if let Some(r) = *forced {
-        return r;
-    }
-    // Measured on an H200 (docs/BENCHMARKS.md): one row per warp is best at n = 1, two rows
-    // share each activation load best for n >= 2.
-    if nc == 1 {
-        1
+    let (mut r, mut u) = if nc == 1 {
+        sp.n1
+    } else if sp.act == ActFormat::F32 {
+        (2, 1)
     } else {
-        2
+        (4, 1)
+    };
+    for f in [env, forced.0] {
+        if [1, 2, 4].contains(&f) {
+            r = f;
+        }
     }
+    if [1, 2, 4].contains(&forced.1) {
+        u = forced.1;
+    }
+    (r, if nc == 1 { u } else { 1 })
+}
+
+/// Checks `bytes` as `upload` must (length, dimensions below 2^32, every row through the
+/// core's decoder, errors at their byte offset) and splits it into the device planes.
+pub(crate) fn validated_planes(
+    desc: MatrixDesc,
+    bytes: &[u8],
+) -> Result<(Split, layout::Planes), HipError> {
+    let format = desc.format;
+    let sp = layout::split(format)
+        .ok_or(HipError::Core(Error::Unsupported { format, op: "matmul on the HIP backend" }))?;
+    let rb = format.row_bytes(desc.cols)?;
+    let need = desc.canonical_bytes()?;
+    if bytes.len() != need {
+        return Err(Error::Length {
+            format,
+            buffer: Buffer::Encoded,
+            got: bytes.len(),
+            expected: need,
+        }
+        .into());
+    }
+    u32_of(desc.rows, format)?;
+    u32_of(desc.cols, format)?;
+    let mut scratch = vec![0f32; desc.cols];
+    for (r, row) in bytes.chunks_exact(rb.max(1)).enumerate() {
+        codec::decode_row(format, row, &mut scratch).map_err(|e| e.at(r * rb))?;
+    }
+    let planes = layout::to_planes(&sp, &desc, bytes, rb);
+    Ok((sp, planes))
+}
+
+/// The matvec kernel for `n` columns: (name, column tile, rows per warp).
+pub(crate) fn kernel_choice(
+    sp: &Split,
+    n: usize,
+    forced: (usize, usize),
+) -> (String, usize, usize) {
+    // f32 activations: tiles of at most 8 columns (the shared-memory stage's limit).
+    let max_nc = if sp.act == ActFormat::F32 { 8 } else { 16 };
+    let nc = match n {
+        1 => 1,
+        2 => 2,
+        3..=4 => 4,
+        5..=8 => 8,
+        _ => 16,
+    }
+    .min(max_nc);
+    let (rpw, ups) = work_shape(sp, nc, forced);
+    (format!("lb_mv_{}_{nc}_r{rpw}_u{ups}", sp.stem), nc, rpw)
 }
 
 /// Device memory, freed on drop.
@@ -78,6 +134,7 @@ struct Workspace {
     xt: Option<DeviceBuffer>,
     aq: Option<DeviceBuffer>,
     ad: Option<DeviceBuffer>,
+    ae: Option<DeviceBuffer>,
     y: Option<DeviceBuffer>,
 }
 
@@ -99,6 +156,7 @@ pub struct HipMatrix {
     split: Split,
     q: DeviceBuffer,
     s: DeviceBuffer,
+    g: DeviceBuffer,
     r: DeviceBuffer,
 }
 
@@ -109,6 +167,10 @@ impl HipMatrix {
     }
 }
 
+/// Device-prepared activations read back for tests: quants (element order), per-32 scales,
+/// per-32 extra words.
+pub type DeviceQuant = (Vec<i8>, Vec<f32>, Vec<u32>);
+
 /// The HIP backend (see the crate docs).
 pub struct HipBackend {
     dev: Arc<Device>,
@@ -116,6 +178,8 @@ pub struct HipBackend {
     arch: String,
     ws: Mutex<Workspace>,
     signs: DeviceBuffer,
+    forced_rows: std::sync::atomic::AtomicUsize,
+    forced_units: std::sync::atomic::AtomicUsize,
 }
 
 fn vendor_order() -> Vec<Vendor> {
@@ -185,12 +249,32 @@ impl HipBackend {
             }
         }
         let signs = DeviceBuffer::with(&dev, bytemuck::cast_slice(&words))?;
-        Ok(HipBackend { dev, name, arch, ws: Mutex::new(Workspace::default()), signs })
+        Ok(HipBackend {
+            dev,
+            name,
+            arch,
+            ws: Mutex::new(Workspace::default()),
+            signs,
+            forced_rows: std::sync::atomic::AtomicUsize::new(0),
+            forced_units: std::sync::atomic::AtomicUsize::new(0),
+        })
     }
 
     /// The compile target ("sm_90", "gfx1100"; empty = hiprtc's default for the device).
     pub fn arch(&self) -> &str {
         &self.arch
+    }
+
+    /// Forces the rows each warp owns (1, 2 or 4; anything else restores the default), for
+    /// tuning sweeps.
+    pub fn set_rows_per_warp(&self, rows: usize) {
+        self.forced_rows.store(rows, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Forces the units each lane takes per step at n = 1 (1, 2 or 4; anything else restores
+    /// the default), for tuning sweeps.
+    pub fn set_units_per_step(&self, units: usize) {
+        self.forced_units.store(units, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// The loaded driver and compiler libraries.
@@ -204,10 +288,17 @@ impl HipBackend {
     }
 
     /// Checks activations the way the reference encoder would: for quantized activations any
-    /// non-finite value, or a block scale beyond f16, is the reference's error for that column.
+    /// non-finite value, or a block scale (Q8_1: or sum) that may not fit f16, is checked by
+    /// the reference's encoder for that column, whose error is returned.
     fn check_activations(&self, format: FormatId, x: &[f32], cols: usize) -> Result<(), HipError> {
-        let bad =
-            x.iter().any(|v| !v.is_finite() || half::f16::from_f32(v.abs() / 127.0).is_infinite());
+        // Conservative limits: Q8_0's d = amax / 127 and Q8_1's s = sum(q) * d (at most
+        // 32 * amax) must fit f16 (65504); Q8_K's f32 d always fits.
+        let limit = match format.info().activation {
+            ActFormat::Q8_1 => 2000.0,
+            ActFormat::Q8K => f32::INFINITY,
+            _ => 8.0e6,
+        };
+        let bad = x.iter().any(|v| !v.is_finite() || v.abs() >= limit);
         if bad {
             for col in x.chunks_exact(cols) {
                 PreparedActivations::new(format, col)?;
@@ -217,7 +308,8 @@ impl HipBackend {
     }
 
     /// Uploads `x` and prepares it on the device; returns the activation pointers for the
-    /// matvec kernel: (interleaved f32, Q8_0 quants, Q8_0 scales); unused ones are 0.
+    /// matvec kernel: [Q8 quants, Q8 scales, Q8 extra words, f32 (interleaved)]; unused ones
+    /// are 0.
     fn prepare(
         &self,
         ws: &mut Workspace,
@@ -225,46 +317,38 @@ impl HipBackend {
         format: FormatId,
         x: &[f32],
         cols: usize,
-    ) -> Result<[u64; 3], HipError> {
+    ) -> Result<[u64; 4], HipError> {
         let total = x.len();
         let xp = ensure(&mut ws.x, &self.dev, total * 4)?;
         self.dev.api.upload(xp, bytemuck::cast_slice(x))?;
-        let act = if sp.q8_act {
+        let act = if sp.act == ActFormat::F32 {
+            [0, 0, 0, ensure(&mut ws.xt, &self.dev, total * 4)?]
+        } else {
             [
-                xp,
                 ensure(&mut ws.aq, &self.dev, total)?,
                 ensure(&mut ws.ad, &self.dev, (total / 32) * 4)?,
+                ensure(&mut ws.ae, &self.dev, (total / 32) * 4)?,
+                0,
             ]
-        } else {
-            [xp, ensure(&mut ws.xt, &self.dev, total * 4)?, 0]
         };
-        self.prepare_on_device(sp, format, act, total, cols)?;
-        Ok(if sp.q8_act { act } else { [act[1], 0, 0] })
+        self.prepare_on_device(sp, format, xp, act, total, cols)?;
+        Ok(act)
     }
 
     /// Launches the matvec kernel(s) for `n` columns into `yp`.
-    fn run_matvec(&self, m: &HipMatrix, act: [u64; 3], yp: u64, n: usize) -> Result<(), HipError> {
+    fn run_matvec(&self, m: &HipMatrix, act: [u64; 4], yp: u64, n: usize) -> Result<(), HipError> {
         let MatrixDesc { format, rows, cols } = m.desc;
-        let nc = match n {
-            1 => 1,
-            2 => 2,
-            3..=4 => 4,
-            5..=8 => 8,
-            _ => 16,
-        };
+        let forced = (
+            self.forced_rows.load(std::sync::atomic::Ordering::Relaxed),
+            self.forced_units.load(std::sync::atomic::Ordering::Relaxed),
+        );
+        let (name, nc, rpw) = kernel_choice(&m.split, n, forced);
         let gy = u32::try_from(n.div_ceil(nc)).map_err(|_| too_large(format))?;
-        let gx = u32::try_from(rows.div_ceil(WARPS_PER_CTA * rows_per_warp(nc)).min(1 << 20))
+        let gx = u32::try_from(rows.div_ceil(WARPS_PER_CTA * rpw).min(1 << 20))
             .map_err(|_| too_large(format))?;
-        let name = format!("lb_mv_{}_{nc}_r{}", m.split.stem, rows_per_warp(nc));
-        let (rows, nb, n) = (u32_of(rows, format)?, u32_of(cols / 32, format)?, u32_of(n, format)?);
-        let mut args: Vec<u64> = vec![m.q.ptr, m.s.ptr, m.r.ptr];
-        if m.split.q8_act {
-            args.extend([act[1], act[2]]);
-        } else {
-            args.push(act[0]);
-        }
-        debug_assert!(act[0] != 0);
-        args.extend([yp, rows, nb, n]);
+        let (rows, nu, n) = (u32_of(rows, format)?, u32_of(cols / 32, format)?, u32_of(n, format)?);
+        let mut args =
+            [m.q.ptr, m.s.ptr, m.g.ptr, m.r.ptr, act[0], act[1], act[2], act[3], yp, rows, nu, n];
         self.launch(&name, [gx, gy], &mut args)
     }
 
@@ -305,11 +389,10 @@ impl HipBackend {
         let mut ws = self.ws.lock().unwrap_or_else(|p| p.into_inner());
         let act = self.prepare(&mut ws, &m.split, m.desc.format, x, m.desc.cols)?;
         let yp = ensure(&mut ws.y, &self.dev, n * m.desc.rows * 4)?;
-        let dev_act =
-            if m.split.q8_act { act } else { [ws.x.as_ref().map_or(0, |b| b.ptr), act[0], 0] };
+        let xp = ws.x.as_ref().map_or(0, |b| b.ptr);
         let ms = self.dev.api.time_ms(&mut || {
             for _ in 0..reps {
-                self.prepare_on_device(&m.split, m.desc.format, dev_act, x.len(), m.desc.cols)?;
+                self.prepare_on_device(&m.split, m.desc.format, xp, act, x.len(), m.desc.cols)?;
                 self.run_matvec(m, act, yp, n)?;
             }
             Ok(())
@@ -317,42 +400,48 @@ impl HipBackend {
         Ok(f64::from(ms) * 1e-3 / reps.max(1) as f64)
     }
 
-    /// The device part of `prepare` (x already uploaded to `act[0]`): FWHT-256 in place for
-    /// rotated formats, then Q8_0 quantization into `act[1]`/`act[2]`, or the f32 interleave
-    /// into `act[1]`. Re-running it re-rotates x, which only timing does.
+    /// The device part of `prepare` (x already uploaded to `xp`): FWHT-256 in place for
+    /// rotated formats, then quantization into the Q8 buffers `act[0..3]` or the f32
+    /// interleave into `act[3]`. Re-running it re-rotates x, which only timing does.
     fn prepare_on_device(
         &self,
         sp: &Split,
         format: FormatId,
-        act: [u64; 3],
+        xp: u64,
+        act: [u64; 4],
         total: usize,
         cols: usize,
     ) -> Result<(), HipError> {
-        let nb = u32_of(cols / 32, format)?;
+        let nu = u32_of(cols / 32, format)?;
+        let blocks = |per: usize| u32::try_from(total.div_ceil(per)).map_err(|_| too_large(format));
         if format.info().rotation == Rotation::Fwht256 {
             let segs = u32_of(total / 256, format)?;
-            self.launch("lb_fwht256", [segs as u32, 1], &mut [act[0], self.signs.ptr, segs])?;
+            self.launch("lb_fwht256", [segs as u32, 1], &mut [xp, self.signs.ptr, segs])?;
         }
-        if sp.q8_act {
-            let grid =
-                u32::try_from(total.div_ceil(BLOCK as usize)).map_err(|_| too_large(format))?;
-            let order = u64::from(format == FormatId::RocmFp2);
-            self.launch(
-                "lb_quantize_q8_0",
-                [grid, 1],
-                &mut [act[0], act[1], act[2], u32_of(total, format)?, nb, order],
-            )?;
-        } else {
-            let total4 = total / 4;
-            let grid =
-                u32::try_from(total4.div_ceil(BLOCK as usize)).map_err(|_| too_large(format))?;
-            self.launch(
-                "lb_interleave_f32",
-                [grid, 1],
-                &mut [act[0], act[1], u32_of(total4, format)?, nb],
-            )?;
+        let order = u64::from(sp.codebook_order);
+        match sp.act {
+            ActFormat::F32 => {
+                let total4 = total / 4;
+                self.launch(
+                    "lb_interleave_f32",
+                    [blocks(4 * BLOCK as usize)?, 1],
+                    &mut [xp, act[3], u32_of(total4, format)?, nu],
+                )
+            }
+            ActFormat::Q8K => self.launch(
+                "lb_quantize_q8k",
+                [blocks(256)?, 1],
+                &mut [xp, act[0], act[1], act[2], nu, order],
+            ),
+            ActFormat::Q8_0 | ActFormat::Q8_1 => {
+                let q81 = u64::from(sp.act == ActFormat::Q8_1);
+                self.launch(
+                    "lb_quantize_q8",
+                    [blocks(BLOCK as usize)?, 1],
+                    &mut [xp, act[0], act[1], act[2], u32_of(total, format)?, nu, order, q81],
+                )
+            }
         }
-        Ok(())
     }
 
     /// Read bandwidth of this device (bytes/s) for a buffer of `bytes`: the `lb_read` kernel
@@ -375,38 +464,60 @@ impl HipBackend {
         Ok((n16 * 16 * reps) as f64 / (f64::from(ms) * 1e-3))
     }
 
-    /// Quantizes `x` to Q8_0 with the device kernel (quants, f32 scales); for tests that check
-    /// the device encoder against the core's bit for bit.
+    /// Prepares `x` (one column) for `format` with the device kernels and returns the quants
+    /// (element order), the per-32 scales and the per-32 extra words (Q8_1: f32 bits of `s`;
+    /// Q8_K: the two 16-element sums as i16 halves); for tests that check the device encoders
+    /// against the core's bit for bit.
     #[doc(hidden)]
-    pub fn device_quantize_q8_0(&self, x: &[f32]) -> Result<(Vec<i8>, Vec<f32>), HipError> {
+    pub fn device_quantize(&self, format: FormatId, x: &[f32]) -> Result<DeviceQuant, HipError> {
         self.dev.bind()?;
         let mut ws = self.ws.lock().unwrap_or_else(|p| p.into_inner());
-        let sp = layout::split(FormatId::Q8_0).ok_or(too_large(FormatId::Q8_0))?;
-        let act = self.prepare(&mut ws, &sp, FormatId::Q8_0, x, x.len())?;
+        let sp = layout::split(format).ok_or(HipError::Core(Error::Unsupported {
+            format,
+            op: "matmul on the HIP backend",
+        }))?;
+        let act = self.prepare(&mut ws, &sp, format, x, x.len())?;
         let mut qi = vec![0i8; x.len()];
         let mut d = vec![0f32; x.len() / 32];
-        self.dev.api.download(bytemuck::cast_slice_mut(&mut qi), act[1])?;
-        self.dev.api.download(bytemuck::cast_slice_mut(&mut d), act[2])?;
-        // Undo the half-block interleave (one column of x.len() elements).
-        let nb = x.len() / 32;
-        let mut q = vec![0i8; x.len()];
-        for (i, v) in q.iter_mut().enumerate() {
-            let (b, j) = (i / 32, i % 32);
-            *v = qi[(j / 16) * nb * 16 + b * 16 + j % 16];
-        }
-        Ok((q, d))
+        let mut e = vec![0u32; x.len() / 32];
+        self.dev.api.download(bytemuck::cast_slice_mut(&mut qi), act[0])?;
+        self.dev.api.download(bytemuck::cast_slice_mut(&mut d), act[1])?;
+        self.dev.api.download(bytemuck::cast_slice_mut(&mut e), act[2])?;
+        // Undo the half-unit interleave (and the codebook order) of one column.
+        let nu = x.len() / 32;
+        let pos = |j: usize| if sp.codebook_order { codebook_pos(&self.dev, j) } else { j };
+        let q = (0..x.len())
+            .map(|i| {
+                let (b, j) = (i / 32, i % 32);
+                qi[(j / 16) * nu * 16 + b * 16 + pos(j % 16)]
+            })
+            .collect();
+        Ok((q, d, e))
+    }
+}
+
+/// Where lb_codebook4_pos stores element `e` (0..16) of a half unit on this vendor.
+fn codebook_pos(dev: &Device, e: usize) -> usize {
+    match dev.api.vendor {
+        Vendor::Nvidia => 4 * ((if e >= 8 { 2 } else { 0 }) + (e & 1)) + ((e & 7) >> 1),
+        Vendor::Amd => 4 * (e & 3) + (e >> 2),
     }
 }
 
 /// Every kernel the backend resolves at load.
 fn kernel_names() -> Vec<String> {
-    let mut v: Vec<String> = ["lb_quantize_q8_0", "lb_interleave_f32", "lb_fwht256", "lb_read"]
-        .map(String::from)
-        .to_vec();
-    for stem in ["q8_0", "q4_0", "rocmfp2", "hfp4", "hfp4p"] {
-        for nc in [1, 2, 4, 8, 16] {
+    let mut v: Vec<String> =
+        ["lb_quantize_q8", "lb_quantize_q8k", "lb_interleave_f32", "lb_fwht256", "lb_read"]
+            .map(String::from)
+            .to_vec();
+    for (stem, f32_act) in layout::STEMS {
+        let tiles: &[usize] = if f32_act { &[1, 2, 4, 8] } else { &[1, 2, 4, 8, 16] };
+        for &nc in tiles {
             for r in [1, 2, 4] {
-                v.push(format!("lb_mv_{stem}_{nc}_r{r}"));
+                let units: &[usize] = if nc == 1 { &[1, 2, 4] } else { &[1] };
+                for u in units {
+                    v.push(format!("lb_mv_{stem}_{nc}_r{r}_u{u}"));
+                }
             }
         }
     }
@@ -426,35 +537,14 @@ impl Backend for HipBackend {
     }
 
     fn upload(&self, desc: MatrixDesc, bytes: &[u8]) -> Result<HipMatrix, HipError> {
-        let format = desc.format;
-        let sp = layout::split(format).ok_or(HipError::Core(Error::Unsupported {
-            format,
-            op: "matmul on the HIP backend",
-        }))?;
-        let rb = format.row_bytes(desc.cols)?;
-        let need = desc.canonical_bytes()?;
-        if bytes.len() != need {
-            return Err(Error::Length {
-                format,
-                buffer: Buffer::Encoded,
-                got: bytes.len(),
-                expected: need,
-            }
-            .into());
-        }
-        u32_of(desc.rows, format)?;
-        u32_of(desc.cols, format)?;
-        let mut scratch = vec![0f32; desc.cols];
-        for (r, row) in bytes.chunks_exact(rb.max(1)).enumerate() {
-            codec::decode_row(format, row, &mut scratch).map_err(|e| e.at(r * rb))?;
-        }
-        let planes = layout::to_planes(&sp, &desc, bytes, rb);
+        let (sp, planes) = validated_planes(desc, bytes)?;
         self.dev.bind()?;
         Ok(HipMatrix {
             desc,
             split: sp,
             q: DeviceBuffer::with(&self.dev, &planes.q)?,
             s: DeviceBuffer::with(&self.dev, &planes.s)?,
+            g: DeviceBuffer::with(&self.dev, &planes.g)?,
             r: DeviceBuffer::with(&self.dev, &planes.r)?,
         })
     }
@@ -473,7 +563,7 @@ impl Backend for HipBackend {
             y.iter_mut().for_each(|v| *v = 0.0);
             return Ok(());
         }
-        if m.split.q8_act {
+        if m.split.act != ActFormat::F32 {
             self.check_activations(format, x, cols)?;
         }
         self.dev.bind()?;

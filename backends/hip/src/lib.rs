@@ -26,10 +26,13 @@
 //! Status: AMD code objects are compiled in CI (clang-19, gfx1100/gfx1151/gfx1201/gfx942) but
 //! have **not been run on AMD hardware**; the NVIDIA path has been run (H200).
 //!
-//! Formats: Q8_0, Q4_0, ROCmFP2, HFP4G32, MFP4G32 (FWHT-256 on the device), MFP4G32P.
+//! Formats: Q8_0, Q4_0, Q4_1, Q4_K, Q6_K, MXFP4, NVFP4, ROCmFP2, ROCmFP3, TQ2_0, PQ2_0, PTQ1_0,
+//! HFP4G32, MFP4G32 (FWHT-256 on the device), MFP4G32P; activations quantized to Q8_0, Q8_1 or
+//! Q8_K on the device (bit-exact with the core's encoders) or kept f32.
 //!
 //! Layout: `ffi.rs` (all `unsafe`: libraries, driver calls), `compile.rs` (run-time
-//! compilation, cache), `layout.rs` (device planes), `backend.rs` (the trait).
+//! compilation, cache), `layout.rs` (device planes, one table row per format), `backend.rs`
+//! (the trait), `testing.rs` (hidden: what the CPU emulation test of the kernels needs).
 
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
@@ -39,7 +42,9 @@ mod compile;
 mod error;
 mod ffi;
 mod layout;
+#[doc(hidden)]
+pub mod testing;
 
-pub use backend::{HipBackend, HipMatrix};
+pub use backend::{DeviceQuant, HipBackend, HipMatrix};
 pub use error::HipError;
 pub use ffi::Vendor;

@@ -1,0 +1,93 @@
+//! Test support (hidden from the docs): the pieces of the upload and activation preparation
+//! that the host-emulation test (`tests/vs_reference.rs`, `host_emulation_matches_reference`)
+//! needs to drive the kernels compiled for the CPU: the device planes of a matrix, the kernel
+//! the backend would launch, and activations in the device layout built from the core's
+//! prepared activations. Nothing here touches a device.
+//!
+//! What must not live here: anything the backend itself uses (it stays in backend.rs and
+//! layout.rs; this module only calls them).
+
+use lowbit_core::backend::{MatrixDesc, PreparedActivations};
+use lowbit_core::registry::FormatId;
+
+use crate::backend::{kernel_choice, validated_planes};
+use crate::layout;
+
+/// The planes of a validated matrix (q, s, g, r), as uploaded.
+pub type Planes = [Vec<u8>; 4];
+
+/// Validates `bytes` as `upload` does and returns its device planes.
+pub fn planes(desc: MatrixDesc, bytes: &[u8]) -> Result<Planes, String> {
+    let (_, p) = validated_planes(desc, bytes).map_err(|e| e.to_string())?;
+    Ok([p.q, p.s, p.g, p.r])
+}
+
+/// The kernel `matmul` launches for `n` columns: (name, column tile, rows per warp);
+/// `forced` = (rows per warp, units per step) as the tuning setters take them, (0, 0) for the
+/// defaults.
+pub fn kernel(
+    format: FormatId,
+    n: usize,
+    forced: (usize, usize),
+) -> Option<(String, usize, usize)> {
+    layout::split(format).map(|sp| kernel_choice(&sp, n, forced))
+}
+
+/// Activations in the device layout: (Q8 quants, per-unit scales, per-unit extra words,
+/// interleaved f32).
+pub type DeviceActs = (Vec<i8>, Vec<f32>, Vec<u32>, Vec<f32>);
+
+/// The activations of the columns of `x` (each `cols` long) in the device layout, from the
+/// core's [`PreparedActivations`]; `codebook_pos` maps an element of a half unit (0..16) to its
+/// stored position for the 2-bit kernels (the vendor's lb_codebook4_pos).
+pub fn activations(
+    format: FormatId,
+    x: &[f32],
+    cols: usize,
+    codebook_pos: fn(usize) -> usize,
+) -> Result<DeviceActs, String> {
+    let sp = layout::split(format).ok_or("unsupported format")?;
+    let nu = cols / 32;
+    let (mut aq, mut ad, mut ae, mut xt) =
+        (vec![0i8; x.len()], vec![], vec![], vec![0f32; x.len()]);
+    for (c, col) in x.chunks_exact(cols).enumerate() {
+        let act = PreparedActivations::new(format, col).map_err(|e| e.to_string())?;
+        let mut put = |q: &[i8], d: f32, e: u32, b: usize| {
+            for (j, &v) in q.iter().enumerate() {
+                let p = if sp.codebook_order { codebook_pos(j % 16) } else { j % 16 };
+                aq[c * cols + (j / 16) * nu * 16 + b * 16 + p] = v;
+            }
+            ad.push(d);
+            ae.push(e);
+        };
+        match &act {
+            PreparedActivations::Q8_0(blocks) => {
+                for (b, blk) in blocks.iter().enumerate() {
+                    put(&blk.qs, blk.d.to_f32(), 0, b);
+                }
+            }
+            PreparedActivations::Q8_1(blocks) => {
+                for (b, blk) in blocks.iter().enumerate() {
+                    put(&blk.qs, blk.d.to_f32(), blk.s.to_f32().to_bits(), b);
+                }
+            }
+            PreparedActivations::Q8K(blocks) => {
+                for (i, blk) in blocks.iter().enumerate() {
+                    for u in 0..8 {
+                        let sums = blk.bsums[2 * u] as u16 as u32
+                            | (blk.bsums[2 * u + 1] as u16 as u32) << 16;
+                        put(&blk.qs[32 * u..32 * u + 32], blk.d, sums, 8 * i + u);
+                    }
+                }
+            }
+            PreparedActivations::F32(v) => {
+                for (t, chunk) in v.chunks_exact(4).enumerate() {
+                    let (b, i) = (t / 8, t % 8);
+                    let o = c * cols + (i * nu + b) * 4;
+                    xt[o..o + 4].copy_from_slice(chunk);
+                }
+            }
+        }
+    }
+    Ok((aq, ad, ae, xt))
+}
