@@ -118,12 +118,11 @@ fn assert_close(what: &str, y: &[f32], yr: &[f32], terms: &[f64], k: usize, rows
         let tol = 4.0 * k as f64 * 2f64.powi(-24) * terms[i];
         let d = (f64::from(y[i]) - f64::from(yr[i])).abs();
         // Where Σ|terms| itself exceeds f32's range (random scales near 2^127), the order of
-        // the sum decides whether it overflows, so there one side may be an infinity of the
-        // other's sign.
+        // the sum decides whether and how it overflows: one side may be finite and the other
+        // an infinity, or one side NaN (inf - inf) where the other is an infinity; then only
+        // a non-finite result somewhere is required, as the CPU backend's tests accept.
         let same = y[i] == yr[i] || (y[i].is_nan() && yr[i].is_nan());
-        let overflow = terms[i] >= f64::from(f32::MAX)
-            && (y[i].is_infinite() || yr[i].is_infinite())
-            && y[i].signum() == yr[i].signum();
+        let overflow = terms[i] >= f64::from(f32::MAX) && (!y[i].is_finite() || !yr[i].is_finite());
         assert!(
             same || d <= tol || overflow,
             "{what} col {} row {}: got {} ref {} diff {d:e} > {tol:e}",
