@@ -1,7 +1,7 @@
 //! The prefill GEMM (n > 16 columns) under AVX-512 VNNI for weight formats whose sub-blocks
 //! are `scale * value (+ min)` with small integer values: Q4_0, Q5_0, Q8_0, IQ4_NL and MXFP4
-//! against Q8_0 activations (sub-block = block of 32), Q2_K, Q3_K, Q6_K (sub-blocks of 16)
-//! and Q4_K, Q5_K (sub-blocks of 32, with a min) against Q8_K activations.
+//! against Q8_0 activations (sub-block = block of 32), Q2_K, Q3_K, Q6_K, IQ2_S (sub-blocks of
+//! 16), Q4_K, Q5_K (sub-blocks of 32, with a min) and IQ3_S (32) against Q8_K activations.
 //!
 //! Why a separate path. The tile kernels (`z512`, `avx512`) decode a weight block and then, per
 //! column, reduce it against the column's activations and scale the block's integer sum: a
@@ -47,7 +47,8 @@ use std::arch::x86_64::*;
 use bytemuck::Pod;
 use half::f16;
 use lowbit_core::error::Buffer;
-use lowbit_core::format::ggml::iq::tables::KVALUES_IQ4NL;
+use lowbit_core::format::ggml::iq::tables::{IQ2S_GRID, IQ3S_GRID, KVALUES_IQ4NL};
+use lowbit_core::format::ggml::iq::{BlockIq2S, BlockIq3S};
 use lowbit_core::format::ggml::kquant::scales::{q3k_scales, scales_mins_k4};
 use lowbit_core::format::ggml::kquant::{BlockQ2K, BlockQ3K, BlockQ4K, BlockQ5K, BlockQ6K};
 use lowbit_core::format::ggml::mxfp4::KVALUES_MXFP4;
@@ -166,6 +167,8 @@ fn gemm_format(format: FormatId) -> Option<GemmFormat> {
         FormatId::Q4K => k::<BlockQ4K>(),
         FormatId::Q5K => k::<BlockQ5K>(),
         FormatId::Q6K => k::<BlockQ6K>(),
+        FormatId::Iq2S => k::<BlockIq2S>(),
+        FormatId::Iq3S => k::<BlockIq3S>(),
         _ => None,
     }
 }
@@ -213,6 +216,61 @@ unsafe fn unpack_kquant<U: UnpackK>(
             &mut scales[per * b..][..per],
             &mut mins[per * b..][..per],
         );
+    }
+}
+
+/// The 8 grid bytes of `grid` with the signs of bits `first..first + 8` of `signs` (bit set:
+/// negative), as codes `value + off`, into `out`.
+#[inline(always)]
+fn put_signed(out: &mut [u8], grid: u64, signs: u8, first: usize, off: i32) {
+    for (j, o) in out.iter_mut().enumerate() {
+        let v = i32::from((grid >> (8 * j)) as u8);
+        let neg = (signs >> (first + j)) & 1 != 0;
+        *o = (if neg { off - v } else { off + v }) as u8;
+    }
+}
+
+/// IQ2_S: grid bytes (8, 25 or 43) with signs as codes `+ 64`; 16 sub-blocks of 16 with
+/// `d * (2 ls + 1) / 8`, equal to the core's `d * (0.5 + ls) * 0.25` (both exact).
+impl UnpackK for BlockIq2S {
+    const SUB: usize = 16;
+    const OFF: i32 = 64;
+    const MIN: bool = false;
+    #[inline(always)]
+    fn unpack(&self, codes: &mut [u8], scales: &mut [f32], _: &mut [f32]) {
+        for g in 0..32 {
+            let hi = (usize::from(self.qh[g / 4]) >> (2 * (g % 4))) & 3;
+            let grid = IQ2S_GRID[usize::from(self.qs[g]) | hi << 8];
+            put_signed(&mut codes[8 * g..][..8], grid, self.qs[32 + g], 0, Self::OFF);
+        }
+        let d = f16v(self.d);
+        for (h, s) in scales.iter_mut().enumerate().take(16) {
+            let ls = (self.scales[h / 2] >> (4 * (h % 2))) & 15;
+            *s = d * f32::from(2 * ls + 1) * 0.125;
+        }
+    }
+}
+
+/// IQ3_S: grid bytes (odd, 1..=15) with signs as codes `+ 16`; 8 sub-blocks of 32 with
+/// `d * (1 + 2 ls)`.
+impl UnpackK for BlockIq3S {
+    const SUB: usize = 32;
+    const OFF: i32 = 16;
+    const MIN: bool = false;
+    #[inline(always)]
+    fn unpack(&self, codes: &mut [u8], scales: &mut [f32], _: &mut [f32]) {
+        for i in 0..64 {
+            let hi = (usize::from(self.qh[i / 8]) >> (i % 8)) & 1;
+            let grid = u64::from(IQ3S_GRID[usize::from(self.qs[i]) | hi << 8]);
+            let signs = self.signs[i / 2];
+            let out = &mut codes[4 * i..][..4];
+            put_signed(out, grid, signs, 4 * (i % 2), Self::OFF);
+        }
+        let d = f16v(self.d);
+        for (ib, s) in scales.iter_mut().enumerate().take(8) {
+            let ls = (self.scales[ib / 2] >> (4 * (ib % 2))) & 15;
+            *s = d * f32::from(1 + 2 * ls);
+        }
     }
 }
 
