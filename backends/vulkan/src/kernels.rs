@@ -41,14 +41,7 @@ pub const MAX_COLS: usize = 16;
 
 /// The matmul shader of a weight format, if the backend has one.
 pub fn matmul_shader(format: FormatId) -> Option<&'static str> {
-    Some(match format {
-        FormatId::Q8_0 => "mm_q8_0",
-        FormatId::Q4_0 => "mm_q4_0",
-        FormatId::Q4_1 => "mm_q4_1",
-        FormatId::RocmFp2 => "mm_rocmfp2",
-        FormatId::Hfp4G32 => "mm_hfp4",
-        _ => return None,
-    })
+    crate::repack::layout(format).map(|l| l.shader)
 }
 
 /// The smallest column variant that covers `n` columns (`n <= MAX_COLS`).
@@ -86,13 +79,21 @@ pub fn shapes(shader: &str, ncols: u32) -> Vec<Shape> {
 
 /// The default shape for a format and column variant: the fastest of the sweep on an NVIDIA
 /// H200 (docs/BENCHMARKS.md, `lowbit bench --backend vulkan --vk-sweep`), 16384x16384 and
-/// 14336x4096 agreeing or nearly so. Other devices may prefer others; every shape is correct.
+/// 14336x4096 agreeing or nearly so, where the kernel has that shape; otherwise the kernel's
+/// first shape of that column variant. Other devices may prefer others; every shape is correct.
 pub fn default_shape(format: FormatId, ncols: u32) -> Shape {
-    match (format, ncols) {
+    let preferred = match (format, ncols) {
         (FormatId::RocmFp2, 1 | 2) => (32, 2, 2),
         (FormatId::Hfp4G32, 1 | 2) => (32, 4, 1),
         (_, 1) => (16, 4, 1),
         (FormatId::Q4_0 | FormatId::Q4_1, 2) => (32, 4, 1),
         _ => (32, 2, 1),
+    };
+    let Some(shader) = matmul_shader(format) else { return preferred };
+    let have = shapes(shader, ncols);
+    if have.contains(&preferred) {
+        preferred
+    } else {
+        have.first().copied().unwrap_or(preferred)
     }
 }

@@ -73,6 +73,9 @@ fn check_format(
         // Both within the bound of the exact value, so within twice it of each other.
         let u = (2f64).powi(-24);
         for (i, ((&g, &r), &(_, mag))) in y.iter().zip(&yr).zip(&ex).enumerate() {
+            if mag > f64::from(f32::MAX) && !(g.is_finite() && r.is_finite()) {
+                continue; // past f32 (MXFP4's random scales): see assert_within
+            }
             let tol = 2.0 * bound_c(format) * k as f64 * u * mag;
             assert!(
                 (f64::from(g) - f64::from(r)).abs() <= tol,
@@ -86,7 +89,9 @@ fn check_format(
 fn every_kernel_matches_the_exact_product_on_odd_shapes() {
     for b in backends() {
         for format in FORMATS {
-            for (rows, k) in [(1, 32), (7, 96), (33, 224), (130, 1024), (259, 4128)] {
+            // Rows of 1, 3, 7, 32 and 129 blocks (of 32 elements, or the format's multiple).
+            for (rows, blocks) in [(1, 1), (7, 3), (33, 7), (130, 32), (259, 129)] {
+                let k = blocks * format.geometry().row_multiple.max(32);
                 check_format(&b, format, rows, k, &[1, 2, 3, 5, 8]);
             }
             check_format(&b, format, 67, 512, &[13, 16, 17, 33]);
@@ -203,7 +208,7 @@ fn every_compiled_kernel_shape_matches_the_exact_product() {
             for (ncols, n) in [(1, 1), (2, 2), (4, 3), (8, 7), (16, 13)] {
                 for shape in lowbit_vulkan::kernels::shapes(shader, ncols) {
                     ok(b.set_shape(Some(shape)), "set_shape");
-                    check_format(&b, format, 37, 320, &[n]);
+                    check_format(&b, format, 37, 5 * format.geometry().row_multiple, &[n]);
                 }
             }
             ok(b.set_shape(None), "set_shape");

@@ -1,0 +1,31 @@
+// MXFP4 weights x Q8_0 activations (ggml vec_dot_mxfp4_q8_0). Device layout (repack.rs): codes
+// = the block's 16 nibble bytes as one vec4 (Q4_0's order: word t low nibbles are elements
+// 4t..4t+3, high nibbles 16+4t..16+4t+3); w_scales = the UE8M0 bytes, four blocks a word.
+// isum = sum(kvalues_mxfp4[code] * q_a) (exact), term = (d_a * 2^(e - 128)) * isum.
+@group(0) @binding(0) var<storage, read> w_codes: array<vec4<u32>>;
+@group(0) @binding(1) var<storage, read> w_scales: array<u32>;
+@group(0) @binding(4) var<storage, read_write> y: array<f32>;
+
+const APB = 1u;
+
+struct WBlock {
+    q: vec4<u32>,
+    d: f32,
+}
+
+fn load_w(wi: u32) -> WBlock {
+    let e = (w_scales[wi >> 2u] >> ((wi & 3u) * 8u)) & 0xFFu;
+    return WBlock(w_codes[wi], e8m0_half(e));
+}
+
+alias ABlock = Q8;
+
+fn load_a(col: u32, b: u32) -> Q8 {
+    return q8_block(col, b, 0u);
+}
+
+fn block_dot(w: WBlock, a: Q8, wi: u32, col: u32, b: u32) -> f32 {
+    let m = vec4<u32>(0x0F0F0F0Fu);
+    let s = dot16(kv_bytes(w.q & m), a.lo) + dot16(kv_bytes((w.q >> vec4<u32>(4u)) & m), a.hi);
+    return (a.m.x * w.d) * f32(s);
+}
