@@ -45,6 +45,54 @@ fn device_q8_quantization_is_the_core_encoder_byte_for_byte() {
     }
 }
 
+#[test]
+fn device_q8_k_quantization_is_the_core_encoder_byte_for_byte() {
+    let Some(b) = backend(VulkanOptions::default()) else { return };
+    let mut rng = Rng(17);
+    let k = 256 * 5;
+    let n = 3;
+    let mut x = rng.values(n * k);
+    // Edge blocks: all zero, tiny (iscale overflows: q = 0, d = -0 * sign), a negative
+    // maximum, exact ties of iscale * x (x = max * (j + 0.5) / 127), a repeated largest |x|
+    // with both signs (the first one sets the sign), huge values.
+    x[256..512].iter_mut().for_each(|v| *v = 0.0);
+    x[512..768].iter_mut().for_each(|v| *v = 1e-38);
+    x[600] = -3e-37;
+    for (j, v) in x[768..1024].iter_mut().enumerate() {
+        *v = -((j % 127) as f32 + 0.5) / 127.0;
+    }
+    x[768] = -1.0;
+    x[k + 3] = -50.0;
+    x[k + 9] = 50.0;
+    x[k + 300..k + 512].iter_mut().for_each(|v| *v *= 1e30);
+    let got = ok(b.quantize_q8(FormatId::Q8K, &x, k), "quantize");
+    let rb = FormatId::Q8K.row_bytes(k).unwrap();
+    let mut want = vec![0u8; rb * n];
+    for (col, out) in x.chunks_exact(k).zip(want.chunks_exact_mut(rb)) {
+        codec::encode_row(FormatId::Q8K, col, &EncodeOptions::default(), out).unwrap();
+    }
+    for (i, (g, w)) in got.chunks_exact(292).zip(want.chunks_exact(292)).enumerate() {
+        assert_eq!(g, w, "Q8_K block {i}");
+    }
+}
+
+#[test]
+fn device_fwht256_is_the_cores_bit_for_bit() {
+    let Some(b) = backend(VulkanOptions::default()) else { return };
+    let mut rng = Rng(23);
+    let mut x = rng.values(256 * 3);
+    x[300] = 1e30;
+    x[301] = -3.5e-38;
+    let got = ok(b.fwht256(&x), "fwht256");
+    for (s, (seg, g)) in x.chunks_exact(256).zip(got.chunks_exact(256)).enumerate() {
+        let mut want: [f32; 256] = seg.try_into().unwrap();
+        lowbit_core::rotate::fwht256(&mut want);
+        for (i, (a, w)) in g.iter().zip(&want).enumerate() {
+            assert_eq!(a.to_bits(), w.to_bits(), "segment {s} element {i}: {a} vs {w}");
+        }
+    }
+}
+
 fn check_format(
     b: &lowbit_vulkan::VulkanBackend,
     format: FormatId,
