@@ -11,6 +11,9 @@ use crate::device::Buffer;
 use crate::run::Bind;
 use crate::{ensure, State, VulkanBackend, VulkanError, VulkanMatrix};
 
+/// The bytes of x (after a helper kernel ran), act_q and act_meta.
+type HelperOut = (Vec<u8>, Vec<u8>, Vec<u8>);
+
 impl VulkanBackend {
     /// GPU seconds per call of `matmul` for each matrix of `ms` (all of one shape), measured
     /// with timestamps around `reps` calls cycling through `ms` (activation quantization and
@@ -116,7 +119,7 @@ impl VulkanBackend {
         meta: usize,
         params: [u32; 8],
         groups: u32,
-    ) -> Result<(Vec<u8>, Vec<u8>, Vec<u8>), VulkanError> {
+    ) -> Result<HelperOut, VulkanError> {
         let mut st = self.lock();
         let ctx = &*self.ctx;
         let State { runner, scratch: s } = &mut *st;
