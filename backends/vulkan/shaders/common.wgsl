@@ -165,17 +165,17 @@ fn crumbs(w: u32) -> vec4<u32> {
 }
 
 // Four E2M1 codes (one per byte, 0..15) to ggml's doubled values kvalues_mxfp4 = 2 * E2M1
-// (0, 1, 2, 3, 4, 6, 8, 12, negated for codes 8..15; code 8 reads as +0) as signed bytes.
-// Magnitude m = code & 7: m < 4 gives m; m >= 4 gives m + (m & 3), plus 2 more for m = 7.
-// Negation (v ^ 0xFF) + 1 only on bytes with v >= 1, so no carry crosses a byte.
+// (0, 1, 2, 3, 4, 6, 8, 12, negated for codes 9..15) as signed bytes. Code 8 (-0) must not
+// occur: upload rewrites it to code 0 (both read as +0). Magnitude m = code & 7: m < 4 gives
+// m; m >= 4 gives m + (m & 3), plus 2 more for m = 7. Negation (v ^ 0xFF) + 1 happens only on
+// bytes with v >= 1, so no carry crosses a byte.
 fn kv_bytes(c: vec4<u32>) -> vec4<u32> {
     let ones = vec4<u32>(0x01010101u);
     let m = c & vec4<u32>(0x07070707u);
     let big = (m >> vec4<u32>(2u)) & ones;
-    let top = m & (m >> vec4<u32>(1u)) & (m >> vec4<u32>(2u)) & ones;
+    let top = m & (m >> vec4<u32>(1u)) & big;
     let v = m + ((m & vec4<u32>(0x03030303u)) & (big * 0xFFu)) + (top << vec4<u32>(1u));
-    let nz = (m | (m >> vec4<u32>(1u)) | (m >> vec4<u32>(2u))) & ones;
-    let s = (c >> vec4<u32>(3u)) & nz;
+    let s = (c >> vec4<u32>(3u)) & ones;
     return (v ^ (s * 0xFFu)) + s;
 }
 

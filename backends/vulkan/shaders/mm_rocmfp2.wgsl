@@ -1,9 +1,9 @@
-// ROCmFP2 weights x Q8_0 activations. Device layout (repack.rs): codes = two words per block,
-// one per 16-weight half, element 4j+L of the half at bits 8L+2j, so (word >> 2j) & 0x03030303
-// holds the codes of elements 4j..4j+3 as bytes; w_scales = the two UE4M3-b8 scale bytes of
-// each block as one u16, two blocks per word. Levels -4,-1,1,4 of code c are
-// (5c + (c & 1)) / 2 - 4, so per half, with S = sum(c a), L = sum((c & 1) a), A = sum(a):
-// sum(level a) = (5S + L) / 2 - 4A (exact). acc += d_a * (s0 * sum0 + s1 * sum1) (f32).
+// ROCmFP2 weights x Q8_0 activations. Device layout (repack.rs): codes = two crumb words per
+// block (common.wgsl `crumbs`), one per 16-weight half; w_scales = the two UE4M3-b8 scale bytes
+// of each block as one u16, two blocks per word. Levels -4, -1, 1, 4 of code c are
+// 3c - (c >> 1) - 4, so per half, with the bytes t = 3c - (c >> 1) (0..8, no carry between
+// bytes) and A = sum(a): sum(level a) = dot(t, a) - 4A (exact, one dp4a per four weights).
+// acc += d_a * (s0 * sum0 + s1 * sum1) (f32).
 @group(0) @binding(0) var<storage, read> w_codes: array<vec2<u32>>;
 @group(0) @binding(2) var<storage, read> act_q: array<vec4<u32>>;
 @group(0) @binding(3) var<storage, read> act_meta: array<vec4<f32>>;
@@ -11,11 +11,9 @@
 @group(0) @binding(1) var<storage, read> w_scales: array<u32>;
 
 fn half_sum(w: u32, a: vec4<u32>, asum: f32) -> i32 {
-    let v = vec4<u32>(w, w >> 2u, w >> 4u, w >> 6u) & vec4<u32>(0x03030303u);
-    let l = v & vec4<u32>(0x01010101u);
-    let s = dot16(v, a);
-    let lsum = dot16(l, a);
-    return (5 * s + lsum) / 2 - 4 * i32(asum);
+    let v = crumbs(w);
+    let t = v * 3u - ((v >> vec4<u32>(1u)) & vec4<u32>(0x01010101u));
+    return dot16(t, a) - 4 * i32(asum);
 }
 
 @compute @workgroup_size(WG)

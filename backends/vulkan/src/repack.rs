@@ -4,8 +4,8 @@
 //! [`block`] splits one canonical block into the two.
 //!
 //! * `codes`: each block's code words, block after block, row after row. Mostly the canonical
-//!   code bytes as little-endian words; re-ordered where noted in [`block`] (the kernels'
-//!   comments give each layout).
+//!   code bytes as little-endian words; re-ordered or re-coded (value for value) where noted in
+//!   [`block`] (the kernels' comments give each layout).
 //! * `scales`: each block's scale field (8, 16 or 32 bits), packed densely (blocks per word =
 //!   32 / bits); for the hipfire formats then, from word `scale_off`, one f32 row scale per row.
 //!
@@ -110,6 +110,18 @@ fn fp3_codes(qs: &[u8]) -> [u8; 32] {
     c
 }
 
+/// E2M1 code bytes (two codes each) with code 8 (-0) rewritten to code 0: both read as +0
+/// (ggml's `kvalues_mxfp4`), and the kernels' decoder (`kv_bytes`) then needs no zero test.
+fn no_negative_zero(qs: &[u8]) -> Vec<u8> {
+    qs.iter()
+        .map(|&b| {
+            let lo = if b & 15 == 8 { 0 } else { b & 15 };
+            let hi = if b >> 4 == 8 { 0 } else { b >> 4 };
+            lo | (hi << 4)
+        })
+        .collect()
+}
+
 /// Appends one canonical block's code words to `codes` and returns its scale field.
 pub fn block(format: FormatId, blk: &[u8], codes: &mut Vec<u32>) -> u32 {
     let words = |codes: &mut Vec<u32>, b: &[u8]| codes.extend(b.chunks_exact(4).map(word));
@@ -135,12 +147,16 @@ pub fn block(format: FormatId, blk: &[u8], codes: &mut Vec<u32>) -> u32 {
             codes.push(c.iter().enumerate().fold(0, |s, (i, &v)| s | (u32::from(v >> 2) << i)));
             u16_at(blk, 12)
         }
-        F::Mxfp4 | F::Hfp4G32 | F::Mfp4G32 | F::Mfp4G32P => {
+        F::Hfp4G32 | F::Mfp4G32 | F::Mfp4G32P => {
             words(codes, &blk[1..17]);
             u32::from(blk[0])
         }
+        F::Mxfp4 => {
+            words(codes, &no_negative_zero(&blk[1..17]));
+            u32::from(blk[0])
+        }
         F::Nvfp4 => {
-            words(codes, &blk[4..36]);
+            words(codes, &no_negative_zero(&blk[4..36]));
             word(blk)
         }
         F::Q4K => {
