@@ -3,8 +3,10 @@
 // iscale = -127 / max, q = min(127, nearest_int(iscale * x)) (ties to even), d = 1 / iscale.
 // One workgroup of 64 threads per 256-element block, four elements a thread. Divisions are
 // exact (div_rne); iscale overflowing to inf (|max| below about 3.7e-37) gives q = 0 and
-// d = -0 * sign(max), as the core. Known gap: |max| below 127 * 2^-126 makes d an f32
-// subnormal, which is stored as 0 here. The host has rejected non-finite inputs.
+// d = -0 * sign(max), as the core. Known gaps: |max| below 127 * 2^-126 makes d an f32
+// subnormal, which is stored as 0 here; on a device that flushes f32 subnormals, subnormal
+// inputs in a block with |max| below 2^-118 may round to a different q (the core keeps them).
+// The host has rejected non-finite inputs.
 // Params: pc.rows = blocks in all. Outputs: act_q (64 words per block), act_meta (5 vec4 per
 // block: (d, sum q, 0, 0), then the 16 bsums as f32).
 @group(0) @binding(0) var<storage, read> x: array<vec4<f32>>;
@@ -45,25 +47,24 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wgid: 
     let top = best[0];
     let amax = top.x;
     let mx = x[g * 64u + u32(top.y) / 4u][u32(top.y) % 4u];
-    var iscale = 0.0;
-    var d = 0.0;
+    // d is built as bits: its sign is the opposite of max's, also for d = -0 (a compiler may
+    // treat a literal -0.0 as +0.0).
+    var dbits = 0u;
     var q = vec4<i32>(0);
     if (amax != 0.0) {
         let neg = mx < 0.0; // iscale has the opposite sign of max
+        let sign = select(0x80000000u, 0u, neg);
         var mag = bitcast<f32>(0x7F800000u);
         if (amax >= ldexp(1.0, -126)) {
             mag = div_rne(127.0, amax);
         }
+        dbits = sign;
         if (mag < bitcast<f32>(0x7F800000u)) {
-            iscale = select(-mag, mag, neg);
             if (mag <= ldexp(1.0, 126)) {
-                let dm = div_rne(1.0, mag);
-                d = select(-dm, dm, neg);
+                dbits = sign | bitcast<u32>(div_rne(1.0, mag));
             }
-            let r = round(v * iscale);
+            let r = round(v * bitcast<f32>(sign | bitcast<u32>(mag))); // v * iscale
             q = min(vec4<i32>(r), vec4<i32>(127));
-        } else {
-            d = select(-0.0, 0.0, neg);
         }
     }
     act_q[g * 64u + lid] = (u32(q.x) & 0xFFu) | ((u32(q.y) & 0xFFu) << 8u)
@@ -80,6 +81,6 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wgid: 
         for (var i = 0u; i < 64u; i++) {
             total += quarter[i];
         }
-        act_meta[g * 5u] = vec4<f32>(d, f32(total), 0.0, 0.0);
+        act_meta[g * 5u] = vec4<f32>(bitcast<f32>(dbits), f32(total), 0.0, 0.0);
     }
 }

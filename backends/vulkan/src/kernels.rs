@@ -78,22 +78,35 @@ pub fn shapes(shader: &str, ncols: u32) -> Vec<Shape> {
 }
 
 /// The default shape for a format and column variant: the fastest of the sweep on an NVIDIA
-/// H200 (docs/BENCHMARKS.md, `lowbit bench --backend vulkan --vk-sweep`), 16384x16384 and
-/// 14336x4096 agreeing or nearly so, where the kernel has that shape; otherwise the kernel's
-/// first shape of that column variant. Other devices may prefer others; every shape is correct.
+/// H200 (docs/BENCHMARKS.md, `lowbit bench --backend vulkan --vk-sweep`, n = 1 for the 1-column
+/// variant, n = 8 for the 4-, 8- and 16-column ones), 16384x16384 and 14336x4096 agreeing or
+/// within 3%. Where the variant lacks that shape: (32, 2, 1), else its first shape. Other
+/// devices may prefer others; every shape is correct.
 pub fn default_shape(format: FormatId, ncols: u32) -> Shape {
-    let preferred = match (format, ncols) {
-        (FormatId::RocmFp2, 1 | 2) => (32, 2, 2),
-        (FormatId::Hfp4G32, 1 | 2) => (32, 4, 1),
-        (_, 1) => (16, 4, 1),
-        (FormatId::Q4_0 | FormatId::Q4_1, 2) => (32, 4, 1),
+    use FormatId as F;
+    let preferred = match (ncols, format) {
+        (1, F::RocmFp2) => (32, 4, 2),
+        (1, F::RocmFp3 | F::Mxfp4) => (32, 2, 2),
+        (1, F::Nvfp4) => (32, 2, 1),
+        (1, F::Q6K | F::Ptq1_0) => (8, 2, 1),
+        (1, F::Hfp4G32 | F::Mfp4G32 | F::Mfp4G32P) => (16, 8, 1),
+        (1, _) => (16, 4, 1),
+        // 2 columns: not in the last sweep; the first session's choices.
+        (2, F::RocmFp2) => (32, 2, 2),
+        (2, F::Hfp4G32 | F::Q4_0 | F::Q4_1) => (32, 4, 1),
+        (2, F::Q4K | F::Q6K | F::Tq2_0 | F::Pq2_0 | F::Ptq1_0) => (8, 2, 1),
+        (_, F::Q4_0) => (16, 8, 1),
+        (_, F::RocmFp3 | F::Mxfp4) => (32, 4, 1),
+        (_, F::Nvfp4) => (16, 2, 1),
+        (_, F::Q4K | F::Tq2_0 | F::Pq2_0) => (8, 4, 1),
+        (_, F::Q6K | F::Ptq1_0) => (8, 2, 1),
         _ => (32, 2, 1),
     };
     let Some(shader) = matmul_shader(format) else { return preferred };
     let have = shapes(shader, ncols);
-    if have.contains(&preferred) {
-        preferred
-    } else {
-        have.first().copied().unwrap_or(preferred)
-    }
+    [preferred, (32, 2, 1)]
+        .into_iter()
+        .find(|s| have.contains(s))
+        .or_else(|| have.first().copied())
+        .unwrap_or(preferred)
 }

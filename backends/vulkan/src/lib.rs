@@ -42,7 +42,8 @@
 //! f32 subnormals in shaders (the core's reference keeps them; hipfire's encoder writes e = 0
 //! only for blocks below 6 * 2^-127 of the row scale, in practice blocks of zeros). A Q8_K
 //! activation block whose largest magnitude is below 127 * 2^-126 has a subnormal d, which the
-//! device quantizer stores as 0.
+//! device quantizer stores as 0 (and below 2^-118, subnormal elements may quantize differently
+//! where the device flushes them).
 //!
 //! NaN and infinite activations: formats with quantized activations reject them with the core's
 //! error (index into `x`), as the CPU backend does; the HFP4 family propagates them.
@@ -307,6 +308,34 @@ impl VulkanBackend {
     pub fn pipeline_counts(&self) -> (u64, usize) {
         let st = self.lock();
         (st.runner.pipelines.created, st.runner.pipelines.len())
+    }
+
+    /// A device-side copy of an uploaded matrix (new buffers, filled by buffer copies on the
+    /// device; no host validation or repacking, since the source was validated at upload).
+    /// For benchmarks that cycle through several copies to keep the weights out of the cache.
+    pub fn duplicate(&self, m: &VulkanMatrix) -> Result<VulkanMatrix, VulkanError> {
+        if !Arc::ptr_eq(&m._ctx, &self.ctx) {
+            return Err(VulkanError::BadArgument("matrix uploaded to another device".into()));
+        }
+        let mut st = self.lock();
+        let mut segments = Vec::with_capacity(m.segments.len());
+        for seg in &m.segments {
+            let codes = Buffer::new(&self.ctx, seg.codes.size, false)?;
+            let scales = Buffer::new(&self.ctx, seg.scales.size, false)?;
+            st.runner.submit(&self.ctx, |rec| {
+                rec.copy(seg.codes.buffer, codes.buffer, seg.codes.size);
+                rec.copy(seg.scales.buffer, scales.buffer, seg.scales.size);
+                Ok(false)
+            })?;
+            segments.push(Segment {
+                codes,
+                scales,
+                first_row: seg.first_row,
+                rows: seg.rows,
+                scale_off: seg.scale_off,
+            });
+        }
+        Ok(VulkanMatrix { desc: m.desc, segments, _ctx: self.ctx.clone() })
     }
 
     /// Bytes of pipeline-cache data read from disk at start (0: none, or the cache is off).
