@@ -23,7 +23,7 @@ const MATMUL_KERNELS: [(&str, &[&str], Shapes); 14] = [
     ("mm_q8_0", &["mm_q8_0"], Shapes::Small),
     ("mm_q4_0", &["mm_q4_0"], Shapes::Small),
     ("mm_q4_1", &["mm_q4_1"], Shapes::Small),
-    ("mm_rocmfp2", &["mm_rocmfp2"], Shapes::Small),
+    ("mm_rocmfp2", &["mm_rocmfp2", "act_q8", "mm_body"], Shapes::Small),
     ("mm_hfp4", &["mm_hfp4", "factor_ue8m0"], Shapes::Small),
     ("mm_mfp4p", &["mm_hfp4", "factor_e4m3"], Shapes::Small),
     ("mm_rocmfp3", &["mm_rocmfp3", "act_q8", "mm_body"], Shapes::Small),

@@ -8,14 +8,18 @@
 
 const APB = 1u;
 
+// The block decoded once when loaded (signed kvalues bytes), then reused for every column.
 struct WBlock {
-    q: vec4<u32>,
+    lo: vec4<u32>, // elements 4t..4t+3 in word t
+    hi: vec4<u32>, // elements 16+4t..16+4t+3
     d: f32,
 }
 
 fn load_w(wi: u32) -> WBlock {
     let e = (w_scales[wi >> 2u] >> ((wi & 3u) * 8u)) & 0xFFu;
-    return WBlock(w_codes[wi], e8m0_half(e));
+    let q = w_codes[wi];
+    let m = vec4<u32>(0x0F0F0F0Fu);
+    return WBlock(kv_bytes(q & m), kv_bytes((q >> vec4<u32>(4u)) & m), e8m0_half(e));
 }
 
 alias ABlock = Q8;
@@ -25,7 +29,5 @@ fn load_a(col: u32, b: u32) -> Q8 {
 }
 
 fn block_dot(w: WBlock, a: Q8, wi: u32, col: u32, b: u32) -> f32 {
-    let m = vec4<u32>(0x0F0F0F0Fu);
-    let s = dot16(kv_bytes(w.q & m), a.lo) + dot16(kv_bytes((w.q >> vec4<u32>(4u)) & m), a.hi);
-    return (a.m.x * w.d) * f32(s);
+    return (a.m.x * w.d) * f32(dot16(w.lo, a.lo) + dot16(w.hi, a.hi));
 }

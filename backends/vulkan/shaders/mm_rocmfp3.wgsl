@@ -9,17 +9,31 @@
 
 const APB = 1u;
 
+// The block decoded once when loaded (signed level bytes of each half), then reused for every
+// column.
 struct WBlock {
-    m0: u32,
-    m1: u32,
-    sg: u32,
+    lo: vec4<u32>, // weights 0..15: component j holds weights 4j..4j+3
+    hi: vec4<u32>, // weights 16..31
     s0: f32,
     s1: f32,
 }
 
+// Signed level bytes of one half: mags = its crumb word, sg = its 16 sign bits. Levels 0, 1,
+// 2, 4 by magnitude index; negation (v ^ 0xFF) + 1 only where the level is not 0 (no carry).
+fn fp3_half(mags: u32, sg: u32) -> vec4<u32> {
+    let ones = vec4<u32>(0x01010101u);
+    let v = crumbs(mags);
+    let lv = v + (v & (v >> vec4<u32>(1u)) & ones); // 3 -> 4
+    let nib = (vec4<u32>(sg) >> vec4<u32>(0u, 4u, 8u, 12u)) & vec4<u32>(15u);
+    let nz = (v | (v >> vec4<u32>(1u))) & ones;
+    let s = ((nib * 0x00204081u) & ones) & nz; // sign bit of weight 4j+L at byte L
+    return (lv ^ (s * 0xFFu)) + s;
+}
+
 fn load_w(wi: u32) -> WBlock {
     let e = (w_scales[wi >> 1u] >> ((wi & 1u) * 16u)) & 0xFFFFu;
-    return WBlock(w_codes[3u * wi], w_codes[3u * wi + 1u], w_codes[3u * wi + 2u],
+    let sg = w_codes[3u * wi + 2u];
+    return WBlock(fp3_half(w_codes[3u * wi], sg), fp3_half(w_codes[3u * wi + 1u], sg >> 16u),
         ue4m3_b8(e & 0xFFu), ue4m3_b8(e >> 8u));
 }
 
@@ -29,19 +43,6 @@ fn load_a(col: u32, b: u32) -> Q8 {
     return q8_block(col, b, 0u);
 }
 
-// Sum of level * sign * a over one half: mags = its crumb word, sg = its 16 sign bits.
-fn fp3_half(mags: u32, sg: u32, a: vec4<u32>) -> i32 {
-    let ones = vec4<u32>(0x01010101u);
-    let v = crumbs(mags);
-    let lv = v + (v & (v >> vec4<u32>(1u)) & ones); // 3 -> 4
-    let nib = (vec4<u32>(sg) >> vec4<u32>(0u, 4u, 8u, 12u)) & vec4<u32>(15u);
-    let nz = (v | (v >> vec4<u32>(1u))) & ones;
-    let s = ((nib * 0x00204081u) & ones) & nz; // sign bit of element 4j+L at byte L
-    return dot16((lv ^ (s * 0xFFu)) + s, a);
-}
-
 fn block_dot(w: WBlock, a: Q8, wi: u32, col: u32, b: u32) -> f32 {
-    let h0 = fp3_half(w.m0, w.sg, a.lo);
-    let h1 = fp3_half(w.m1, w.sg >> 16u, a.hi);
-    return a.m.x * (w.s0 * f32(h0) + w.s1 * f32(h1));
+    return a.m.x * (w.s0 * f32(dot16(w.lo, a.lo)) + w.s1 * f32(dot16(w.hi, a.hi)));
 }
