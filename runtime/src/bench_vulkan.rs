@@ -8,10 +8,11 @@
 //! * Matmul: for each format x shape x n the weights are built once ([`bench::make_weights`]:
 //!   the reference encoder on a Gaussian tensor), uploaded once and copied on the device into
 //!   several copies when one copy is smaller than 512 MiB (so consecutive calls cannot be
-//!   served from the GPU's cache; at most 8), and timed with [`VulkanBackend::time_matmul`]: GPU time between timestamps around
-//!   `reps` calls cycling through the copies (device activation quantization and every
-//!   dispatch included; host copies of x and y excluded), `reps` sized for about 0.1 s; one
-//!   untimed warm-up of the same length, then the median of 3 timings. Before the first
+//!   served from the GPU's cache; at most 8), and timed with [`VulkanBackend::time_matmul`]:
+//!   GPU time between timestamps around `reps` calls cycling through the copies (device
+//!   activation quantization and every dispatch included; host copies of x and y excluded),
+//!   `reps` sized for about 0.1 s; one untimed warm-up of the same length, then the median of
+//!   3 timings. Before the first
 //!   timing of each matrix the GPU is kept busy with it for 1 s of wall time (it lowers its
 //!   clocks while the host builds the weights; without this the first row read 2-3x slow).
 //!   Weight GB/s = canonical weight bytes / time per call; ratio = weight GB/s / read ceiling.
