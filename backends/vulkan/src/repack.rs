@@ -9,7 +9,7 @@
 //! * `scales`: each block's scale field (8, 16 or 32 bits), packed densely (blocks per word =
 //!   32 / bits); for the hipfire formats then, from word `scale_off`, one f32 row scale per row.
 //!
-//! "Crumb words" ([`crumb_word`]) hold 16 2-bit codes with element 4j+L at bits 8L+2j, so one
+//! "Crumb words" (`crumb_word`) hold 16 2-bit codes with element 4j+L at bits 8L+2j, so one
 //! shift and mask yields four codes as four bytes (ROCmFP2, ROCmFP3 magnitudes, PQ2_0).
 //!
 //! What must not live here: validation (the caller decodes every row with the core first),
