@@ -11,6 +11,11 @@
 //   fn row_factor(row: u32) -> f32            multiplies each thread's partial of a row
 // Each thread loads BPT consecutive blocks of RPT rows into registers, then uses them for every
 // one of the NCOLS columns; partials of a row are summed by reduce_store.
+// The format file declares binding 0 (`w_codes`, of its word type); the scales, the
+// activations (act_q8.wgsl, act_q8k.wgsl) and the outputs are declared here and there.
+
+@group(0) @binding(1) var<storage, read> w_scales: array<u32>;
+@group(0) @binding(4) var<storage, read_write> y: array<f32>;
 
 @compute @workgroup_size(WG)
 fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wgid: vec3<u32>) {

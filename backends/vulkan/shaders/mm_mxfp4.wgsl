@@ -3,8 +3,6 @@
 // 4t..4t+3, high nibbles 16+4t..16+4t+3); w_scales = the UE8M0 bytes, four blocks a word.
 // isum = sum(kvalues_mxfp4[code] * q_a) (exact), term = (d_a * 2^(e - 128)) * isum.
 @group(0) @binding(0) var<storage, read> w_codes: array<vec4<u32>>;
-@group(0) @binding(1) var<storage, read> w_scales: array<u32>;
-@group(0) @binding(4) var<storage, read_write> y: array<f32>;
 
 const APB = 1u;
 

@@ -4,8 +4,6 @@
 // word per block. Per sub-block: isum = sum(kvalues_mxfp4[code] * q_a) (exact),
 // term = (d_a * ue4m3_half(d_s)) * isum, sub-blocks in order.
 @group(0) @binding(0) var<storage, read> w_codes: array<vec4<u32>>;
-@group(0) @binding(1) var<storage, read> w_scales: array<u32>;
-@group(0) @binding(4) var<storage, read_write> y: array<f32>;
 
 const APB = 2u;
 

@@ -3,8 +3,6 @@
 // w_scales = the f16 d, two blocks a word. Per activation block k: isum_k = sum(code * q) -
 // sum(q) (exact); term = d_w * sum_k(d_a_k * isum_k), as Prism's vec_dot.
 @group(0) @binding(0) var<storage, read> w_codes: array<vec4<u32>>;
-@group(0) @binding(1) var<storage, read> w_scales: array<u32>;
-@group(0) @binding(4) var<storage, read_write> y: array<f32>;
 
 const APB = 4u;
 

@@ -5,8 +5,6 @@
 // elements 80 + m + 8n, qh[h] elements 120 + h + 2n (n < 4). Per activation block k:
 // isum_k = sum(digit * q) - sum(q) (exact); term = d_w * sum_k(d_a_k * isum_k).
 @group(0) @binding(0) var<storage, read> w_codes: array<vec2<u32>>;
-@group(0) @binding(1) var<storage, read> w_scales: array<u32>;
-@group(0) @binding(4) var<storage, read_write> y: array<f32>;
 
 const APB = 4u;
 

@@ -4,8 +4,6 @@
 // isum = sum_j sc_j * sum(q * q_a) and msum = sum_j m_j * (bsum of sub-block j) (exact);
 // term = (d_a * d) * isum - (d_a * dmin) * msum.
 @group(0) @binding(0) var<storage, read> w_codes: array<vec4<u32>>;
-@group(0) @binding(1) var<storage, read> w_scales: array<u32>;
-@group(0) @binding(4) var<storage, read_write> y: array<f32>;
 
 alias WBlock = vec4<u32>;
 

@@ -5,8 +5,6 @@
 // (q - 32) * d * scale[8n + l / 16 + 2k]. isum = sum_g scale_g * (sum(q * q_a) - 32 * bsum_g)
 // (exact); term = (d_a * d) * isum.
 @group(0) @binding(0) var<storage, read> w_codes: array<vec4<u32>>;
-@group(0) @binding(1) var<storage, read> w_scales: array<u32>;
-@group(0) @binding(4) var<storage, read_write> y: array<f32>;
 
 struct WBlock {
     sc: vec4<u32>,

@@ -6,8 +6,6 @@
 // term = d_a * (s0 * sum0 + s1 * sum1) (f32). Each block is decoded to its t bytes once when
 // loaded and reused for every column.
 @group(0) @binding(0) var<storage, read> w_codes: array<vec2<u32>>;
-@group(0) @binding(1) var<storage, read> w_scales: array<u32>;
-@group(0) @binding(4) var<storage, read_write> y: array<f32>;
 
 const APB = 1u;
 

@@ -4,8 +4,6 @@
 // UE4M3-b8 scale bytes as one u16, two blocks a word. Per half: the signed level bytes dotted
 // with the activations (exact), term = d_a * (s0 * sum0 + s1 * sum1), as for ROCmFP2.
 @group(0) @binding(0) var<storage, read> w_codes: array<u32>;
-@group(0) @binding(1) var<storage, read> w_scales: array<u32>;
-@group(0) @binding(4) var<storage, read_write> y: array<f32>;
 
 const APB = 1u;
 

@@ -3,8 +3,6 @@
 // weight (code - 1) * d); w_scales = the f16 d, two blocks a word.
 // isum = sum(code * q_a) - sum(q_a) (exact); term = isum * (d_a * d).
 @group(0) @binding(0) var<storage, read> w_codes: array<vec4<u32>>;
-@group(0) @binding(1) var<storage, read> w_scales: array<u32>;
-@group(0) @binding(4) var<storage, read_write> y: array<f32>;
 
 alias WBlock = f32;
 
