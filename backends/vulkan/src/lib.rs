@@ -13,14 +13,16 @@
 //!   by rows into several segments, one buffer pair each, one dispatch each.
 //! * Formats ([`FORMATS`]): Q8_0, Q4_0, Q4_1, MXFP4, NVFP4, ROCmFP2, ROCmFP3, PQ2_0, PTQ1_0
 //!   (Q8_0 / Q8_1 activations), Q4_K, Q6_K, TQ2_0 (Q8_K activations), HFP4G32, MFP4G32,
-//!   MFP4G32P (f32 activations; the MFP4 pair's first go through hipfire's FWHT-256 on the
-//!   device, bit for bit the core's `rotate::fwht256`).
+//!   MFP4G32P (f32 activations; for the MFP4 pair they first go through hipfire's FWHT-256 on
+//!   the device, bit for bit the core's `rotate::fwht256`). Most kernels share one matmul body
+//!   (`shaders/mm_body.wgsl`) and state only their block layout and decode.
 //! * `matmul` copies the activations to the device, quantizes them there to Q8_0 / Q8_1 for
 //!   the formats whose activation format is one of those, or Q8_K (bytes identical to the
 //!   core's encoders: a test checks it), and runs one dispatch per segment and per tile of at
-//!   most 16 columns; each weight word is read and decoded once per tile and reused for every
-//!   column (Q4_K, Q6_K and TQ2_0 keep only their block headers in registers and re-read the
-//!   code words, from cache, per column).
+//!   most 16 columns. Each weight word is read once per tile; Q8_0, Q4_0, Q4_1, ROCmFP2,
+//!   ROCmFP3 and MXFP4 blocks are also decoded once and reused for every column, the others
+//!   are decoded again per column (Q4_K, Q6_K and TQ2_0 keep only their block headers in
+//!   registers and re-read the code words, from cache, per column).
 //! * Kernels use the packed int8 dot product (`OpSDot`) when the device says it is
 //!   accelerated (`LOWBIT_VK_DOT4=0|1` or [`VulkanOptions::dot4`] forces either way), and
 //!   naga's exact bit-extract polyfill otherwise.
