@@ -137,9 +137,10 @@ fn check_format(
 fn every_kernel_matches_the_exact_product_on_odd_shapes() {
     for b in backends() {
         for format in FORMATS {
-            // Rows of 1, 3, 7, 32 and 129 blocks (of 32 elements, or the format's multiple).
-            for (rows, blocks) in [(1, 1), (7, 3), (33, 7), (130, 32), (259, 129)] {
-                let k = blocks * format.geometry().row_multiple.max(32);
+            // Rows of 32, 96, 224, 1024 and 4128 elements, rounded up to the format's
+            // multiple (1, 3, 7, 32 and 129 blocks of 32; 1, 1, 1, 4 and 17 of 256).
+            for (rows, k32) in [(1, 32usize), (7, 96), (33, 224), (130, 1024), (259, 4128)] {
+                let k = k32.next_multiple_of(format.geometry().row_multiple);
                 check_format(&b, format, rows, k, &[1, 2, 3, 5, 8]);
             }
             check_format(&b, format, 67, 512, &[13, 16, 17, 33]);
