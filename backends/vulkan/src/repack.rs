@@ -110,16 +110,16 @@ fn fp3_codes(qs: &[u8]) -> [u8; 32] {
     c
 }
 
-/// E2M1 code bytes (two codes each) with code 8 (-0) rewritten to code 0: both read as +0
-/// (ggml's `kvalues_mxfp4`), and the kernels' decoder (`kv_bytes`) then needs no zero test.
-fn no_negative_zero(qs: &[u8]) -> Vec<u8> {
-    qs.iter()
-        .map(|&b| {
-            let lo = if b & 15 == 8 { 0 } else { b & 15 };
-            let hi = if b >> 4 == 8 { 0 } else { b >> 4 };
-            lo | (hi << 4)
-        })
-        .collect()
+/// E2M1 code bytes (two codes each) as words, with code 8 (-0) rewritten to code 0: both read
+/// as +0 (ggml's `kvalues_mxfp4`), and the kernels' decoder (`kv_bytes`) then needs no zero
+/// test.
+fn e2m1_words(codes: &mut Vec<u32>, qs: &[u8]) {
+    let fix = |c: u8| if c == 8 { 0 } else { c };
+    codes.extend(
+        qs.chunks_exact(4).map(|w| {
+            u32::from_le_bytes([0, 1, 2, 3].map(|i| fix(w[i] & 15) | (fix(w[i] >> 4) << 4)))
+        }),
+    );
 }
 
 /// Appends one canonical block's code words to `codes` and returns its scale field.
@@ -152,11 +152,11 @@ pub fn block(format: FormatId, blk: &[u8], codes: &mut Vec<u32>) -> u32 {
             u32::from(blk[0])
         }
         F::Mxfp4 => {
-            words(codes, &no_negative_zero(&blk[1..17]));
+            e2m1_words(codes, &blk[1..17]);
             u32::from(blk[0])
         }
         F::Nvfp4 => {
-            words(codes, &no_negative_zero(&blk[4..36]));
+            e2m1_words(codes, &blk[4..36]);
             word(blk)
         }
         F::Q4K => {
@@ -248,5 +248,21 @@ mod tests {
         let mut qs = [0u8; 12];
         qs[3..6].copy_from_slice(&[b0, b1, b2]);
         assert_eq!(&fp3_codes(&qs)[8..16], &c);
+    }
+
+    #[test]
+    fn e2m1_minus_zero_becomes_plus_zero_and_nothing_else_changes() {
+        let qs: Vec<u8> = (0..=255u8).collect();
+        let mut words = Vec::new();
+        for chunk in qs.chunks_exact(16) {
+            e2m1_words(&mut words, chunk);
+        }
+        let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
+        for (b, (&q, &d)) in qs.iter().zip(&bytes).enumerate() {
+            for sh in [0, 4] {
+                let (c, got) = ((q >> sh) & 15, (d >> sh) & 15);
+                assert_eq!(got, if c == 8 { 0 } else { c }, "byte {b} nibble {sh}");
+            }
+        }
     }
 }
