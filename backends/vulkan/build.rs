@@ -1,11 +1,12 @@
 //! Compiles the WGSL kernels in `shaders/` to SPIR-V with naga (no external shader compiler) and
 //! writes `$OUT_DIR/kernels.rs`: one [`Kernel`](src/kernels.rs) entry per (shader, variant).
 //!
-//! * Every shader is `shaders/<name>.wgsl` followed by `shaders/common.wgsl` (WGSL allows use
-//!   before declaration at module scope, so the shader's own line numbers stay true). A parse or
-//!   validation error fails the build with the file and line it points at.
+//! * A kernel is its WGSL files (the tables below) followed by `shaders/common.wgsl`,
+//!   concatenated (WGSL allows use before declaration at module scope). A parse or validation
+//!   error fails the build with the file and line it points at.
 //! * WGSL `override`s (workgroup size `WG`, threads per row `TPR`, rows per thread `RPT`,
-//!   blocks per thread and step `BPT`, columns per dispatch `NCOLS`) are resolved here, once per variant of the table below:
+//!   blocks per thread and step `BPT`, columns per dispatch `NCOLS`) are resolved here, once
+//!   per variant of the tables below:
 //!   naga 27's SPIR-V writer rejects unresolved overrides (`back::spv::Error::Override`), so the
 //!   specialisation happens at build time over a bounded, fixed set instead of through Vulkan
 //!   specialisation constants. The set never depends on a call's shape (the column count of a
@@ -16,27 +17,82 @@
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-/// Matmul shader file stems.
-const MATMUL_SHADERS: [&str; 5] = ["mm_q8_0", "mm_q4_0", "mm_q4_1", "mm_rocmfp2", "mm_hfp4"];
+/// Matmul kernels: (kernel name, WGSL files in order, shape set). common.wgsl is appended to
+/// every kernel. Kernels on `mm_body` define a format's block access and dot product only.
+const MATMUL_KERNELS: [(&str, &[&str], Shapes); 14] = [
+    ("mm_q8_0", &["mm_q8_0"], Shapes::Small),
+    ("mm_q4_0", &["mm_q4_0"], Shapes::Small),
+    ("mm_q4_1", &["mm_q4_1"], Shapes::Small),
+    ("mm_rocmfp2", &["mm_rocmfp2", "act_q8", "mm_body"], Shapes::Small),
+    ("mm_hfp4", &["mm_hfp4", "factor_ue8m0"], Shapes::Small),
+    ("mm_mfp4p", &["mm_hfp4", "factor_e4m3"], Shapes::Small),
+    ("mm_rocmfp3", &["mm_rocmfp3", "act_q8", "mm_body"], Shapes::Small),
+    ("mm_mxfp4", &["mm_mxfp4", "act_q8", "mm_body"], Shapes::Small),
+    ("mm_nvfp4", &["mm_nvfp4", "act_q8", "mm_body"], Shapes::Mid),
+    ("mm_pq2_0", &["mm_pq2_0", "act_q8", "mm_body"], Shapes::Large),
+    ("mm_ptq1_0", &["mm_ptq1_0", "act_q8", "mm_body"], Shapes::Large),
+    ("mm_q4_k", &["mm_q4_k", "act_q8k", "mm_body"], Shapes::Large),
+    ("mm_q6_k", &["mm_q6_k", "act_q8k", "mm_body"], Shapes::Large),
+    ("mm_tq2_0", &["mm_tq2_0", "act_q8k", "mm_body"], Shapes::Large),
+];
+
+/// Helper kernels: (name, files, workgroup size).
+const HELPERS: [(&str, &[&str], u32); 4] = [
+    ("read_bw", &["read_bw"], 256),
+    ("quant_q8_0", &["quant_q8_0"], 64),
+    ("quant_q8_k", &["quant_q8_k"], 64),
+    ("fwht256", &["fwht256"], 256),
+];
 
 /// Column-count variants of every matmul shader.
 const NCOLS: [u32; 5] = [1, 2, 4, 8, 16];
 
+/// Which kernel shapes a matmul kernel is compiled for (by the size of its blocks).
+#[derive(Clone, Copy, PartialEq)]
+enum Shapes {
+    /// 32-element blocks: the full sweep.
+    Small,
+    /// 64-element blocks.
+    Mid,
+    /// 128- and 256-element blocks: fewer threads per row (rows are few blocks long).
+    Large,
+}
+
 /// (threads per row, rows per thread, blocks per thread and step) of every matmul variant, for
 /// each column count (workgroups of 256; `RPT * NCOLS <= 64` accumulators, `BPT * RPT <= 8`
 /// blocks in registers).
-fn matmul_shapes(ncols: u32) -> &'static [(u32, u32, u32)] {
-    match ncols {
-        1 => &[(32, 2, 1), (32, 4, 1), (32, 2, 2), (32, 4, 2), (32, 2, 4), (16, 4, 1)],
-        2 => &[(32, 2, 1), (32, 4, 1), (32, 2, 2), (32, 4, 2)],
-        4 => &[(32, 2, 1), (32, 4, 1), (32, 2, 2)],
-        8 => &[(32, 1, 1), (32, 2, 1), (32, 4, 1), (32, 2, 2)],
-        _ => &[(32, 1, 1), (32, 2, 1), (32, 4, 1)],
+fn matmul_shapes(set: Shapes, ncols: u32) -> &'static [(u32, u32, u32)] {
+    match (set, ncols) {
+        (Shapes::Small, 1) => &[
+            (32, 2, 1),
+            (32, 4, 1),
+            (32, 2, 2),
+            (32, 4, 2),
+            (32, 2, 4),
+            (16, 4, 1),
+            (16, 8, 1),
+            (8, 8, 1),
+        ],
+        (Shapes::Small, 2) => &[(32, 2, 1), (32, 4, 1), (32, 2, 2), (32, 4, 2), (16, 8, 1)],
+        (Shapes::Small, 4) => &[(32, 2, 1), (32, 4, 1), (32, 2, 2), (32, 8, 1), (16, 8, 1)],
+        (Shapes::Small, 8) => {
+            &[(32, 1, 1), (32, 2, 1), (32, 4, 1), (32, 2, 2), (32, 8, 1), (16, 8, 1)]
+        }
+        (Shapes::Small, _) => &[(32, 1, 1), (32, 2, 1), (32, 4, 1), (16, 4, 1)],
+        (Shapes::Mid, 1) => &[(32, 2, 1), (16, 4, 1), (16, 2, 2), (16, 8, 1)],
+        (Shapes::Mid, 2 | 4) => &[(32, 2, 1), (16, 4, 1), (16, 8, 1)],
+        (Shapes::Mid, 8) => &[(32, 1, 1), (16, 2, 1), (16, 4, 1), (16, 8, 1)],
+        (Shapes::Mid, _) => &[(32, 1, 1), (16, 2, 1), (16, 4, 1)],
+        (Shapes::Large, 1) => &[(16, 2, 1), (8, 4, 1), (8, 2, 1), (16, 4, 1), (8, 8, 1)],
+        (Shapes::Large, 2 | 4) => &[(16, 2, 1), (8, 4, 1), (8, 2, 1), (8, 8, 1)],
+        (Shapes::Large, 8) => &[(16, 1, 1), (8, 2, 1), (8, 1, 1), (8, 4, 1), (8, 8, 1)],
+        (Shapes::Large, _) => &[(16, 1, 1), (8, 2, 1), (8, 1, 1), (8, 4, 1)],
     }
 }
 
 struct Variant {
     shader: &'static str,
+    files: &'static [&'static str],
     wg: u32,
     tpr: u32,
     rpt: u32,
@@ -45,14 +101,14 @@ struct Variant {
 }
 
 fn variants() -> Vec<Variant> {
-    let mut out = vec![
-        Variant { shader: "read_bw", wg: 256, tpr: 1, rpt: 1, bpt: 1, ncols: 1 },
-        Variant { shader: "quant_q8_0", wg: 64, tpr: 1, rpt: 1, bpt: 1, ncols: 1 },
-    ];
-    for shader in MATMUL_SHADERS {
+    let mut out = Vec::new();
+    for (shader, files, wg) in HELPERS {
+        out.push(Variant { shader, files, wg, tpr: 1, rpt: 1, bpt: 1, ncols: 1 });
+    }
+    for (shader, files, set) in MATMUL_KERNELS {
         for ncols in NCOLS {
-            for &(tpr, rpt, bpt) in matmul_shapes(ncols) {
-                out.push(Variant { shader, wg: 256, tpr, rpt, bpt, ncols });
+            for &(tpr, rpt, bpt) in matmul_shapes(set, ncols) {
+                out.push(Variant { shader, files, wg: 256, tpr, rpt, bpt, ncols });
             }
         }
     }
@@ -63,28 +119,44 @@ fn line_of(source: &str, offset: usize) -> usize {
     source[..offset.min(source.len())].matches('\n').count() + 1
 }
 
-/// "file:line" of a byte offset into `shader ++ common`.
-fn place(dir: &Path, stem: &str, shader_len: usize, full: &str, offset: usize) -> String {
-    if offset < shader_len {
-        format!("{}:{}", dir.join(format!("{stem}.wgsl")).display(), line_of(full, offset))
-    } else {
-        let common = &full[shader_len..];
-        format!("{}:{}", dir.join("common.wgsl").display(), line_of(common, offset - shader_len))
+/// "file:line" of a byte offset into the concatenation of `parts` (name, length incl. the
+/// joining newline).
+fn place(dir: &Path, parts: &[(&str, usize)], full: &str, offset: usize) -> String {
+    let mut start = 0;
+    for &(name, len) in parts {
+        if offset < start + len {
+            let text = &full[start..start + len];
+            return format!(
+                "{}:{}",
+                dir.join(format!("{name}.wgsl")).display(),
+                line_of(text, offset - start)
+            );
+        }
+        start += len;
     }
+    format!("{}: end of input", dir.display())
 }
 
-fn compile(dir: &Path, v: &Variant, common: &str, dot4: bool) -> Result<Vec<u32>, String> {
-    let path = dir.join(format!("{}.wgsl", v.shader));
-    let own = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let shader_len = own.len() + 1;
-    let full = format!("{own}\n{common}");
+fn compile(dir: &Path, v: &Variant, dot4: bool) -> Result<Vec<u32>, String> {
+    let mut full = String::new();
+    let mut parts = Vec::new();
+    for name in v.files.iter().copied().chain(["common"]) {
+        let path = dir.join(format!("{name}.wgsl"));
+        let text =
+            std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+        full.push_str(&text);
+        full.push('\n');
+        parts.push((name, text.len() + 1));
+    }
+    let label = v.files.iter().map(|f| format!("{f}.wgsl")).collect::<Vec<_>>().join(" + ");
+    let path = dir.join(format!("{}.wgsl", v.files[0]));
     let module = naga::front::wgsl::parse_str(&full).map_err(|e| {
         let at = e.location(&full).map(|l| l.offset as usize).unwrap_or(0);
         format!(
             "{}: WGSL parse error: {}\n{}",
-            place(dir, v.shader, shader_len, &full, at),
+            place(dir, &parts, &full, at),
             e.message(),
-            e.emit_to_string_with_path(&full, format!("{} + common.wgsl", path.display()))
+            e.emit_to_string_with_path(&full, format!("{label} + common.wgsl"))
         )
     })?;
     let caps = naga::valid::Capabilities::PUSH_CONSTANT;
@@ -94,9 +166,9 @@ fn compile(dir: &Path, v: &Variant, common: &str, dot4: bool) -> Result<Vec<u32>
             let at = e.spans().next().map(|(s, _)| s.to_range().unwrap_or(0..0).start);
             format!(
                 "{}: WGSL validation error: {}\n{}",
-                place(dir, v.shader, shader_len, &full, at.unwrap_or(0)),
+                place(dir, &parts, &full, at.unwrap_or(0)),
                 e.as_inner(),
-                e.emit_to_string_with_path(&full, &format!("{} + common.wgsl", path.display()))
+                e.emit_to_string_with_path(&full, &format!("{label} + common.wgsl"))
             )
         })?;
     let mut constants = naga::back::PipelineConstants::default();
@@ -143,14 +215,12 @@ fn main() {
         .join("shaders");
     let out = PathBuf::from(std::env::var("OUT_DIR").expect("cargo sets this"));
     println!("cargo::rerun-if-changed=shaders");
-    let common = std::fs::read_to_string(dir.join("common.wgsl"))
-        .unwrap_or_else(|e| panic!("{}: {e}", dir.join("common.wgsl").display()));
     let mut table = String::from("/// Every compiled kernel variant (generated by build.rs).\n");
     table.push_str("pub static KERNELS: &[Kernel] = &[\n");
     let mut failures = Vec::new();
     for (i, v) in variants().iter().enumerate() {
         for dot4 in [true, false] {
-            match compile(&dir, v, &common, dot4) {
+            match compile(&dir, v, dot4) {
                 Ok(words) => {
                     let file = out.join(format!("k{i}_{}.spv", u8::from(dot4)));
                     let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();

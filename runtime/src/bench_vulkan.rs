@@ -6,12 +6,13 @@
 //!   command) over a device buffer of up to 1 GiB (64 MiB with `--quick`, capped by the device's
 //!   single-buffer limit), best over several grid sizes, each timed over `reps` passes.
 //! * Matmul: for each format x shape x n the weights are built once ([`bench::make_weights`]:
-//!   the reference encoder on a Gaussian tensor), uploaded as several copies when one copy is
-//!   smaller than 512 MiB (so consecutive calls cannot be served from the GPU's cache; at most
-//!   8), and timed with [`VulkanBackend::time_matmul`]: GPU time between timestamps around
-//!   `reps` calls cycling through the copies (device activation quantization and every
-//!   dispatch included; host copies of x and y excluded), `reps` sized for about 0.1 s; one
-//!   untimed warm-up of the same length, then the median of 3 timings. Before the first
+//!   the reference encoder on a Gaussian tensor), uploaded once and copied on the device into
+//!   several copies when one copy is smaller than 512 MiB (so consecutive calls cannot be
+//!   served from the GPU's cache; at most 8), and timed with [`VulkanBackend::time_matmul`]:
+//!   GPU time between timestamps around `reps` calls cycling through the copies (device
+//!   activation quantization and every dispatch included; host copies of x and y excluded),
+//!   `reps` sized for about 0.1 s; one untimed warm-up of the same length, then the median of
+//!   3 timings. Before the first
 //!   timing of each matrix the GPU is kept busy with it for 1 s of wall time (it lowers its
 //!   clocks while the host builds the weights; without this the first row read 2-3x slow).
 //!   Weight GB/s = canonical weight bytes / time per call; ratio = weight GB/s / read ceiling.
@@ -149,10 +150,15 @@ pub fn run(
             let copies =
                 if cfg.quick { 1 } else { ((512usize << 20).div_ceil(w.len().max(1))).clamp(1, 8) };
             let desc = MatrixDesc { format, rows, cols: k };
-            let ms = (0..copies)
-                .map(|_| vk.upload(desc, &w))
-                .collect::<Result<Vec<_>, _>>()
-                .map_err(|e| format!("{format} {rows}x{k}: upload: {e}"))?;
+            let first =
+                vk.upload(desc, &w).map_err(|e| format!("{format} {rows}x{k}: upload: {e}"))?;
+            let mut ms = vec![];
+            for _ in 1..copies {
+                ms.push(
+                    vk.duplicate(&first).map_err(|e| format!("{format} {rows}x{k}: copy: {e}"))?,
+                );
+            }
+            ms.push(first);
             drop(w);
             let refs: Vec<_> = ms.iter().collect();
             let wbytes = desc.canonical_bytes().map_err(|e| e.to_string())?;

@@ -62,8 +62,8 @@ fn ue4m3_b8(b: u32) -> f32 {
     return select(f32(m) * 0.0009765625, normal, e != 0u); // subnormal: m * 2^-10
 }
 
-// a / b correctly rounded (nearest, ties to even) for positive normal a, b with a normal
-// quotient: a restoring division of the 24-bit significands. GPU division is not correctly
+// a / b correctly rounded (nearest, ties to even) for positive normal a, b with a quotient
+// that is normal or overflows (+inf): a restoring division of the 24-bit significands. GPU division is not correctly
 // rounded (Vulkan allows 2.5 ulp), and the activation bytes must equal the core encoder's.
 fn div_rne(a: f32, b: f32) -> f32 {
     let ua = bitcast<u32>(a);
@@ -92,6 +92,9 @@ fn div_rne(a: f32, b: f32) -> f32 {
     if (q == 0x1000000u) {
         q = q >> 1u;
         e = e + 1;
+    }
+    if (e > 254) {
+        return bitcast<f32>(0x7F800000u); // overflow: +inf, as IEEE division rounds it
     }
     return bitcast<f32>((u32(e) << 23u) | (q & 0x7FFFFFu));
 }
@@ -153,4 +156,30 @@ fn reduce_store(lid: u32, wgl: u32, acc: ptr<function, array<f32, 64>>) {
         }
         workgroupBarrier();
     }
+}
+
+// The 2-bit fields of a device "crumb word" (16 elements, element 4j+L at bits 8L+2j; see
+// repack.rs): component j holds elements 4j..4j+3 as four bytes 0..3.
+fn crumbs(w: u32) -> vec4<u32> {
+    return vec4<u32>(w, w >> 2u, w >> 4u, w >> 6u) & vec4<u32>(0x03030303u);
+}
+
+// Four E2M1 codes (one per byte, 0..15) to ggml's doubled values kvalues_mxfp4 = 2 * E2M1
+// (0, 1, 2, 3, 4, 6, 8, 12, negated for codes 9..15) as signed bytes. Code 8 (-0) must not
+// occur: upload rewrites it to code 0 (both read as +0). Magnitude m = code & 7: m < 4 gives
+// m; m >= 4 gives m + (m & 3), plus 2 more for m = 7. Negation (v ^ 0xFF) + 1 happens only on
+// bytes with v >= 1, so no carry crosses a byte.
+fn kv_bytes(c: vec4<u32>) -> vec4<u32> {
+    let ones = vec4<u32>(0x01010101u);
+    let m = c & vec4<u32>(0x07070707u);
+    let big = (m >> vec4<u32>(2u)) & ones;
+    let top = m & (m >> vec4<u32>(1u)) & big;
+    let v = m + ((m & vec4<u32>(0x03030303u)) & (big * 0xFFu)) + (top << vec4<u32>(1u));
+    let s = (c >> vec4<u32>(3u)) & ones;
+    return (v ^ (s * 0xFFu)) + s;
+}
+
+// UE8M0 halved (ggml_e8m0_to_fp32_half): 2^(e - 128), exact (e = 0, 1: f32 subnormals).
+fn e8m0_half(e: u32) -> f32 {
+    return select(bitcast<f32>((e - 1u) << 23u), bitcast<f32>(0x00400000u >> (1u - e)), e < 2u);
 }

@@ -1,7 +1,8 @@
-// HFP4G32 weights x f32 activations. Device layout (repack.rs): codes = the block's 16 nibble
+// HFP4G32 / MFP4G32 / MFP4G32P weights x f32 activations (MFP4: rotated by fwht256.wgsl
+// first); build.rs appends factor_ue8m0.wgsl or factor_e4m3.wgsl (`block_factor`). Device layout (repack.rs): codes = the block's 16 nibble
 // bytes as one vec4 (byte k: element 2k in the low nibble, 2k+1 in the high one); w_scales =
 // the blocks' UE8M0 bytes, four per word, then (from word pc.scale_off) one f32 row scale per
-// row. Per block: s = sum(E2M1[code] * x), acc += s * 2^(e - 127); y = acc * row_scale.
+// row. Per block: s = sum(E2M1[code] * x), acc += s * block_factor(e); y = acc * row_scale.
 // E2M1 pairs come from a 256-entry table (byte -> two values) built in workgroup memory.
 @group(0) @binding(0) var<storage, read> w_codes: array<vec4<u32>>;
 @group(0) @binding(2) var<storage, read> act_f: array<vec4<f32>>;
@@ -44,8 +45,7 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wgid: 
                 let wi = min(row0 + r, pc.rows - 1u) * pc.nb + b;
                 w[j * RPT + r] = w_codes[wi];
                 let e = (w_scales[wi >> 2u] >> ((wi & 3u) * 8u)) & 0xFFu;
-                f[j * RPT + r] =
-                    select(bitcast<f32>(e << 23u), bitcast<f32>(0x00400000u), e == 0u);
+                f[j * RPT + r] = block_factor(e);
             }
         }
         for (var j = 0u; j < BPT; j++) {

@@ -1,62 +1,40 @@
-// ROCmFP2 weights x Q8_0 activations. Device layout (repack.rs): codes = two words per block,
-// one per 16-weight half, element 4j+L of the half at bits 8L+2j, so (word >> 2j) & 0x03030303
-// holds the codes of elements 4j..4j+3 as bytes; w_scales = the two UE4M3-b8 scale bytes of
-// each block as one u16, two blocks per word. Levels -4,-1,1,4 of code c are
-// (5c + (c & 1)) / 2 - 4, so per half, with S = sum(c a), L = sum((c & 1) a), A = sum(a):
-// sum(level a) = (5S + L) / 2 - 4A (exact). acc += d_a * (s0 * sum0 + s1 * sum1) (f32).
+// ROCmFP2 weights x Q8_0 activations. Device layout (repack.rs): codes = two crumb words per
+// block (common.wgsl `crumbs`), one per 16-weight half; w_scales = the two UE4M3-b8 scale bytes
+// of each block as one u16, two blocks per word. Levels -4, -1, 1, 4 of code c are
+// 3c - (c >> 1) - 4, so per half, with the bytes t = 3c - (c >> 1) (0..8, no carry between
+// bytes) and A = sum(a): sum(level a) = dot(t, a) - 4A (exact, one dp4a per four weights).
+// term = d_a * (s0 * sum0 + s1 * sum1) (f32). Each block is decoded to its t bytes once when
+// loaded and reused for every column.
 @group(0) @binding(0) var<storage, read> w_codes: array<vec2<u32>>;
-@group(0) @binding(2) var<storage, read> act_q: array<vec4<u32>>;
-@group(0) @binding(3) var<storage, read> act_meta: array<vec4<f32>>;
-@group(0) @binding(4) var<storage, read_write> y: array<f32>;
-@group(0) @binding(1) var<storage, read> w_scales: array<u32>;
 
-fn half_sum(w: u32, a: vec4<u32>, asum: f32) -> i32 {
-    let v = vec4<u32>(w, w >> 2u, w >> 4u, w >> 6u) & vec4<u32>(0x03030303u);
-    let l = v & vec4<u32>(0x01010101u);
-    let s = dot16(v, a);
-    let lsum = dot16(l, a);
-    return (5 * s + lsum) / 2 - 4 * i32(asum);
+const APB = 1u;
+
+struct WBlock {
+    lo: vec4<u32>, // t bytes of weights 0..15 (component j: weights 4j..4j+3)
+    hi: vec4<u32>, // weights 16..31
+    s0: f32,
+    s1: f32,
 }
 
-@compute @workgroup_size(WG)
-fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wgid: vec3<u32>) {
-    let wgl = wg_linear(wgid);
-    let row0 = (wgl * (WG / TPR) + lid / TPR) * RPT;
-    var acc: array<f32, 64>;
-    for (var b0 = (lid % TPR) * BPT; b0 < pc.nb; b0 += TPR * BPT) {
-        var w: array<vec2<u32>, 8>;
-        var e: array<u32, 8>;
-        for (var j = 0u; j < BPT; j++) {
-            let b = min(b0 + j, pc.nb - 1u);
-            for (var r = 0u; r < RPT; r++) {
-                let wi = min(row0 + r, pc.rows - 1u) * pc.nb + b;
-                w[j * RPT + r] = w_codes[wi];
-                e[j * RPT + r] = (w_scales[wi >> 1u] >> ((wi & 1u) * 16u)) & 0xFFFFu;
-            }
-        }
-        for (var j = 0u; j < BPT; j++) {
-            let b = b0 + j;
-            let valid = b < pc.nb;
-            var s0: array<f32, 8>;
-            var s1: array<f32, 8>;
-            for (var r = 0u; r < RPT; r++) {
-                s0[r] = ue4m3_b8(e[j * RPT + r] & 0xFFu);
-                s1[r] = ue4m3_b8(e[j * RPT + r] >> 8u);
-            }
-            for (var c = 0u; c < NCOLS; c++) {
-                let ab = (pc.act_col + min(c, pc.n - 1u)) * pc.nb + min(b, pc.nb - 1u);
-                let a0 = act_q[2u * ab];
-                let a1 = act_q[2u * ab + 1u];
-                let am = act_meta[ab];
-                for (var r = 0u; r < RPT; r++) {
-                    let q = w[j * RPT + r];
-                    let h0 = half_sum(q.x, a0, am.z);
-                    let h1 = half_sum(q.y, a1, am.y - am.z);
-                    let v = am.x * (s0[r] * f32(h0) + s1[r] * f32(h1));
-                    acc[r * NCOLS + c] += select(0.0, v, valid);
-                }
-            }
-        }
-    }
-    reduce_store(lid, wgl, &acc);
+fn fp2_t(w: u32) -> vec4<u32> {
+    let v = crumbs(w);
+    return v * 3u - ((v >> vec4<u32>(1u)) & vec4<u32>(0x01010101u));
+}
+
+fn load_w(wi: u32) -> WBlock {
+    let q = w_codes[wi];
+    let e = (w_scales[wi >> 1u] >> ((wi & 1u) * 16u)) & 0xFFFFu;
+    return WBlock(fp2_t(q.x), fp2_t(q.y), ue4m3_b8(e & 0xFFu), ue4m3_b8(e >> 8u));
+}
+
+alias ABlock = Q8;
+
+fn load_a(col: u32, b: u32) -> Q8 {
+    return q8_block(col, b, 0u);
+}
+
+fn block_dot(w: WBlock, a: Q8, wi: u32, col: u32, b: u32) -> f32 {
+    let h0 = dot16(w.lo, a.lo) - 4 * i32(a.m.z);
+    let h1 = dot16(w.hi, a.hi) - 4 * i32(a.m.y - a.m.z);
+    return a.m.x * (w.s0 * f32(h0) + w.s1 * f32(h1));
 }

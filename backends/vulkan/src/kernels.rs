@@ -41,14 +41,7 @@ pub const MAX_COLS: usize = 16;
 
 /// The matmul shader of a weight format, if the backend has one.
 pub fn matmul_shader(format: FormatId) -> Option<&'static str> {
-    Some(match format {
-        FormatId::Q8_0 => "mm_q8_0",
-        FormatId::Q4_0 => "mm_q4_0",
-        FormatId::Q4_1 => "mm_q4_1",
-        FormatId::RocmFp2 => "mm_rocmfp2",
-        FormatId::Hfp4G32 => "mm_hfp4",
-        _ => return None,
-    })
+    crate::repack::layout(format).map(|l| l.shader)
 }
 
 /// The smallest column variant that covers `n` columns (`n <= MAX_COLS`).
@@ -85,14 +78,37 @@ pub fn shapes(shader: &str, ncols: u32) -> Vec<Shape> {
 }
 
 /// The default shape for a format and column variant: the fastest of the sweep on an NVIDIA
-/// H200 (docs/BENCHMARKS.md, `lowbit bench --backend vulkan --vk-sweep`), 16384x16384 and
-/// 14336x4096 agreeing or nearly so. Other devices may prefer others; every shape is correct.
+/// H200 (docs/BENCHMARKS.md, `lowbit bench --backend vulkan --vk-sweep`, n = 1 for the 1-column
+/// variant, n = 8 for the 4-, 8- and 16-column ones): the lowest time summed relative to each
+/// shape's best over 16384x16384 and 14336x4096 (within 3% of both bests, except ROCmFP3 at
+/// n = 8, 14% off at 14336x4096). The 2-column variant was not swept for the formats added in
+/// session 5 (a guess). Where the variant lacks the shape: (32, 2, 1), else its first shape.
+/// Other devices may prefer others; every shape is correct.
 pub fn default_shape(format: FormatId, ncols: u32) -> Shape {
-    match (format, ncols) {
-        (FormatId::RocmFp2, 1 | 2) => (32, 2, 2),
-        (FormatId::Hfp4G32, 1 | 2) => (32, 4, 1),
-        (_, 1) => (16, 4, 1),
-        (FormatId::Q4_0 | FormatId::Q4_1, 2) => (32, 4, 1),
+    use FormatId as F;
+    let preferred = match (ncols, format) {
+        (1, F::RocmFp2) => (32, 4, 2),
+        (1, F::RocmFp3 | F::Mxfp4) => (32, 2, 2),
+        (1, F::Nvfp4) => (32, 2, 1),
+        (1, F::Q6K | F::Ptq1_0) => (8, 2, 1),
+        (1, F::Hfp4G32 | F::Mfp4G32 | F::Mfp4G32P) => (16, 8, 1),
+        (1, _) => (16, 4, 1),
+        // 2 columns: not in the last sweep; the first session's choices.
+        (2, F::RocmFp2) => (32, 2, 2),
+        (2, F::Hfp4G32 | F::Q4_0 | F::Q4_1) => (32, 4, 1),
+        (2, F::Q4K | F::Q6K | F::Tq2_0 | F::Pq2_0 | F::Ptq1_0) => (8, 2, 1),
+        (_, F::Q4_0) => (16, 8, 1),
+        (_, F::RocmFp2 | F::RocmFp3) => (32, 8, 1),
+        (_, F::Nvfp4) => (16, 2, 1),
+        (_, F::Q4K | F::Tq2_0 | F::Pq2_0) => (8, 4, 1),
+        (_, F::Q6K | F::Ptq1_0) => (8, 2, 1),
         _ => (32, 2, 1),
-    }
+    };
+    let Some(shader) = matmul_shader(format) else { return preferred };
+    let have = shapes(shader, ncols);
+    [preferred, (32, 2, 1)]
+        .into_iter()
+        .find(|s| have.contains(s))
+        .or_else(|| have.first().copied())
+        .unwrap_or(preferred)
 }

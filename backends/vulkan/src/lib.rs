@@ -11,11 +11,18 @@
 //! * Upload validates every block with the core's decoder, then repacks into the device layout
 //!   ([`repack`]). A matrix whose buffers would pass the device's single-buffer limit is split
 //!   by rows into several segments, one buffer pair each, one dispatch each.
-//! * Formats: Q8_0, Q4_0, Q4_1, ROCmFP2, HFP4G32 ([`FORMATS`]).
+//! * Formats ([`FORMATS`]): Q8_0, Q4_0, Q4_1, MXFP4, NVFP4, ROCmFP2, ROCmFP3, PQ2_0, PTQ1_0
+//!   (Q8_0 / Q8_1 activations), Q4_K, Q6_K, TQ2_0 (Q8_K activations), HFP4G32, MFP4G32,
+//!   MFP4G32P (f32 activations; for the MFP4 pair they first go through hipfire's FWHT-256 on
+//!   the device, bit for bit the core's `rotate::fwht256`). Most kernels share one matmul body
+//!   (`shaders/mm_body.wgsl`) and state only their block layout and decode.
 //! * `matmul` copies the activations to the device, quantizes them there to Q8_0 / Q8_1 for
-//!   the formats whose activation format is one of those (bytes identical to the core's
-//!   encoder: a test checks it), and runs one dispatch per segment and per tile of at most 16 columns; each
-//!   weight word is read and decoded once per tile and reused for every column.
+//!   the formats whose activation format is one of those, or Q8_K (bytes identical to the
+//!   core's encoders: a test checks it), and runs one dispatch per segment and per tile of at
+//!   most 16 columns. Each weight word is read once per tile; Q8_0, Q4_0, Q4_1, ROCmFP2,
+//!   ROCmFP3 and MXFP4 blocks are also decoded once and reused for every column, the others
+//!   are decoded again per column (Q4_K, Q6_K and TQ2_0 keep only their block headers in
+//!   registers and re-read the code words, from cache, per column).
 //! * Kernels use the packed int8 dot product (`OpSDot`) when the device says it is
 //!   accelerated (`LOWBIT_VK_DOT4=0|1` or [`VulkanOptions::dot4`] forces either way), and
 //!   naga's exact bit-extract polyfill otherwise.
@@ -28,15 +35,20 @@
 //!
 //! Accumulation bound (DESIGN.md): each output sums per-block f32 terms (the integer block
 //! sums are exact), per thread in block order, then over the row's threads; c = 1 against the
-//! f64 sum for the Q8_0-activation formats, c = 2 for HFP4G32 (as the core's own reference).
+//! f64 sum for the formats with quantized activations (a few f32 roundings per block), c = 2
+//! for the HFP4 family (as the core's own reference; for MFP4 the exact sum is taken over the
+//! stored, rotated weights and the rotated activations).
 //!
-//! Known gap: an HFP4G32 block with exponent byte 0 has the factor 2^-127, an f32 subnormal;
-//! on a device that flushes f32 subnormals in shaders such a block contributes 0 (the core's
-//! reference keeps it). hipfire's encoder writes e = 0 only for blocks below 6 * 2^-127 of the
-//! row scale (in practice, blocks of zeros).
+//! Known gaps (f32 subnormals): an HFP4G32 / MFP4G32 block with exponent byte 0 (2^-127) and
+//! an MXFP4 block with scale byte 0 or 1 (2^-128, 2^-127) contribute 0 on a device that flushes
+//! f32 subnormals in shaders (the core's reference keeps them; hipfire's encoder writes e = 0
+//! only for blocks below 6 * 2^-127 of the row scale, in practice blocks of zeros). A Q8_K
+//! activation block whose largest magnitude is below 127 * 2^-126 has a subnormal d, which the
+//! device quantizer stores as 0 (and below 2^-118, subnormal elements may quantize differently
+//! where the device flushes them).
 //!
-//! NaN and infinite activations: formats with Q8_0 activations reject them with the core's
-//! error (index into `x`), as the CPU backend does; HFP4G32 propagates them into the outputs.
+//! NaN and infinite activations: formats with quantized activations reject them with the core's
+//! error (index into `x`), as the CPU backend does; the HFP4 family propagates them.
 //!
 //! Layout: `device.rs` (instance, device, buffers), `pipeline.rs` (layouts, bounded pipeline
 //! cache), `disk_cache.rs` (the on-disk pipeline cache), `run.rs` (recording, submission,
@@ -62,7 +74,7 @@ use half::f16;
 use lowbit_core::backend::{Backend, MatrixDesc};
 use lowbit_core::codec::{self, EncodeOptions};
 use lowbit_core::error::Buffer as BufKind;
-use lowbit_core::registry::ActFormat;
+use lowbit_core::registry::{ActFormat, Rotation};
 use lowbit_core::FormatId;
 
 pub use device::DeviceInfo;
@@ -180,8 +192,23 @@ impl std::fmt::Debug for VulkanBackend {
 }
 
 /// The formats the backend has kernels for.
-pub const FORMATS: [FormatId; 5] =
-    [FormatId::Q8_0, FormatId::Q4_0, FormatId::Q4_1, FormatId::RocmFp2, FormatId::Hfp4G32];
+pub const FORMATS: [FormatId; 15] = [
+    FormatId::Q8_0,
+    FormatId::Q4_0,
+    FormatId::Q4_1,
+    FormatId::RocmFp2,
+    FormatId::Hfp4G32,
+    FormatId::RocmFp3,
+    FormatId::Mxfp4,
+    FormatId::Nvfp4,
+    FormatId::Q4K,
+    FormatId::Q6K,
+    FormatId::Tq2_0,
+    FormatId::Pq2_0,
+    FormatId::Ptq1_0,
+    FormatId::Mfp4G32,
+    FormatId::Mfp4G32P,
+];
 
 fn env_flag(name: &str) -> Result<Option<bool>, VulkanError> {
     match std::env::var(name) {
@@ -283,6 +310,34 @@ impl VulkanBackend {
     pub fn pipeline_counts(&self) -> (u64, usize) {
         let st = self.lock();
         (st.runner.pipelines.created, st.runner.pipelines.len())
+    }
+
+    /// A device-side copy of an uploaded matrix (new buffers, filled by buffer copies on the
+    /// device; no host validation or repacking, since the source was validated at upload).
+    /// For benchmarks that cycle through several copies to keep the weights out of the cache.
+    pub fn duplicate(&self, m: &VulkanMatrix) -> Result<VulkanMatrix, VulkanError> {
+        if !Arc::ptr_eq(&m._ctx, &self.ctx) {
+            return Err(VulkanError::BadArgument("matrix uploaded to another device".into()));
+        }
+        let mut st = self.lock();
+        let mut segments = Vec::with_capacity(m.segments.len());
+        for seg in &m.segments {
+            let codes = Buffer::new(&self.ctx, seg.codes.size, false)?;
+            let scales = Buffer::new(&self.ctx, seg.scales.size, false)?;
+            st.runner.submit(&self.ctx, |rec| {
+                rec.copy(seg.codes.buffer, codes.buffer, seg.codes.size);
+                rec.copy(seg.scales.buffer, scales.buffer, seg.scales.size);
+                Ok(false)
+            })?;
+            segments.push(Segment {
+                codes,
+                scales,
+                first_row: seg.first_row,
+                rows: seg.rows,
+                scale_off: seg.scale_off,
+            });
+        }
+        Ok(VulkanMatrix { desc: m.desc, segments, _ctx: self.ctx.clone() })
     }
 
     /// Bytes of pipeline-cache data read from disk at start (0: none, or the cache is off).
@@ -390,22 +445,37 @@ impl VulkanBackend {
         n: usize,
     ) -> Result<(), VulkanError> {
         let MatrixDesc { format, rows, cols } = m.desc;
-        let nb = cols / 32;
+        let nb = cols / format.geometry().block_elems;
         let b = |o: &Option<Buffer>| {
             let buf = o.as_ref().expect("staged");
             Bind { buffer: buf.buffer, range: buf.size }
         };
         let dummy = b(&s.dummy);
-        let q8 = matches!(format.info().activation, ActFormat::Q8_0 | ActFormat::Q8_1);
-        if q8 {
-            let k = self.helper_kernel("quant_q8_0")?;
-            let blocks = (n * nb) as u32;
-            let params = [blocks, nb as u32, n as u32, 0, 0, 0, 0, 0];
-            let binds = [b(&s.x_dev), dummy, b(&s.act_q), b(&s.act_meta), dummy];
-            rec.dispatch(k, &binds, params, blocks.div_ceil(64))?;
+        let info = format.info();
+        if info.rotation == Rotation::Fwht256 {
+            // In place on the staged activations (every call stages them afresh).
+            let k = self.helper_kernel("fwht256")?;
+            let segs = (n * cols / 256) as u32;
+            let binds = [b(&s.x_dev), dummy, dummy, dummy, dummy];
+            rec.dispatch(k, &binds, [segs, 0, 0, 0, 0, 0, 0, 0], segs)?;
             rec.barrier();
         }
-        let (act0, act1) = if q8 { (b(&s.act_q), b(&s.act_meta)) } else { (b(&s.x_dev), dummy) };
+        // (kernel, blocks, elements per block, blocks per workgroup) of the quantizer.
+        let quant = match info.activation {
+            ActFormat::Q8_0 | ActFormat::Q8_1 => Some(("quant_q8_0", 32, 64)),
+            ActFormat::Q8K => Some(("quant_q8_k", 256, 1)),
+            ActFormat::F32 => None,
+        };
+        if let Some((shader, elems, per_group)) = quant {
+            let k = self.helper_kernel(shader)?;
+            let blocks = (n * cols / elems) as u32;
+            let params = [blocks, (cols / elems) as u32, n as u32, 0, 0, 0, 0, 0];
+            let binds = [b(&s.x_dev), dummy, b(&s.act_q), b(&s.act_meta), dummy];
+            rec.dispatch(k, &binds, params, blocks.div_ceil(per_group))?;
+            rec.barrier();
+        }
+        let (act0, act1) =
+            if quant.is_some() { (b(&s.act_q), b(&s.act_meta)) } else { (b(&s.x_dev), dummy) };
         let mut c0 = 0;
         while c0 < n {
             let tile = (n - c0).min(kernels::MAX_COLS);
@@ -442,6 +512,7 @@ impl VulkanBackend {
         match format.info().activation {
             ActFormat::Q8_0 if n > 0 => Self::check_q8(FormatId::Q8_0, x, cols)?,
             ActFormat::Q8_1 if n > 0 => Self::check_q8(FormatId::Q8_1, x, cols)?,
+            ActFormat::Q8K if n > 0 => Self::check_q8(FormatId::Q8K, x, cols)?,
             _ => {}
         }
         Ok(())
@@ -482,7 +553,7 @@ impl Backend for VulkanBackend {
         for (r, row) in bytes.chunks_exact(rb.max(1)).enumerate() {
             codec::decode_row(format, row, &mut scratch).map_err(|e| e.at(r * rb))?;
         }
-        let nb = desc.cols / 32;
+        let nb = desc.cols / format.geometry().block_elems;
         let cw = repack::code_words(format).ok_or(VulkanError::Unsupported { format })?;
         let code_row = (nb * cw * 4) as u64;
         let scale_row = (repack::scale_words(format, 2, nb).0 * 4) as u64 / 2 + 8;

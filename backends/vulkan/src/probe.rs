@@ -11,6 +11,9 @@ use crate::device::Buffer;
 use crate::run::Bind;
 use crate::{ensure, State, VulkanBackend, VulkanError, VulkanMatrix};
 
+/// The bytes of x (after a helper kernel ran), act_q and act_meta.
+type HelperOut = (Vec<u8>, Vec<u8>, Vec<u8>);
+
 impl VulkanBackend {
     /// GPU seconds per call of `matmul` for each matrix of `ms` (all of one shape), measured
     /// with timestamps around `reps` calls cycling through `ms` (activation quantization and
@@ -106,19 +109,17 @@ impl VulkanBackend {
         Ok((size, best))
     }
 
-    /// The device's quantization of `x` (columns of `k`) to `act` (Q8_0 or Q8_1), as the
-    /// canonical block bytes: for tests that compare it byte for byte with the core's encoder.
-    pub fn quantize_q8(&self, act: FormatId, x: &[f32], k: usize) -> Result<Vec<u8>, VulkanError> {
-        if !matches!(act, FormatId::Q8_0 | FormatId::Q8_1) {
-            return Err(VulkanError::BadArgument(format!("{act} is not a Q8 activation format")));
-        }
-        if k == 0 || k % 32 != 0 || x.len() % k != 0 {
-            return Err(VulkanError::BadArgument(format!("{} values in columns of {k}", x.len())));
-        }
-        Self::check_q8(act, x, k)?;
-        let n = x.len() / k;
-        let nb = k / 32;
-        let blocks = n * nb;
+    /// Copies `x` to the device, runs helper kernel `shader` over it (`groups` workgroups,
+    /// `params`, bindings x, -, act_q, act_meta, -; act_q and act_meta sized for `x.len()` bytes
+    /// and `meta` bytes) and returns the bytes of x (after the kernel), act_q and act_meta.
+    fn run_helper(
+        &self,
+        shader: &str,
+        x: &[f32],
+        meta: usize,
+        params: [u32; 8],
+        groups: u32,
+    ) -> Result<HelperOut, VulkanError> {
         let mut st = self.lock();
         let ctx = &*self.ctx;
         let State { runner, scratch: s } = &mut *st;
@@ -129,11 +130,11 @@ impl VulkanBackend {
             .copy_from_slice(bytemuck::cast_slice(x));
         ensure(ctx, &mut s.x_dev, xb, false)?;
         ensure(ctx, &mut s.act_q, x.len() as u64, false)?;
-        ensure(ctx, &mut s.act_meta, (blocks * 16) as u64, false)?;
+        ensure(ctx, &mut s.act_meta, meta as u64, false)?;
         ensure(ctx, &mut s.dummy, 256, false)?;
-        let back = (x.len() + blocks * 16) as u64;
-        ensure(ctx, &mut s.y_host, back, true)?;
-        let k_idx = self.helper_kernel("quant_q8_0")?;
+        let (qb, mb) = (x.len() as u64, meta as u64);
+        ensure(ctx, &mut s.y_host, xb + qb + mb, true)?;
+        let k_idx = self.helper_kernel(shader)?;
         runner.submit(ctx, |rec| {
             let bd = |o: &Option<Buffer>| {
                 let b = o.as_ref().expect("made");
@@ -143,22 +144,60 @@ impl VulkanBackend {
             rec.copy(buf(&s.x_host), buf(&s.x_dev), xb);
             rec.barrier();
             let binds = [bd(&s.x_dev), bd(&s.dummy), bd(&s.act_q), bd(&s.act_meta), bd(&s.dummy)];
-            let params = [blocks as u32, nb as u32, n as u32, 0, 0, 0, 0, 0];
-            rec.dispatch(k_idx, &binds, params, (blocks as u32).div_ceil(64))?;
+            rec.dispatch(k_idx, &binds, params, groups)?;
             rec.barrier();
-            rec.copy(buf(&s.act_q), buf(&s.y_host), x.len() as u64);
-            rec.copy_at(buf(&s.act_meta), buf(&s.y_host), x.len() as u64, (blocks * 16) as u64);
+            rec.copy(buf(&s.x_dev), buf(&s.y_host), xb);
+            rec.copy_at(buf(&s.act_q), buf(&s.y_host), xb, qb);
+            rec.copy_at(buf(&s.act_meta), buf(&s.y_host), xb + qb, mb);
             rec.barrier();
             Ok(false)
         })?;
         let out = s.y_host.as_mut().expect("made").bytes_mut().expect("mapped");
-        let (qs, meta) = out.split_at(x.len());
+        let (xo, rest) = out.split_at((xb + qb + mb) as usize).0.split_at(xb as usize);
+        let (qs, me) = rest.split_at(qb as usize);
+        Ok((xo.to_vec(), qs.to_vec(), me.to_vec()))
+    }
+
+    /// The device's quantization of `x` (columns of `k`) to `act` (Q8_0, Q8_1 or Q8_K), as the
+    /// canonical block bytes: for tests that compare it byte for byte with the core's encoder.
+    pub fn quantize_q8(&self, act: FormatId, x: &[f32], k: usize) -> Result<Vec<u8>, VulkanError> {
+        let (shader, elems, meta) = match act {
+            FormatId::Q8_0 | FormatId::Q8_1 => ("quant_q8_0", 32, 16),
+            FormatId::Q8K => ("quant_q8_k", 256, 80),
+            _ => {
+                return Err(VulkanError::BadArgument(format!(
+                    "{act} is not a Q8 activation format"
+                )))
+            }
+        };
+        if k == 0 || k % elems != 0 || x.len() % k != 0 {
+            return Err(VulkanError::BadArgument(format!("{} values in columns of {k}", x.len())));
+        }
+        Self::check_q8(act, x, k)?;
+        let n = x.len() / k;
+        let blocks = x.len() / elems;
+        let params = [blocks as u32, (k / elems) as u32, n as u32, 0, 0, 0, 0, 0];
+        let groups = if elems == 32 { (blocks as u32).div_ceil(64) } else { blocks as u32 };
+        let (_, qs, meta_bytes) = self.run_helper(shader, x, blocks * meta, params, groups)?;
         let f = |i: usize, c: usize| {
-            let o = i * 16 + c * 4;
-            f32::from_le_bytes([meta[o], meta[o + 1], meta[o + 2], meta[o + 3]])
+            let o = i * meta + c * 4;
+            f32::from_le_bytes([
+                meta_bytes[o],
+                meta_bytes[o + 1],
+                meta_bytes[o + 2],
+                meta_bytes[o + 3],
+            ])
         };
         let mut bytes = Vec::with_capacity(act.row_bytes(k)? * n);
         for i in 0..blocks {
+            if act == FormatId::Q8K {
+                bytes.extend_from_slice(&f(i, 0).to_le_bytes());
+                bytes.extend_from_slice(&qs[i * 256..i * 256 + 256]);
+                for g in 0..16 {
+                    bytes.extend_from_slice(&(f(i, 4 + g) as i16).to_le_bytes());
+                }
+                continue;
+            }
             bytes.extend_from_slice(&f16::from_f32(f(i, 0)).to_le_bytes());
             if act == FormatId::Q8_1 {
                 bytes.extend_from_slice(&f16::from_f32(f(i, 3)).to_le_bytes());
@@ -166,5 +205,16 @@ impl VulkanBackend {
             bytes.extend_from_slice(&qs[i * 32..i * 32 + 32]);
         }
         Ok(bytes)
+    }
+
+    /// The device's FWHT-256 of `x` (a multiple of 256 values), as the MFP4 formats' matmuls
+    /// apply it to their activations: for tests that compare it bit for bit with the core.
+    pub fn fwht256(&self, x: &[f32]) -> Result<Vec<f32>, VulkanError> {
+        if x.is_empty() || x.len() % 256 != 0 {
+            return Err(VulkanError::BadArgument(format!("{} values: not 256-segments", x.len())));
+        }
+        let segs = (x.len() / 256) as u32;
+        let (xo, _, _) = self.run_helper("fwht256", x, 16, [segs, 0, 0, 0, 0, 0, 0, 0], segs)?;
+        Ok(xo.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect())
     }
 }

@@ -1,0 +1,54 @@
+// mm_body.wgsl: the matmul entry point shared by the per-format kernels built on it (build.rs
+// appends it after the format's file). What lives here: the loop over blocks, rows and columns.
+// What the format file defines:
+//   alias WBlock = ...;                       one weight block's register data
+//   fn load_w(wi: u32) -> WBlock              wi = row * pc.nb + block (row within the segment)
+//   alias ABlock = ...;                       one activation block's register data
+//   fn load_a(col: u32, b: u32) -> ABlock     col = activation column, b = block of the row
+//   fn block_dot(w: WBlock, a: ABlock, wi: u32, col: u32, b: u32) -> f32
+//                                             the block's f32 term (wi, col, b as above, for
+//                                             formats that read more data per column)
+//   fn row_factor(row: u32) -> f32            multiplies each thread's partial of a row
+// Each thread loads BPT consecutive blocks of RPT rows into registers, then uses them for every
+// one of the NCOLS columns; partials of a row are summed by reduce_store.
+// The format file declares binding 0 (`w_codes`, of its word type); the scales, the
+// activations (act_q8.wgsl, act_q8k.wgsl) and the outputs are declared here and there.
+
+@group(0) @binding(1) var<storage, read> w_scales: array<u32>;
+@group(0) @binding(4) var<storage, read_write> y: array<f32>;
+
+@compute @workgroup_size(WG)
+fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wgid: vec3<u32>) {
+    let wgl = wg_linear(wgid);
+    let row0 = (wgl * (WG / TPR) + lid / TPR) * RPT;
+    var acc: array<f32, 64>;
+    for (var b0 = (lid % TPR) * BPT; b0 < pc.nb; b0 += TPR * BPT) {
+        var w: array<WBlock, 8>;
+        for (var j = 0u; j < BPT; j++) {
+            let b = min(b0 + j, pc.nb - 1u);
+            for (var r = 0u; r < RPT; r++) {
+                w[j * RPT + r] = load_w(min(row0 + r, pc.rows - 1u) * pc.nb + b);
+            }
+        }
+        for (var j = 0u; j < BPT; j++) {
+            let valid = b0 + j < pc.nb;
+            let b = min(b0 + j, pc.nb - 1u);
+            for (var c = 0u; c < NCOLS; c++) {
+                let col = pc.act_col + min(c, pc.n - 1u);
+                let a = load_a(col, b);
+                for (var r = 0u; r < RPT; r++) {
+                    let wi = min(row0 + r, pc.rows - 1u) * pc.nb + b;
+                    let v = block_dot(w[j * RPT + r], a, wi, col, b);
+                    acc[r * NCOLS + c] += select(0.0, v, valid);
+                }
+            }
+        }
+    }
+    for (var r = 0u; r < RPT; r++) {
+        let f = row_factor(min(row0 + r, pc.rows - 1u));
+        for (var c = 0u; c < NCOLS; c++) {
+            acc[r * NCOLS + c] *= f;
+        }
+    }
+    reduce_store(lid, wgl, &acc);
+}

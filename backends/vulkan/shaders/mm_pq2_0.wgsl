@@ -1,0 +1,37 @@
+// PQ2_0 weights x Q8_0 activations (Prism). Device layout (repack.rs): codes = eight crumb
+// words per 128-weight block (common.wgsl `crumbs`; codes 0..3, weight = (code - 1) * d);
+// w_scales = the f16 d, two blocks a word. Per activation block k: isum_k = sum(code * q) -
+// sum(q) (exact); term = d_w * sum_k(d_a_k * isum_k), as Prism's vec_dot.
+@group(0) @binding(0) var<storage, read> w_codes: array<vec4<u32>>;
+
+const APB = 4u;
+
+struct WBlock {
+    q0: vec4<u32>,
+    q1: vec4<u32>,
+    d: f32,
+}
+
+fn load_w(wi: u32) -> WBlock {
+    return WBlock(w_codes[2u * wi], w_codes[2u * wi + 1u], f16_of(w_scales[wi >> 1u], wi));
+}
+
+alias ABlock = array<Q8, 4>;
+
+fn load_a(col: u32, b: u32) -> ABlock {
+    return ABlock(q8_block(col, b, 0u), q8_block(col, b, 1u), q8_block(col, b, 2u),
+        q8_block(col, b, 3u));
+}
+
+fn pq2_part(w0: u32, w1: u32, a: Q8) -> f32 {
+    let s = dot16(crumbs(w0), a.lo) + dot16(crumbs(w1), a.hi) - i32(a.m.y);
+    return a.m.x * f32(s);
+}
+
+fn block_dot(w: WBlock, a: ABlock, wi: u32, col: u32, b: u32) -> f32 {
+    var s = pq2_part(w.q0.x, w.q0.y, a[0]);
+    s += pq2_part(w.q0.z, w.q0.w, a[1]);
+    s += pq2_part(w.q1.x, w.q1.y, a[2]);
+    s += pq2_part(w.q1.z, w.q1.w, a[3]);
+    return w.d * s;
+}

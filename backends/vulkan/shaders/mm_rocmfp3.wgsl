@@ -1,0 +1,46 @@
+// ROCmFP3 weights x Q8_0 activations. Device layout (repack.rs): codes = three words per block:
+// the magnitude indices (0..3, levels 0, 1, 2, 4) of each 16-weight half as a crumb word
+// (common.wgsl `crumbs`), then the sign bits (bit i = sign of weight i); w_scales = the two
+// UE4M3-b8 scale bytes as one u16, two blocks a word. Per half: the signed level bytes dotted
+// with the activations (exact), term = d_a * (s0 * sum0 + s1 * sum1), as for ROCmFP2.
+@group(0) @binding(0) var<storage, read> w_codes: array<u32>;
+
+const APB = 1u;
+
+// The block decoded once when loaded (signed level bytes of each half), then reused for every
+// column.
+struct WBlock {
+    lo: vec4<u32>, // weights 0..15: component j holds weights 4j..4j+3
+    hi: vec4<u32>, // weights 16..31
+    s0: f32,
+    s1: f32,
+}
+
+// Signed level bytes of one half: mags = its crumb word, sg = its 16 sign bits. Levels 0, 1,
+// 2, 4 by magnitude index; negation (v ^ 0xFF) + 1 only where the level is not 0 (no carry).
+fn fp3_half(mags: u32, sg: u32) -> vec4<u32> {
+    let ones = vec4<u32>(0x01010101u);
+    let v = crumbs(mags);
+    let lv = v + (v & (v >> vec4<u32>(1u)) & ones); // 3 -> 4
+    let nib = (vec4<u32>(sg) >> vec4<u32>(0u, 4u, 8u, 12u)) & vec4<u32>(15u);
+    let nz = (v | (v >> vec4<u32>(1u))) & ones;
+    let s = ((nib * 0x00204081u) & ones) & nz; // sign bit of weight 4j+L at byte L
+    return (lv ^ (s * 0xFFu)) + s;
+}
+
+fn load_w(wi: u32) -> WBlock {
+    let e = (w_scales[wi >> 1u] >> ((wi & 1u) * 16u)) & 0xFFFFu;
+    let sg = w_codes[3u * wi + 2u];
+    return WBlock(fp3_half(w_codes[3u * wi], sg), fp3_half(w_codes[3u * wi + 1u], sg >> 16u),
+        ue4m3_b8(e & 0xFFu), ue4m3_b8(e >> 8u));
+}
+
+alias ABlock = Q8;
+
+fn load_a(col: u32, b: u32) -> Q8 {
+    return q8_block(col, b, 0u);
+}
+
+fn block_dot(w: WBlock, a: Q8, wi: u32, col: u32, b: u32) -> f32 {
+    return a.m.x * (w.s0 * f32(dot16(w.lo, a.lo)) + w.s1 * f32(dot16(w.hi, a.hi)));
+}

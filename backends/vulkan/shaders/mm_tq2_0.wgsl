@@ -1,0 +1,27 @@
+// TQ2_0 weights x Q8_K activations (ggml vec_dot_tq2_0_q8_K). Device layout (repack.rs): codes
+// = the 64 qs bytes as 4 vec4 (element 128h + 32l + m at bits 2l of byte 32h + m, codes 0..2,
+// weight (code - 1) * d); w_scales = the f16 d, two blocks a word.
+// isum = sum(code * q_a) - sum(q_a) (exact); term = isum * (d_a * d).
+@group(0) @binding(0) var<storage, read> w_codes: array<vec4<u32>>;
+
+alias WBlock = f32;
+
+fn load_w(wi: u32) -> f32 {
+    return f16_of(w_scales[wi >> 1u], wi);
+}
+
+fn block_dot(d: f32, a: Q8K, wi: u32, col: u32, b: u32) -> f32 {
+    let t = vec4<u32>(0x03030303u);
+    var isum = -a.sum;
+    for (var h = 0u; h < 2u; h++) {
+        let q0 = w_codes[4u * wi + 2u * h];
+        let q1 = w_codes[4u * wi + 2u * h + 1u];
+        for (var l = 0u; l < 4u; l++) {
+            let sh = vec4<u32>(2u * l);
+            let v = 8u * h + 2u * l;
+            isum += dot16((q0 >> sh) & t, q8k_words(col, b, v))
+                + dot16((q1 >> sh) & t, q8k_words(col, b, v + 1u));
+        }
+    }
+    return f32(isum) * (a.d * d);
+}
