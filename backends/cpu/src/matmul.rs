@@ -175,15 +175,7 @@ fn blocked(
             },
         )
         .collect();
-    for (c, block) in blocks.into_iter().enumerate() {
-        let block = block?;
-        let r0 = c * chunk;
-        let rows_here = block.len() / n;
-        for (j, col) in block.chunks_exact(rows_here).enumerate() {
-            y[j * rows + r0..][..rows_here].copy_from_slice(col);
-        }
-    }
-    Ok(())
+    place_blocks(blocks, chunk, n, rows, y)
 }
 
 /// The prefill GEMM: the activation panel is built once, then each task runs an L2-sized
@@ -210,6 +202,18 @@ fn gemm(
             Ok(block)
         })
         .collect();
+    place_blocks(blocks, chunk, n, rows, y)
+}
+
+/// Copies each task's column-major block (chunk `c`: rows `c * chunk ..`, `n` columns) into
+/// `y[j * rows + r]` as contiguous runs; the first failed task's error wins.
+fn place_blocks(
+    blocks: Vec<Result<Vec<f32>, Error>>,
+    chunk: usize,
+    n: usize,
+    rows: usize,
+    y: &mut [f32],
+) -> Result<(), CpuError> {
     for (c, block) in blocks.into_iter().enumerate() {
         let block = block?;
         let r0 = c * chunk;
