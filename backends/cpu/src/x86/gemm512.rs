@@ -1,6 +1,7 @@
 //! The prefill GEMM (n > 16 columns) under AVX-512 VNNI for weight formats whose sub-blocks
 //! are `scale * value (+ min)` with small integer values: Q4_0, Q5_0, Q8_0, IQ4_NL and MXFP4
-//! against Q8_0 activations (sub-block = block of 32), Q2_K, Q3_K, Q6_K, IQ2_S (sub-blocks of
+//! against Q8_0 activations and Q4_1, Q5_1 (with a min) against Q8_1 (sub-block = block of
+//! 32), Q2_K, Q3_K, Q6_K, IQ2_S (sub-blocks of
 //! 16), Q4_K, Q5_K (sub-blocks of 32, with a min) and IQ3_S (32) against Q8_K activations.
 //!
 //! Why a separate path. The tile kernels (`z512`, `avx512`) decode a weight block and then, per
@@ -89,6 +90,7 @@ pub(crate) struct Panel {
 #[derive(Clone, Copy, PartialEq)]
 enum ActKind {
     Q8_0,
+    Q8_1,
     Q8K,
 }
 
@@ -167,6 +169,24 @@ fn gemm_format(format: FormatId) -> Option<GemmFormat> {
         FormatId::Q4K => k::<BlockQ4K>(),
         FormatId::Q5K => k::<BlockQ5K>(),
         FormatId::Q6K => k::<BlockQ6K>(),
+        FormatId::Q4_1 => Some(GemmFormat {
+            bb: 20,
+            be: 32,
+            sub: 32,
+            off: 0,
+            min: true,
+            act: ActKind::Q8_1,
+            unpack: unpack_q4_1_packed,
+        }),
+        FormatId::Q5_1 => Some(GemmFormat {
+            bb: 24,
+            be: 32,
+            sub: 32,
+            off: 0,
+            min: true,
+            act: ActKind::Q8_1,
+            unpack: unpack_q5_1,
+        }),
         FormatId::Iq2S => k::<BlockIq2S>(),
         FormatId::Iq3S => k::<BlockIq3S>(),
         _ => None,
@@ -270,6 +290,64 @@ impl UnpackK for BlockIq3S {
         for (ib, s) in scales.iter_mut().enumerate().take(8) {
             let ls = (self.scales[ib / 2] >> (4 * (ib % 2))) & 15;
             *s = d * f32::from(1 + 2 * ls);
+        }
+    }
+}
+
+/// Q4_1 rows in `legacy512`'s packed layout (the only layout Q4_1 has under AVX-512): each
+/// whole group of 4 blocks is `d_0..d_3, m_0..m_3` (f16) then the 4 blocks' 16 nibble bytes; a
+/// partial last group stays canonical (`d, m`, 16 nibble bytes). Codes are the nibbles (value
+/// `d * q + m`: no offset; the min term is `m * s_a`, as the reference's).
+///
+/// # Safety
+/// AVX-512 F/BW/VL are available; lengths as [`UnpackFn`] says.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,sse4.1")]
+unsafe fn unpack_q4_1_packed(row: &[u8], codes: &mut [u8], scales: &mut [f32], mins: &mut [f32]) {
+    let nb = row.len() / 20;
+    let full = nb / 4;
+    // SAFETY: every read lies inside `row` (whole groups, then whole canonical blocks), every
+    // write inside `codes` (32 per block; caller's lengths).
+    unsafe {
+        for g in 0..full {
+            let p = row.as_ptr().add(80 * g);
+            for t in 0..4 {
+                let b = 4 * g + t;
+                scales[b] = f16_at(p.add(2 * t));
+                mins[b] = f16_at(p.add(8 + 2 * t));
+                let (lo, hi) = nibbles(p.add(16 + 16 * t));
+                store2(codes.as_mut_ptr().add(32 * b), lo, hi);
+            }
+        }
+        for b in 4 * full..nb {
+            let p = row.as_ptr().add(20 * b);
+            scales[b] = f16_at(p);
+            mins[b] = f16_at(p.add(2));
+            let (lo, hi) = nibbles(p.add(4));
+            store2(codes.as_mut_ptr().add(32 * b), lo, hi);
+        }
+    }
+}
+
+/// Q5_1: `d, m` (f16), `qh` (u32, bit `i` = bit 4 of element `i`), 16 nibble bytes; codes
+/// `q` (0..=31, no offset), value `d * q + m`.
+///
+/// # Safety
+/// AVX-512 F/BW/VL are available; lengths as [`UnpackFn`] says.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,sse4.1")]
+unsafe fn unpack_q5_1(row: &[u8], codes: &mut [u8], scales: &mut [f32], mins: &mut [f32]) {
+    let nb = row.len() / 24;
+    // SAFETY: block `b < nb` lies inside `row`, its 32 codes inside `codes` (caller).
+    unsafe {
+        for b in 0..nb {
+            let p = row.as_ptr().add(24 * b);
+            scales[b] = f16_at(p);
+            mins[b] = f16_at(p.add(2));
+            let qh = std::ptr::read_unaligned(p.add(4).cast::<u32>());
+            let (lo, hi) = nibbles(p.add(8));
+            let b4 = _mm_set1_epi8(0x10);
+            let lo = _mm_or_si128(lo, _mm_maskz_mov_epi8(qh as u16, b4));
+            let hi = _mm_or_si128(hi, _mm_maskz_mov_epi8((qh >> 16) as u16, b4));
+            store2(codes.as_mut_ptr().add(32 * b), lo, hi);
         }
     }
 }
@@ -556,8 +634,9 @@ fn build_panel(format: FormatId, acts: &Acts) -> Result<Layout, Error> {
         got,
         expected,
     };
-    // Writes sub-block `s` of column `j`: quants `qs` (`gf.sub` of them), scale `da`.
-    let mut put = |j: usize, s: usize, qs: &[i8], da: f32| {
+    // Writes sub-block `s` of column `j`: quants `qs` (`gf.sub` of them), scale `da`, and for
+    // the min term `dsum` (`d_a * sum(qs)`, or Q8_1's stored `s`) if given.
+    let mut put = |j: usize, s: usize, qs: &[i8], da: f32, dsum: Option<f32>| {
         let (g, lane) = (j / LANES, j % LANES);
         let rec = &mut recs[(g * nsub + s) * REC..][..REC];
         for q in 0..gf.sub / 4 {
@@ -569,7 +648,8 @@ fn build_panel(format: FormatId, acts: &Acts) -> Result<Layout, Error> {
         let at = 4 * lane..4 * lane + 4;
         rec[Q_CORR].0[at.clone()].copy_from_slice(&(-(sum * gf.off)).to_le_bytes());
         rec[Q_DA].0[at.clone()].copy_from_slice(&da.to_le_bytes());
-        rec[Q_DSUM].0[at].copy_from_slice(&(da * sum as f32).to_le_bytes());
+        let dsum = dsum.unwrap_or(da * sum as f32);
+        rec[Q_DSUM].0[at].copy_from_slice(&dsum.to_le_bytes());
     };
     match (&acts.data, gf.act) {
         (ActData::Q8_0 { blocks, d }, ActKind::Q8_0) => {
@@ -578,7 +658,18 @@ fn build_panel(format: FormatId, acts: &Acts) -> Result<Layout, Error> {
             }
             for j in 0..n {
                 for s in 0..nsub {
-                    put(j, s, &blocks[j * nsub + s].qs, d[j * nsub + s]);
+                    put(j, s, &blocks[j * nsub + s].qs, d[j * nsub + s], None);
+                }
+            }
+        }
+        (ActData::Q8_1(blocks), ActKind::Q8_1) => {
+            if blocks.len() != n * nsub {
+                return Err(bad(blocks.len(), n * nsub));
+            }
+            for j in 0..n {
+                for s in 0..nsub {
+                    let blk = &blocks[j * nsub + s];
+                    put(j, s, &blk.qs, blk.d.to_f32(), Some(blk.s.to_f32()));
                 }
             }
         }
@@ -592,7 +683,7 @@ fn build_panel(format: FormatId, acts: &Acts) -> Result<Layout, Error> {
                 for b in 0..nb {
                     let blk = &blocks[j * nb + b];
                     for t in 0..per {
-                        put(j, b * per + t, &blk.qs[t * gf.sub..][..gf.sub], blk.d);
+                        put(j, b * per + t, &blk.qs[t * gf.sub..][..gf.sub], blk.d, None);
                     }
                 }
             }

@@ -93,7 +93,9 @@ pub(crate) fn extras(isa: Isa, format: FormatId) -> crate::kernels::Extras {
         } else {
             extras(Isa::Avx512, format)
         };
-        if e.repack.is_none() {
+        // The GEMM unpacks canonical rows, and Q4_1 in `legacy512`'s packed layout (the
+        // only repack it knows).
+        if e.repack.is_none() || format == FormatId::Q4_1 {
             e.gemm = gemm512::kernel(format);
         }
         return e;
