@@ -193,10 +193,18 @@ fn gemm_format(format: FormatId) -> Option<GemmFormat> {
     }
 }
 
-/// The GEMM for `format`, if this module runs it (the caller checks for AVX-512 VNNI).
-pub(crate) fn kernel(format: FormatId) -> Option<GemmKernel> {
-    gemm_format(format)?;
-    Some(GemmKernel { name: "avx512-vnni-gemm", panel: build_panel, f: run })
+/// The GEMM for `format` under AVX-512 VNNI (`vnni`; the caller checks the features) or plain
+/// AVX-512 F/BW/VL, if this module runs it. Without VNNI each `vpdpbusd` becomes `vpmaddubsw`,
+/// `vpmaddwd` and `vpaddd`, exact only while a pair of products fits i16: codes <= 127
+/// against quants in -128..=127 (`2 * 127 * 128 < 2^15`), so Q8_0 and IQ4_NL (codes up to
+/// 255) have no plain-AVX-512 GEMM.
+pub(crate) fn kernel(format: FormatId, vnni: bool) -> Option<GemmKernel> {
+    let gf = gemm_format(format)?;
+    if vnni {
+        return Some(GemmKernel { name: "avx512-vnni-gemm", panel: build_panel, f: run::<true> });
+    }
+    let wide_codes = gf.off >= 128;
+    (!wide_codes).then_some(GemmKernel { name: "avx512-gemm", panel: build_panel, f: run::<false> })
 }
 
 /// Every block of `row` into `codes` and `scales` (no mins).
@@ -702,7 +710,7 @@ fn build_panel(format: FormatId, acts: &Acts) -> Result<Layout, Error> {
 
 /// Rows `w` (whole rows of `rb` bytes) against every column of the panel; `out` is
 /// column-major `n x rows` (`out[j * rows + r]`).
-fn run(
+fn run<const V: bool>(
     format: FormatId,
     w: &[u8],
     rb: usize,
@@ -758,20 +766,21 @@ fn run(
             let mut acc = [[0f32; LANES]; 2 * R];
             let w = Weights { codes: &codes, scales: &scales, mins: &mins, nsub };
             // SAFETY: reachable only through `kernel`, which `x86::extras` offers only for
-            // `Isa::Avx512Vnni` after `available()` detected AVX-512 F/BW/VL and VNNI; `codes`
+            // `Isa::Avx512Vnni` (V) or `Isa::Avx512` (!V) after `available()` detected AVX-512
+            // F/BW/VL (and VNNI); `codes`
             // holds `R * k` bytes, `scales` and `mins` `R * nsub` values, and the panel's
             // records of groups `g .. g + cg` exist (`g + cg <= groups`, checked length above).
             unsafe {
                 let recs = p.recs.as_ptr().add(g * nsub * REC);
                 match (cg, gf.sub, gf.min) {
-                    (2, 32, false) => tile::<2, 8, false>(&w, recs, &mut acc),
-                    (2, 32, true) => tile::<2, 8, true>(&w, recs, &mut acc),
-                    (2, _, false) => tile::<2, 4, false>(&w, recs, &mut acc),
-                    (2, _, true) => tile::<2, 4, true>(&w, recs, &mut acc),
-                    (_, 32, false) => tile::<1, 8, false>(&w, recs, &mut acc),
-                    (_, 32, true) => tile::<1, 8, true>(&w, recs, &mut acc),
-                    (_, _, false) => tile::<1, 4, false>(&w, recs, &mut acc),
-                    (_, _, true) => tile::<1, 4, true>(&w, recs, &mut acc),
+                    (2, 32, false) => tile_v::<2, 8, false, V>(&w, recs, &mut acc),
+                    (2, 32, true) => tile_v::<2, 8, true, V>(&w, recs, &mut acc),
+                    (2, _, false) => tile_v::<2, 4, false, V>(&w, recs, &mut acc),
+                    (2, _, true) => tile_v::<2, 4, true, V>(&w, recs, &mut acc),
+                    (_, 32, false) => tile_v::<1, 8, false, V>(&w, recs, &mut acc),
+                    (_, 32, true) => tile_v::<1, 8, true, V>(&w, recs, &mut acc),
+                    (_, _, false) => tile_v::<1, 4, false, V>(&w, recs, &mut acc),
+                    (_, _, true) => tile_v::<1, 4, true, V>(&w, recs, &mut acc),
                 }
             }
             for c in 0..cg {
@@ -800,6 +809,40 @@ struct Weights<'a> {
     nsub: usize,
 }
 
+/// [`tile`] with `vpdpbusd` (`V`) or its plain AVX-512 form.
+///
+/// # Safety
+/// As [`tile`]; with `V`, AVX-512 VNNI is available.
+#[inline(always)]
+unsafe fn tile_v<const CG: usize, const SQ: usize, const MIN: bool, const V: bool>(
+    w: &Weights<'_>,
+    recs: *const V64,
+    acc: &mut [[f32; LANES]; 2 * R],
+) {
+    // SAFETY: forwarded from the caller.
+    unsafe {
+        if V {
+            tile::<CG, SQ, MIN>(w, recs, acc)
+        } else {
+            tile_plain::<CG, SQ, MIN>(w, recs, acc)
+        }
+    }
+}
+
+/// [`tile`] compiled without VNNI (`vpmaddubsw` + `vpmaddwd` per quad).
+///
+/// # Safety
+/// As [`tile`], without the VNNI requirement; codes are <= 127 ([`kernel`]).
+#[target_feature(enable = "avx512f,avx512bw,avx512vl")]
+unsafe fn tile_plain<const CG: usize, const SQ: usize, const MIN: bool>(
+    w: &Weights<'_>,
+    recs: *const V64,
+    acc: &mut [[f32; LANES]; 2 * R],
+) {
+    // SAFETY: forwarded from the caller.
+    unsafe { tile_body::<CG, SQ, MIN, false>(w, recs, acc) }
+}
+
 /// `R` rows against `CG` column groups whose records start at `recs`, sub-blocks of `4 * SQ`
 /// elements (`MIN`: with the min term); `acc[c * R + i]` receives row `i` x group `c`'s 16
 /// columns.
@@ -809,6 +852,20 @@ struct Weights<'a> {
 /// `nsub` scales and mins; `recs` holds `CG * nsub * REC` vectors.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni")]
 unsafe fn tile<const CG: usize, const SQ: usize, const MIN: bool>(
+    w: &Weights<'_>,
+    recs: *const V64,
+    acc: &mut [[f32; LANES]; 2 * R],
+) {
+    // SAFETY: forwarded from the caller.
+    unsafe { tile_body::<CG, SQ, MIN, true>(w, recs, acc) }
+}
+
+/// The body of [`tile`] and [`tile_plain`] (`V`: `vpdpbusd`).
+///
+/// # Safety
+/// As [`tile`] (with `V`) or [`tile_plain`].
+#[inline(always)]
+unsafe fn tile_body<const CG: usize, const SQ: usize, const MIN: bool, const V: bool>(
     w: &Weights<'_>,
     recs: *const V64,
     acc: &mut [[f32; LANES]; 2 * R],
@@ -839,7 +896,12 @@ unsafe fn tile<const CG: usize, const SQ: usize, const MIN: bool>(
                     let at = cp.add(i * k + 4 * SQ * b + 4 * q);
                     let wv = _mm512_set1_epi32(std::ptr::read_unaligned(at.cast::<i32>()));
                     for c in 0..CG {
-                        iacc[i][c] = _mm512_dpbusd_epi32(iacc[i][c], wv, av[c]);
+                        iacc[i][c] = if V {
+                            _mm512_dpbusd_epi32(iacc[i][c], wv, av[c])
+                        } else {
+                            let p = _mm512_maddubs_epi16(wv, av[c]);
+                            _mm512_add_epi32(iacc[i][c], _mm512_madd_epi16(p, _mm512_set1_epi16(1)))
+                        };
                     }
                 }
             }

@@ -96,7 +96,17 @@ pub(crate) fn extras(isa: Isa, format: FormatId) -> crate::kernels::Extras {
         // The GEMM unpacks canonical rows, and Q4_1 in `legacy512`'s packed layout (the
         // only repack it knows).
         if e.repack.is_none() || format == FormatId::Q4_1 {
-            e.gemm = gemm512::kernel(format);
+            e.gemm = gemm512::kernel(format, true);
+        }
+        return e;
+    }
+    if isa == Isa::Avx512 {
+        let mut e = rocmfpx::extras(isa, format);
+        if e.repack.is_none() && e.prep.is_none() {
+            e = legacy512::extras(isa, format);
+        }
+        if e.repack.is_none() || format == FormatId::Q4_1 {
+            e.gemm = gemm512::kernel(format, false);
         }
         return e;
     }
