@@ -42,7 +42,6 @@ use std::ops::Range;
 use std::ptr;
 
 use lowbit_core::format::ggml::iq::tables::KVALUES_IQ4NL;
-use lowbit_core::format::ggml::kquant::scales::scales_mins_k4;
 use lowbit_core::{Error, FormatId};
 
 use super::avx2::hsum_ps;
@@ -353,6 +352,8 @@ unsafe fn dispatch<F: Lanes, const V: bool>(
             (false, 2) => drive::<F, 4, 2, V>(w, rb, nb, recs, ncols, out),
             (true, 1) => drive::<F, 2, 1, V>(w, rb, nb, recs, ncols, out),
             (true, 2) => drive::<F, 2, 2, V>(w, rb, nb, recs, ncols, out),
+            (true, 3..=4) => drive::<F, 1, 4, V>(w, rb, nb, recs, ncols, out),
+            (true, _) => drive::<F, 1, 8, V>(w, rb, nb, recs, ncols, out),
             (_, 1..=4) => drive::<F, 2, 4, V>(w, rb, nb, recs, ncols, out),
             _ => drive::<F, 2, 8, V>(w, rb, nb, recs, ncols, out),
         }
@@ -505,6 +506,8 @@ pub(crate) fn kernel_vnni(format: FormatId) -> Option<Kernel> {
         FormatId::Q4_0 => k("avx512-vnni-q4_0", run_q4_0::<true>),
         FormatId::Q8_0 => k("avx512-vnni-q8_0", run_q8::<true>),
         FormatId::Mxfp4 => k("avx512-vnni-mxfp4", run_q8_0::<Mxfp4, true>),
+        FormatId::Q4K => k("avx512-vnni-q4_k", run_ext_v::<Q4k, W_Q4K, true>),
+        FormatId::Q5K => k("avx512-vnni-q5_k", run_ext_v::<Q5k, W_Q5K, true>),
         FormatId::Tq2_0 => k("avx512-vnni-tq2_0", run_ext_v::<Tq2, W_TQ2, true>),
         FormatId::Pq2_0 => k("avx512-vnni-pq2_0", run_ext_v::<Pq2, W_PQ2, true>),
         FormatId::Tq1_0 => k("avx512-vnni-tq1_0", run_ext_v::<Tq1, { ext::W_TQ1 }, true>),
@@ -890,13 +893,20 @@ impl Lanes for Pq2 {
 
 /// Q4_K (144-byte blocks of 256: `d`, `dmin` f16, 12 bytes of 6-bit scales/mins, 128 bytes
 /// of nibbles; chunk `c` of 32 bytes holds sub-block `2c` in its low and `2c + 1` in its high
-/// nibbles; layout from ggml `block_q4_K`, scale unpacking via the core's `scales_mins_k4`).
+/// nibbles; layout and the 6-bit packing from ggml `block_q4_K` / `get_scale_min_k4`, as in
+/// the core's `scales_mins_k4`).
+///
 /// Register `v_k`: low (k even) or high nibbles of `qs[64 (k / 2) ..][..64]`, i.e. sub-blocks
 /// `4 (k / 2) + k % 2` (low 256 bits) and `+ 2` (high); its i16 scale vector repeats those two
-/// scales (one `vpshufb` of the broadcast scale bytes). Record: the four matching activation
-/// planes, `bsums` (16 x i16), `d_a`. Per column: `sum_k madd(maddubs(v_k, a_k), sc_k)` (exact:
-/// pairs <= 2 * 15 * 128, times scale <= 63), FMA by `d * d_a`; then the min term
-/// `madd(mins, bsums)` FMA'd negatively by `dmin * d_a` into the same lanes.
+/// scales. The 16 scale/min bytes are unpacked in one 128-bit register with a byte shuffle, a
+/// per-dword shift, masks and an OR (`[sc0..3, m0..3, sc4..7, m4..7]`), then broadcast once
+/// and picked per register (`vpshufb`). Record: the four matching activation planes, the
+/// sub-block sums `bsums[2s] + bsums[2s + 1]` (8 x i16, exact: |.| <= 64 * 128), `d_a`.
+///
+/// Per column: `S = sum_k madd(maddubs(v_k, a_k), sc_k)` (exact: pairs <= 2 * 15 * 128, times
+/// scale <= 63, |S_l| < 2^21), `M = madd(mins, bsum32)` (4 lanes, exact), then lane `l`:
+/// `g_l = fl(S_l * d - [l < 4] fl(M_l * dmin))` (one FMA) and `acc_l = fl(g_l * d_a + acc_l)`.
+/// Under VNNI the madd/add chain is `vpdpwssd` (the same exact integers, the same result).
 pub(crate) struct Q4k;
 
 impl Lanes for Q4k {
@@ -904,7 +914,7 @@ impl Lanes for Q4k {
     const GB: usize = 1;
     const WIDE: bool = true;
     const REC: usize = 6;
-    type W = ([__m512i; 4], [__m512i; 4], __m256i, __m512, __m512);
+    type W = ([__m512i; 4], [__m512i; 4], __m128i, __m512, __m128);
 
     fn prep(act: ActSlice<'_>, nb: usize, j: usize, g: usize, rec: &mut [V64]) {
         let Some(blk) = q8_k_block(act, nb, j, g) else { return };
@@ -915,8 +925,10 @@ impl Lanes for Q4k {
                 rec[k].put_i8(32 + l, blk.qs[base + 64 + l]);
             }
         }
-        for (i, v) in blk.bsums.iter().enumerate() {
-            rec[4].0[2 * i..2 * i + 2].copy_from_slice(&v.to_le_bytes());
+        rec[4] = V64([0; 64]);
+        for s in 0..8 {
+            let v = blk.bsums[2 * s] + blk.bsums[2 * s + 1];
+            rec[4].0[2 * s..2 * s + 2].copy_from_slice(&v.to_le_bytes());
         }
         for l in 0..16 {
             rec[5].put_f32(l, blk.d);
@@ -938,8 +950,12 @@ impl Lanes for Q4k {
                 );
                 _mm512_store_si512(r.add(k).cast(), v);
             }
+            // Pairwise sums of the 16 bsums (exact in i16: |bsums| <= 16 * 128).
             let bs = _mm256_loadu_si256(blk.bsums.as_ptr().cast());
-            _mm512_store_si512(r.add(4).cast(), _mm512_zextsi256_si512(bs));
+            let b32 = _mm256_madd_epi16(bs, _mm256_set1_epi16(1));
+            let b32 =
+                _mm_packs_epi32(_mm256_castsi256_si128(b32), _mm256_extracti128_si256::<1>(b32));
+            _mm512_store_si512(r.add(4).cast(), _mm512_zextsi128_si512(b32));
             _mm512_store_ps(r.add(5).cast(), _mm512_set1_ps(blk.d));
         }
     }
@@ -956,12 +972,38 @@ impl Lanes for Q4k {
         unsafe {
             let t = |k: usize| _mm512_madd_epi16(_mm512_maddubs_epi16(w.0[k], ld(a, k)), w.1[k]);
             let s = _mm512_add_epi32(_mm512_add_epi32(t(0), t(1)), _mm512_add_epi32(t(2), t(3)));
-            let da = ldps(a, 5);
-            let acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(w.3, da), acc);
-            let bs = _mm512_castsi512_si256(ld(a, 4));
-            let m = _mm512_zextsi256_si512(_mm256_madd_epi16(w.2, bs));
-            _mm512_fnmadd_ps(_mm512_cvtepi32_ps(m), _mm512_mul_ps(w.4, da), acc)
+            k4_finish(w, s, a, acc)
         }
+    }
+
+    #[inline(always)]
+    unsafe fn dot_vnni(w: &Self::W, a: *const V64, acc: __m512) -> __m512 {
+        // SAFETY: reads the 6 record vectors (caller); register-only operations; VNNI is
+        // available (caller).
+        unsafe {
+            let p = |k: usize| _mm512_maddubs_epi16(w.0[k], ld(a, k));
+            let s = _mm512_madd_epi16(p(0), w.1[0]);
+            let s = _mm512_dpwssd_epi32(s, p(1), w.1[1]);
+            let s = _mm512_dpwssd_epi32(s, p(2), w.1[2]);
+            let s = _mm512_dpwssd_epi32(s, p(3), w.1[3]);
+            k4_finish(w, s, a, acc)
+        }
+    }
+}
+
+/// The float part of [`Q4k::dot`]: `acc + (S * d - zext(M * dmin)) * d_a` (module doc of
+/// [`Q4k`]), `M` from the record's sub-block sums.
+///
+/// # Safety
+/// As [`Lanes::dot`].
+#[inline(always)]
+unsafe fn k4_finish(w: &<Q4k as Lanes>::W, s: __m512i, a: *const V64, acc: __m512) -> __m512 {
+    // SAFETY: reads record vectors 4 (first 16 bytes) and 5 (caller); register-only operations.
+    unsafe {
+        let m = _mm_madd_epi16(w.2, _mm_load_si128(a.add(4).cast()));
+        let mf = _mm_mul_ps(_mm_cvtepi32_ps(m), w.4);
+        let g = _mm512_fmsub_ps(_mm512_cvtepi32_ps(s), w.3, _mm512_zextps128_ps512(mf));
+        _mm512_fmadd_ps(g, ldps(a, 5), acc)
     }
 }
 
@@ -984,44 +1026,42 @@ unsafe fn k4_decode(p: *const u8, qoff: usize) -> <Q4k as Lanes>::W {
             _mm512_and_si512(x1, m),
             _mm512_and_si512(_mm512_srli_epi16::<4>(x1), m),
         ];
-        let (sc, mn) = scales_mins_k4(&*p.add(4).cast::<[u8; 12]>());
-        let lo = u64::from_le_bytes(sc);
-        let hi = u64::from_le_bytes(mn);
-        let sm = _mm512_broadcast_i32x4(_mm_set_epi64x(hi as i64, lo as i64));
-        // Scale of sub-block `s` as i16 in every word of the 128-bit lanes it covers.
-        let z = -1i8;
-        let pick = |a: i8, b: i8| {
+        // Bytes 0..16: d, dmin, q[0..12]. With a = q[0..8] and u = q[8..12] (ggml's
+        // get_scale_min_k4): sc0..3 = a[0..4] & 63, m0..3 = a[4..8] & 63, sc4..7 =
+        // (u & 15) | (a[0..4] >> 6) << 4, m4..7 = (u >> 4) | (a[4..8] >> 6) << 4.
+        let h = _mm_loadu_si128(p.cast());
+        let y = _mm_shuffle_epi8(
+            h,
+            _mm_setr_epi8(4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 12, 13, 14, 15),
+        );
+        let lo = _mm_and_si128(
+            _mm_srlv_epi32(y, _mm_setr_epi32(0, 0, 0, 4)),
+            _mm_set_epi64x(0x0F0F_0F0F_0F0F_0F0F, 0x3F3F_3F3F_3F3F_3F3F),
+        );
+        let hi = _mm_and_si128(
+            _mm_srli_epi16::<2>(_mm_unpacklo_epi64(y, y)),
+            _mm_set_epi64x(0x3030_3030_3030_3030, 0),
+        );
+        // [sc0..3, m0..3, sc4..7, m4..7]
+        let sm = _mm_or_si128(lo, hi);
+        let smz = _mm512_broadcast_i32x4(sm);
+        // Scale of sub-block `s` (byte `s` for s < 4, `s + 4` otherwise) as i16 in every word
+        // of the 256-bit half it covers.
+        let z = 0xFFu8;
+        let pick = |a: u8, b: u8| {
+            let (wa, wb) = (i32::from_le_bytes([a, z, a, z]), i32::from_le_bytes([b, z, b, z]));
             _mm512_shuffle_epi8(
-                sm,
-                _mm512_setr_epi32(
-                    i32::from_le_bytes([a as u8, z as u8, a as u8, z as u8]),
-                    i32::from_le_bytes([a as u8, z as u8, a as u8, z as u8]),
-                    i32::from_le_bytes([a as u8, z as u8, a as u8, z as u8]),
-                    i32::from_le_bytes([a as u8, z as u8, a as u8, z as u8]),
-                    i32::from_le_bytes([a as u8, z as u8, a as u8, z as u8]),
-                    i32::from_le_bytes([a as u8, z as u8, a as u8, z as u8]),
-                    i32::from_le_bytes([a as u8, z as u8, a as u8, z as u8]),
-                    i32::from_le_bytes([a as u8, z as u8, a as u8, z as u8]),
-                    i32::from_le_bytes([b as u8, z as u8, b as u8, z as u8]),
-                    i32::from_le_bytes([b as u8, z as u8, b as u8, z as u8]),
-                    i32::from_le_bytes([b as u8, z as u8, b as u8, z as u8]),
-                    i32::from_le_bytes([b as u8, z as u8, b as u8, z as u8]),
-                    i32::from_le_bytes([b as u8, z as u8, b as u8, z as u8]),
-                    i32::from_le_bytes([b as u8, z as u8, b as u8, z as u8]),
-                    i32::from_le_bytes([b as u8, z as u8, b as u8, z as u8]),
-                    i32::from_le_bytes([b as u8, z as u8, b as u8, z as u8]),
-                ),
+                smz,
+                _mm512_setr_epi32(wa, wa, wa, wa, wa, wa, wa, wa, wb, wb, wb, wb, wb, wb, wb, wb),
             )
         };
-        let sc = [pick(0, 2), pick(1, 3), pick(4, 6), pick(5, 7)];
-        // mins[j / 2] for bsums j = 0..16 (mins are bytes 8..16 of `sm`).
-        #[rustfmt::skip]
-        let mi = _mm256_setr_epi8(
-            8, z, 8, z, 9, z, 9, z, 10, z, 10, z, 11, z, 11, z,
-            12, z, 12, z, 13, z, 13, z, 14, z, 14, z, 15, z, 15, z,
+        let sc = [pick(0, 2), pick(1, 3), pick(8, 10), pick(9, 11)];
+        let mins = _mm_shuffle_epi8(
+            sm,
+            _mm_setr_epi8(4, -1, 5, -1, 6, -1, 7, -1, 12, -1, 13, -1, 14, -1, 15, -1),
         );
-        let mins = _mm256_shuffle_epi8(_mm512_castsi512_si256(sm), mi);
-        (v, sc, mins, f16_bcast(p), f16_bcast(p.add(2)))
+        let dd = _mm_cvtph_ps(h);
+        (v, sc, mins, _mm512_broadcastss_ps(dd), _mm_permute_ps::<0x55>(dd))
     }
 }
 
@@ -1080,6 +1120,12 @@ impl Lanes for Q5k {
     unsafe fn dot(w: &Self::W, a: *const V64, acc: __m512) -> __m512 {
         // SAFETY: forwarded from the caller; the same arithmetic as Q4_K's.
         unsafe { Q4k::dot(w, a, acc) }
+    }
+
+    #[inline(always)]
+    unsafe fn dot_vnni(w: &Self::W, a: *const V64, acc: __m512) -> __m512 {
+        // SAFETY: forwarded from the caller; the same arithmetic as Q4_K's.
+        unsafe { Q4k::dot_vnni(w, a, acc) }
     }
 }
 
@@ -1196,7 +1242,7 @@ impl Lanes for Q6k {
 /// Codes as [`Tq2`]'s planes; per plane an i16 scale vector (128-bit lane `L` of plane `j`
 /// covers elements `16 * (8 (L / 2) + 2j + L % 2)..+16`, whose scale one `vpshufb` picks);
 /// the mins in element order meet `bsums` directly. Record: [`Tq2`]'s planes, `bsums`,
-/// `d_a`; per column [`Q4k`]'s arithmetic (pairs <= 2 * 3 * 128, times scale <= 15).
+/// `d_a`; per column [`dot_k_mins16`] (pairs <= 2 * 3 * 128, times scale <= 15).
 pub(crate) struct Q2k;
 
 impl Lanes for Q2k {
@@ -1260,8 +1306,28 @@ impl Lanes for Q2k {
 
     #[inline(always)]
     unsafe fn dot(w: &Self::W, a: *const V64, acc: __m512) -> __m512 {
-        // SAFETY: forwarded from the caller; the same arithmetic as Q4_K's.
-        unsafe { Q4k::dot(w, a, acc) }
+        // SAFETY: forwarded from the caller.
+        unsafe { dot_k_mins16(w, a, acc) }
+    }
+}
+
+/// The per-column arithmetic of [`Q2k`] (and `super::q3k512::Q3k`): `sum_k madd(maddubs(v_k,
+/// a_k), sc_k)` (exact), FMA by `d * d_a`; then the min term `madd(mins, bsums)` (16 mins
+/// against the 16 bsums) FMA'd negatively by `dmin * d_a` into the same lanes.
+///
+/// # Safety
+/// As [`Lanes::dot`], with [`Q2k`]'s record (6 vectors).
+#[inline(always)]
+pub(super) unsafe fn dot_k_mins16(w: &<Q2k as Lanes>::W, a: *const V64, acc: __m512) -> __m512 {
+    // SAFETY: reads the 6 record vectors (caller); register-only operations.
+    unsafe {
+        let t = |k: usize| _mm512_madd_epi16(_mm512_maddubs_epi16(w.0[k], ld(a, k)), w.1[k]);
+        let s = _mm512_add_epi32(_mm512_add_epi32(t(0), t(1)), _mm512_add_epi32(t(2), t(3)));
+        let da = ldps(a, 5);
+        let acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(w.3, da), acc);
+        let bs = _mm512_castsi512_si256(ld(a, 4));
+        let m = _mm512_zextsi256_si512(_mm256_madd_epi16(w.2, bs));
+        _mm512_fnmadd_ps(_mm512_cvtepi32_ps(m), _mm512_mul_ps(w.4, da), acc)
     }
 }
 
