@@ -118,19 +118,22 @@ pub(crate) fn search_fp2(h: &Half, table: &[f64; NB]) -> u8 {
     let mut ck = [0f64; 17];
     let mut vk = [0f64; 17];
     let mut mk = [0f64; 17];
-    let mut best_m = f64::INFINITY;
-    let mut k0 = 0;
+    // Two passes: the first has no loop-carried state, so it runs two quadratics per
+    // (packed) division; the second picks the first smallest `m_k`, as one pass would.
     for k in 0..17 {
         let b = pt + 3.0 * p[k];
         let c = wt + 15.0 * q[k];
         let v = b / c;
-        let m = aa - b * v;
         bk[k] = b;
         ck[k] = c;
         vk[k] = v;
-        mk[k] = m;
-        if m < best_m {
-            best_m = m;
+        mk[k] = aa - b * v;
+    }
+    let mut best_m = f64::INFINITY;
+    let mut k0 = 0;
+    for k in 0..17 {
+        if mk[k] < best_m {
+            best_m = mk[k];
             k0 = k;
         }
     }
