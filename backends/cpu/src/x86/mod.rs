@@ -99,6 +99,29 @@ pub(crate) fn extras(isa: Isa, format: FormatId) -> crate::kernels::Extras {
     legacy512::extras(isa, format)
 }
 
+/// Prefetches (into L1) every cache line of `p + ahead .. p + ahead + len` (`len >= 1`): the
+/// lines at 64-byte steps and the one holding the last byte. Drivers whose weight group is
+/// longer than a line call this once per group and row stream; one prefetch per group left a
+/// third of the lines of 144- and 210-byte K-quant blocks to the hardware prefetcher, which
+/// cost up to 1.6x in streaming time (4096 x 14336, one thread, 2026-12-01).
+///
+/// # Safety
+/// None beyond the call: a prefetch never faults, and the addresses are only computed
+/// (`wrapping_add`).
+#[inline(always)]
+pub(crate) unsafe fn prefetch_span(p: *const u8, ahead: usize, len: usize) {
+    use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+    // SAFETY: prefetch hints never fault.
+    unsafe {
+        let mut off = 0;
+        while off < len {
+            _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(ahead + off).cast());
+            off += 64;
+        }
+        _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(ahead + len - 1).cast());
+    }
+}
+
 /// What the unsafe bodies may rely on, checked by [`check_q8_0`].
 pub(crate) struct Checked<'a> {
     /// Every activation block (`acts.n` columns of `nb` blocks).

@@ -255,11 +255,7 @@ unsafe fn drive<F: Lanes, const R: usize, const CT: usize, const V: bool>(
                     let mut dec = [F::decode(rp[0].add(g * gbytes)); R];
                     for i in 0..R {
                         let p = rp[i].add(g * gbytes);
-                        let mut off = 0;
-                        while off < gbytes {
-                            _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(PF + off).cast());
-                            off += 64;
-                        }
+                        super::prefetch_span(p, PF, gbytes);
                         if i > 0 {
                             dec[i] = F::decode(p);
                         }
