@@ -288,10 +288,8 @@ const AVX512_ONLY: [FormatId; 15] = [
 
 /// The formats with a `vpdpbusd` form (x86/z512.rs `kernel_vnni`, x86/legacy512.rs
 /// `kernel_vnni`).
-const VNNI_FORMATS: [FormatId; 13] = [
+const VNNI_FORMATS: [FormatId; 11] = [
     FormatId::Q4_0,
-    FormatId::Q4K,
-    FormatId::Q5K,
     FormatId::Q8_0,
     FormatId::Q4_1,
     FormatId::Q5_0,

@@ -902,7 +902,10 @@ impl Lanes for Pq2 {
 /// Per column: `S = sum_k madd(maddubs(v_k, a_k), sc_k)` (exact: pairs <= 2 * 15 * 128, times
 /// scale <= 63, |S_l| < 2^21), `M = madd(mins, bsum32)` (4 lanes, exact), then lane `l`:
 /// `g_l = fl(S_l * d - [l < 4] fl(M_l * dmin))` (one FMA) and `acc_l = fl(g_l * d_a + acc_l)`.
-/// Under VNNI the madd/add chain is `vpdpwssd` (the same exact integers, the same result).
+/// Under VNNI: `vpdpbusd` gives the exact i32 sum of each 4 elements (|.| <= 4 * 15 * 128, so
+/// `vpackssdw` of two registers' sums is exact), and `vpdpwssd` applies the scales to those
+/// words: the same exact dot product per block, grouped into lanes differently, so the results
+/// differ from the plain AVX-512 ones in rounding only (both within the bound).
 pub(crate) struct Q4k;
 
 impl Lanes for Q4k {
@@ -910,7 +913,7 @@ impl Lanes for Q4k {
     const GB: usize = 1;
     const WIDE: bool = true;
     const REC: usize = 6;
-    type W = ([__m512i; 4], [__m512i; 4], __m128i, __m512, __m128);
+    type W = ([__m512i; 4], [__m512i; 4], __m128i, __m512, __m128, [__m512i; 2]);
 
     fn prep(act: ActSlice<'_>, nb: usize, j: usize, g: usize, rec: &mut [V64]) {
         let Some(blk) = q8_k_block(act, nb, j, g) else { return };
@@ -977,11 +980,11 @@ impl Lanes for Q4k {
         // SAFETY: reads the 6 record vectors (caller); register-only operations; VNNI is
         // available (caller).
         unsafe {
-            let p = |k: usize| _mm512_maddubs_epi16(w.0[k], ld(a, k));
-            let s = _mm512_madd_epi16(p(0), w.1[0]);
-            let s = _mm512_dpwssd_epi32(s, p(1), w.1[1]);
-            let s = _mm512_dpwssd_epi32(s, p(2), w.1[2]);
-            let s = _mm512_dpwssd_epi32(s, p(3), w.1[3]);
+            let z = _mm512_setzero_si512();
+            let p = |k: usize| _mm512_dpbusd_epi32(z, w.0[k], ld(a, k));
+            let p01 = _mm512_packs_epi32(p(0), p(1));
+            let p23 = _mm512_packs_epi32(p(2), p(3));
+            let s = _mm512_dpwssd_epi32(_mm512_madd_epi16(p01, w.5[0]), p23, w.5[1]);
             k4_finish(w, s, a, acc)
         }
     }
@@ -1052,12 +1055,23 @@ unsafe fn k4_decode(p: *const u8, qoff: usize) -> <Q4k as Lanes>::W {
             )
         };
         let sc = [pick(0, 2), pick(1, 3), pick(8, 10), pick(9, 11)];
+        // For the VNNI form: per 128-bit lane, words 0..4 the scale of register `2j`'s
+        // sub-block there and words 4..8 that of register `2j + 1` (the `vpackssdw` order).
+        let pick2 = |a0: u8, a1: u8, b0: u8, b1: u8| {
+            let w = |x: u8| i32::from_le_bytes([x, z, x, z]);
+            let (a0, a1, b0, b1) = (w(a0), w(a1), w(b0), w(b1));
+            _mm512_shuffle_epi8(
+                smz,
+                _mm512_setr_epi32(a0, a0, a1, a1, a0, a0, a1, a1, b0, b0, b1, b1, b0, b0, b1, b1),
+            )
+        };
+        let sc2 = [pick2(0, 1, 2, 3), pick2(8, 9, 10, 11)];
         let mins = _mm_shuffle_epi8(
             sm,
             _mm_setr_epi8(4, -1, 5, -1, 6, -1, 7, -1, 12, -1, 13, -1, 14, -1, 15, -1),
         );
         let dd = _mm_cvtph_ps(h);
-        (v, sc, mins, _mm512_broadcastss_ps(dd), _mm_permute_ps::<0x55>(dd))
+        (v, sc, mins, _mm512_broadcastss_ps(dd), _mm_permute_ps::<0x55>(dd), sc2)
     }
 }
 
