@@ -584,14 +584,26 @@ impl Lanes for Q4_0 {
         // SAFETY: reads the 4 blocks' quants and scales (bounds-checked slices); writes the
         // 4 record vectors.
         unsafe {
-            let q = |t: usize, h: usize| _mm_loadu_si128(b[t].qs.as_ptr().add(16 * h).cast());
-            let join = |h: usize| {
-                let x = _mm512_castsi128_si512(q(0, h));
-                let x = _mm512_inserti32x4::<1>(x, q(1, h));
-                let x = _mm512_inserti32x4::<2>(x, q(2, h));
-                _mm512_inserti32x4::<3>(x, q(3, h))
-            };
-            let (lo, hi) = (join(0), join(1));
+            // Written out (no closure): a closure is compiled without the caller's target
+            // features, so its intrinsics became out-of-line calls (a fifth of a small call).
+            let mut lohi = [_mm512_setzero_si512(); 2];
+            for (h, v) in lohi.iter_mut().enumerate() {
+                let mut x =
+                    _mm512_castsi128_si512(_mm_loadu_si128(b[0].qs.as_ptr().add(16 * h).cast()));
+                x = _mm512_inserti32x4::<1>(
+                    x,
+                    _mm_loadu_si128(b[1].qs.as_ptr().add(16 * h).cast()),
+                );
+                x = _mm512_inserti32x4::<2>(
+                    x,
+                    _mm_loadu_si128(b[2].qs.as_ptr().add(16 * h).cast()),
+                );
+                *v = _mm512_inserti32x4::<3>(
+                    x,
+                    _mm_loadu_si128(b[3].qs.as_ptr().add(16 * h).cast()),
+                );
+            }
+            let [lo, hi] = lohi;
             let one = _mm512_set1_epi8(1);
             let p = _mm512_add_epi16(_mm512_maddubs_epi16(one, lo), _mm512_maddubs_epi16(one, hi));
             let a8 = _mm512_slli_epi32::<3>(_mm512_madd_epi16(p, _mm512_set1_epi16(1)));
