@@ -88,7 +88,7 @@ pub(crate) fn kernel(isa: Isa, format: FormatId) -> Option<Kernel> {
 pub(crate) fn extras(isa: Isa, format: FormatId) -> crate::kernels::Extras {
     if isa == Isa::Avx512Vnni {
         if z512::kernel_vnni(format).is_some() {
-            return crate::kernels::Extras::default();
+            return z512::extras(format);
         }
         return extras(Isa::Avx512, format);
     }
@@ -96,7 +96,11 @@ pub(crate) fn extras(isa: Isa, format: FormatId) -> crate::kernels::Extras {
     if e.repack.is_some() || e.prep.is_some() {
         return e;
     }
-    legacy512::extras(isa, format)
+    let e = legacy512::extras(isa, format);
+    if e.repack.is_some() || e.prep.is_some() || isa != Isa::Avx512 {
+        return e;
+    }
+    z512::extras(format)
 }
 
 /// Prefetches (into L1) every cache line of `p + ahead .. p + ahead + len` (`len >= 1`): the

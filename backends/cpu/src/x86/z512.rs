@@ -48,8 +48,8 @@ use lowbit_core::{Error, FormatId};
 
 use super::avx2::hsum_ps;
 use super::ext::{self, ActSlice, W_PQ2, W_Q2K, W_Q4K, W_Q5K, W_Q6K, W_TQ2};
-use crate::act::Acts;
-use crate::kernels::Kernel;
+use crate::act::{ActData, Acts, Layout};
+use crate::kernels::{Extras, Kernel, PrepFn};
 
 /// The kernel for `format`, if this module has one.
 pub(crate) fn kernel(format: FormatId) -> Option<Kernel> {
@@ -337,14 +337,22 @@ unsafe fn dispatch<F: Lanes, const V: bool>(
     rb: usize,
     nb: usize,
     act: ActSlice<'_>,
+    shared: Option<&[V64]>,
     cols: Range<usize>,
     out: &mut [f32],
 ) {
     let ncols = cols.len();
-    // SAFETY: forwarded from the caller; `recs` holds the records of `ncols` columns.
+    // SAFETY: forwarded from the caller; `recs` holds the records of `ncols` columns (the
+    // caller's `shared` slice has that length, [`shared_recs`]).
     unsafe {
-        let recs = prep_all::<F>(act, nb, &cols);
-        let recs = &recs[..];
+        let local;
+        let recs = match shared {
+            Some(r) => r,
+            None => {
+                local = prep_all::<F>(act, nb, &cols);
+                &local[..]
+            }
+        };
         match (F::WIDE, ncols) {
             (false, 1) => drive::<F, 4, 1, V>(w, rb, nb, recs, ncols, out),
             (false, 2) => drive::<F, 4, 2, V>(w, rb, nb, recs, ncols, out),
@@ -368,11 +376,12 @@ unsafe fn entry<F: Lanes>(
     rb: usize,
     nb: usize,
     act: ActSlice<'_>,
+    shared: Option<&[V64]>,
     cols: Range<usize>,
     out: &mut [f32],
 ) {
     // SAFETY: forwarded from the caller.
-    unsafe { dispatch::<F, false>(w, rb, nb, act, cols, out) }
+    unsafe { dispatch::<F, false>(w, rb, nb, act, shared, cols, out) }
 }
 
 /// [`dispatch`] with [`entry`]'s features plus AVX-512 VNNI, running [`Lanes::dot_vnni`].
@@ -385,11 +394,12 @@ unsafe fn entry_vnni<F: Lanes>(
     rb: usize,
     nb: usize,
     act: ActSlice<'_>,
+    shared: Option<&[V64]>,
     cols: Range<usize>,
     out: &mut [f32],
 ) {
     // SAFETY: forwarded from the caller.
-    unsafe { dispatch::<F, true>(w, rb, nb, act, cols, out) }
+    unsafe { dispatch::<F, true>(w, rb, nb, act, shared, cols, out) }
 }
 
 /// [`entry`] or (`V`) [`entry_vnni`].
@@ -402,15 +412,16 @@ unsafe fn entry_v<F: Lanes, const V: bool>(
     rb: usize,
     nb: usize,
     act: ActSlice<'_>,
+    shared: Option<&[V64]>,
     cols: Range<usize>,
     out: &mut [f32],
 ) {
     // SAFETY: forwarded from the caller.
     unsafe {
         if V {
-            entry_vnni::<F>(w, rb, nb, act, cols, out)
+            entry_vnni::<F>(w, rb, nb, act, shared, cols, out)
         } else {
-            entry::<F>(w, rb, nb, act, cols, out)
+            entry::<F>(w, rb, nb, act, shared, cols, out)
         }
     }
 }
@@ -434,7 +445,8 @@ fn run_q4_0<const V: bool>(
     // or `kernel_vnni` (V = true), reached only for `Isa::Avx512Vnni` after
     // `Isa::Avx512Vnni.available()` also detected AVX-512 VNNI; `check_q8_0` checked the
     // lengths (the activation records are built inside `dispatch`).
-    unsafe { entry_v::<Q4_0, V>(w, rb, ck.nb, ActSlice::Q8_0(ck.a, ck.ad), cols, out) };
+    let shared = shared_recs::<Q4_0>(acts, ck.nb, &cols);
+    unsafe { entry_v::<Q4_0, V>(w, rb, ck.nb, ActSlice::Q8_0(ck.a, ck.ad), shared, cols, out) };
     Ok(())
 }
 
@@ -454,7 +466,7 @@ fn run_q8<const V: bool>(
     run_q8_0::<super::q8_512::Q8, V>(format, w, rb, acts, cols, out)
 }
 
-fn run_q8_0<F: Lanes, const V: bool>(
+fn run_q8_0<F: Lanes + 'static, const V: bool>(
     format: FormatId,
     w: &[u8],
     rb: usize,
@@ -463,12 +475,13 @@ fn run_q8_0<F: Lanes, const V: bool>(
     out: &mut [f32],
 ) -> Result<(), Error> {
     let ck = super::check_q8_0(format, w, rb, acts, &cols, out, F::BB)?;
+    let shared = shared_recs::<F>(acts, ck.nb, &cols);
     // SAFETY: as in `run_q4_0`.
-    unsafe { entry_v::<F, V>(w, rb, ck.nb, ActSlice::Q8_0(ck.a, ck.ad), cols, out) };
+    unsafe { entry_v::<F, V>(w, rb, ck.nb, ActSlice::Q8_0(ck.a, ck.ad), shared, cols, out) };
     Ok(())
 }
 
-pub(super) fn run_ext<F: Lanes, const C: u8>(
+pub(super) fn run_ext<F: Lanes + 'static, const C: u8>(
     format: FormatId,
     w: &[u8],
     rb: usize,
@@ -479,7 +492,7 @@ pub(super) fn run_ext<F: Lanes, const C: u8>(
     run_ext_v::<F, C, false>(format, w, rb, acts, cols, out)
 }
 
-fn run_ext_v<F: Lanes, const C: u8, const V: bool>(
+fn run_ext_v<F: Lanes + 'static, const C: u8, const V: bool>(
     format: FormatId,
     w: &[u8],
     rb: usize,
@@ -490,8 +503,116 @@ fn run_ext_v<F: Lanes, const C: u8, const V: bool>(
     let s = ext::check::<C>(format, w, rb, acts, &cols, out)?;
     // SAFETY: as in `run_q4_0`; `ext::check` checked the lengths for weight code `C`, whose
     // block size is `F::BB` (`F::GB` blocks per group, a partial last group padded).
-    unsafe { entry_v::<F, V>(w, rb, s.nb, s.act, cols, out) };
+    let shared = shared_recs::<F>(acts, s.nb, &cols);
+    unsafe { entry_v::<F, V>(w, rb, s.nb, s.act, shared, cols, out) };
     Ok(())
+}
+
+/// The activation records of every column of one matmul call ([`layout`]), shared by all of
+/// the call's kernel calls (row chunks and column tiles) instead of rebuilt by each.
+pub(crate) struct Records {
+    /// The [`Lanes`] type that built them.
+    tag: std::any::TypeId,
+    /// Weight blocks per row they were built for.
+    nb: usize,
+    /// Vectors per column (`ceil(nb / GB) * REC`).
+    per_col: usize,
+    /// Column after column.
+    v: Vec<V64>,
+}
+
+/// The records of columns `cols` from the call's shared [`Records`], when they were built by
+/// `F` for `nb` blocks per row and every column (else `None`: the kernel builds its own).
+fn shared_recs<'a, F: Lanes + 'static>(
+    acts: &'a Acts,
+    nb: usize,
+    cols: &Range<usize>,
+) -> Option<&'a [V64]> {
+    let r = acts.layout.as_ref()?.0.downcast_ref::<Records>()?;
+    let per = nb.div_ceil(F::GB) * F::REC;
+    let ok = r.tag == std::any::TypeId::of::<F>()
+        && r.nb == nb
+        && r.per_col == per
+        && r.v.len() == acts.n * per
+        && cols.end <= acts.n;
+    ok.then(|| &r.v[cols.start * per..cols.end * per])
+}
+
+/// Builds the [`Records`] of every column for `F` (weight blocks of `QK` elements), once per
+/// matmul call (`Extras::prep`), columns in parallel.
+fn layout<F: Lanes + 'static, const QK: usize>(acts: &Acts) -> Option<Layout> {
+    use rayon::prelude::*;
+    if acts.k == 0 || acts.k % QK != 0 {
+        return None;
+    }
+    let act = match &acts.data {
+        ActData::Q8K(b) => ActSlice::Q8K(b),
+        ActData::Q8_0 { blocks, d } if d.len() == blocks.len() => ActSlice::Q8_0(blocks, d),
+        _ => return None,
+    };
+    let nb = acts.k / QK;
+    let per_col = nb.div_ceil(F::GB) * F::REC;
+    let mut v = vec![V64([0; 64]); acts.n * per_col];
+    v.par_chunks_mut(per_col).enumerate().for_each(|(j, rec)| {
+        // SAFETY: this hook is installed ([`extras`]) only for `Isa::Avx512` /
+        // `Isa::Avx512Vnni` tables, which `KernelTable::new` builds only after `available()`
+        // detected the features of [`prep_col`].
+        unsafe { prep_col::<F>(act, nb, j, rec) }
+    });
+    Some(Layout(std::sync::Arc::new(Records { tag: std::any::TypeId::of::<F>(), nb, per_col, v })))
+}
+
+/// [`layout`] for the Q4_0 and Q8_0 kernels, which handle tiles of at most 4 columns here
+/// (wider tiles run `super::avx512`, which reads no records): none when `n > 4`.
+fn layout_le4<F: Lanes + 'static, const QK: usize>(acts: &Acts) -> Option<Layout> {
+    if acts.n > 4 {
+        return None;
+    }
+    layout::<F, QK>(acts)
+}
+
+/// The records of column `j` (`rec`: `ceil(nb / GB) * REC` vectors, zeroed), as
+/// [`prep_all`] builds them.
+///
+/// # Safety
+/// The features named here are available.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
+unsafe fn prep_col<F: Lanes>(act: ActSlice<'_>, nb: usize, j: usize, rec: &mut [V64]) {
+    let full = nb / F::GB;
+    for (g, r) in rec.chunks_exact_mut(F::REC).enumerate() {
+        if g < full {
+            // SAFETY: the features are available (caller).
+            unsafe { F::prep_fast(act, nb, j, g, r) };
+        } else {
+            F::prep(act, nb, j, g, r);
+        }
+    }
+}
+
+/// The once-per-call activation hook of `format`'s kernel here ([`layout`]), for the
+/// `Isa::Avx512` and `Isa::Avx512Vnni` tables.
+pub(crate) fn extras(format: FormatId) -> Extras {
+    use super::nvfp4_512::Nvfp4;
+    use super::q3k512::Q3k;
+    use super::tq1_512::{Ptq1, Tq1};
+    let prep: PrepFn = match format {
+        FormatId::Q4_0 => layout_le4::<Q4_0, 32>,
+        FormatId::Q8_0 => layout_le4::<super::q8_512::Q8, 32>,
+        FormatId::Mxfp4 => layout::<Mxfp4, 32>,
+        FormatId::Iq4Nl => layout::<Iq4Nl, 32>,
+        FormatId::Nvfp4 => layout::<Nvfp4, 64>,
+        FormatId::Pq2_0 => layout::<Pq2, 128>,
+        FormatId::Ptq1_0 => layout::<Ptq1, 128>,
+        FormatId::Tq2_0 => layout::<Tq2, 256>,
+        FormatId::Tq1_0 => layout::<Tq1, 256>,
+        FormatId::Q2K => layout::<Q2k, 256>,
+        FormatId::Q3K => layout::<Q3k, 256>,
+        FormatId::Q4K => layout::<Q4k, 256>,
+        FormatId::Q5K => layout::<Q5k, 256>,
+        FormatId::Q6K => layout::<Q6k, 256>,
+        _ => return Extras::default(),
+    };
+    Extras { repack: None, prep: Some(prep) }
 }
 
 /// The `Isa::Avx512Vnni` kernel for `format`, if it has a VNNI form here (the caller falls
