@@ -196,10 +196,11 @@ pub(crate) fn search_fp2(h: &Half, table: &[f64; NB]) -> u8 {
     }
     let tp = te * GROW46;
     let mcut = tp + EPS_M * aa;
-    // Survivors (in increasing k) and their candidate bytes.
+    // Survivors (in increasing k; `m_k` is finite: `A > 0` and `C_k > 0` here) and their
+    // candidate bytes.
     let mut live_k = 0u32;
     for k in 0..17 {
-        live_k |= u32::from(!(mk[k] > mcut)) << k;
+        live_k |= u32::from(mk[k] <= mcut) << k;
     }
     let mut surv = [0usize; 17];
     let mut ns = 0;
