@@ -627,6 +627,7 @@ pub(crate) fn kernel_vnni(format: FormatId) -> Option<Kernel> {
         FormatId::Mxfp4 => k("avx512-vnni-mxfp4", run_q8_0::<Mxfp4, true>),
         FormatId::Q4K => k("avx512-vnni-q4_k", run_ext_v::<Q4k, W_Q4K, true>),
         FormatId::Q5K => k("avx512-vnni-q5_k", run_ext_v::<Q5k, W_Q5K, true>),
+        FormatId::Q6K => k("avx512-vnni-q6_k", run_ext_v::<Q6k, W_Q6K, true>),
         FormatId::Tq2_0 => k("avx512-vnni-tq2_0", run_ext_v::<Tq2, W_TQ2, true>),
         FormatId::Pq2_0 => k("avx512-vnni-pq2_0", run_ext_v::<Pq2, W_PQ2, true>),
         FormatId::Tq1_0 => k("avx512-vnni-tq1_0", run_ext_v::<Tq1, { ext::W_TQ1 }, true>),
@@ -1284,15 +1285,20 @@ impl Lanes for Q5k {
 /// order (4 vectors), `32 * (a_e + a_e')` per i16 pair (4 vectors), `d_a`. Per column:
 /// `sum_k madd(maddubs(u_k, a_k) - a32_k, sc_k)`, i.e. exact `sum(sc * q * a)` per lane with
 /// every pair already `q a + q' a'` (pairs <= 2 * 63 * 128 < 2^15 before, <= 2 * 32 * 128
-/// after the correction), FMA by `d * d_a`.
+/// after the correction), FMA by `d * d_a`. Under VNNI: `vpdpbusd` sums each 4 `u a`
+/// (|.| <= 4 * 63 * 127 < 2^15), `vpackssdw` packs two registers' sums (exact), the record's
+/// `-32 * (sum of the 4 activations)` in the same order is added (exact, |.| <= 4 * 32 * 127),
+/// and `vpdpwssd` applies the scales: the same exact block sum in other lanes, so within the
+/// bound of the plain form, not bit-identical to it. Record vectors 9 and 10 hold those
+/// corrections.
 pub(crate) struct Q6k;
 
 impl Lanes for Q6k {
     const BB: usize = 210;
     const GB: usize = 1;
     const WIDE: bool = true;
-    const REC: usize = 9;
-    type W = ([__m512i; 4], [__m512i; 4], __m512);
+    const REC: usize = 11;
+    type W = ([__m512i; 4], [__m512i; 4], __m512, [__m512i; 2]);
 
     fn prep(act: ActSlice<'_>, nb: usize, j: usize, g: usize, rec: &mut [V64]) {
         let Some(blk) = q8_k_block(act, nb, j, g) else { return };
@@ -1309,22 +1315,41 @@ impl Lanes for Q6k {
         for l in 0..16 {
             rec[8].put_f32(l, blk.d);
         }
+        // VNNI corrections: -32 * (sum of each 4 activations), in `vpackssdw` order of
+        // registers (0, 1) and (2, 3).
+        for (c, pair) in [(9usize, 0usize), (10, 2)] {
+            for lane in 0..4 {
+                for (h, k) in [pair, pair + 1].into_iter().enumerate() {
+                    for t in 0..4 {
+                        let e = 64 * k + 16 * lane + 4 * t;
+                        let v: i16 = -32 * (0..4).map(|i| i16::from(blk.qs[e + i])).sum::<i16>();
+                        let at = 16 * lane + 8 * h + 2 * t;
+                        rec[c].0[at..at + 2].copy_from_slice(&v.to_le_bytes());
+                    }
+                }
+            }
+        }
     }
 
     #[inline(always)]
     unsafe fn prep_fast(act: ActSlice<'_>, nb: usize, j: usize, g: usize, rec: &mut [V64]) {
-        let (Some(blk), true) = (q8_k_block(act, nb, j, g), rec.len() == 9) else { return };
+        let (Some(blk), true) = (q8_k_block(act, nb, j, g), rec.len() == 11) else { return };
         let q = blk.qs.as_ptr();
         let r = rec.as_mut_ptr();
         // SAFETY: reads the block's 256 quants; writes the 9 record vectors.
         unsafe {
             let c32 = _mm512_set1_epi8(32);
+            let one = _mm512_set1_epi8(1);
+            let mut c4 = [_mm512_setzero_si512(); 4];
             for k in 0..4 {
                 let v = _mm512_loadu_si512(q.add(64 * k).cast());
                 _mm512_store_si512(r.add(k).cast(), v);
                 _mm512_store_si512(r.add(4 + k).cast(), _mm512_maddubs_epi16(c32, v));
+                c4[k] = _mm512_madd_epi16(_mm512_maddubs_epi16(one, v), _mm512_set1_epi16(-32));
             }
             _mm512_store_ps(r.add(8).cast(), _mm512_set1_ps(blk.d));
+            _mm512_store_si512(r.add(9).cast(), _mm512_packs_epi32(c4[0], c4[1]));
+            _mm512_store_si512(r.add(10).cast(), _mm512_packs_epi32(c4[2], c4[3]));
         }
     }
 
@@ -1363,7 +1388,19 @@ impl Lanes for Q6k {
                 _mm512_srai_epi16::<8>(_mm512_shuffle_epi8(sb, idx))
             };
             let sc = [pick(0), pick(1), pick(2), pick(3)];
-            (u, sc, f16_bcast(p.add(208)))
+            // VNNI: per 128-bit lane L, words 0..4 the scale of register 2j's lane (4 (2j) + L)
+            // and words 4..8 that of register 2j + 1 (the `vpackssdw` order).
+            let pick2 = |j: u8| {
+                let b = |s: u8| i32::from_le_bytes([z, s, z, s]);
+                let (a, c) = (8 * j, 8 * j + 4);
+                #[rustfmt::skip]
+                let idx = _mm512_setr_epi32(
+                    b(a), b(a), b(c), b(c), b(a + 1), b(a + 1), b(c + 1), b(c + 1),
+                    b(a + 2), b(a + 2), b(c + 2), b(c + 2), b(a + 3), b(a + 3), b(c + 3), b(c + 3),
+                );
+                _mm512_srai_epi16::<8>(_mm512_shuffle_epi8(sb, idx))
+            };
+            (u, sc, f16_bcast(p.add(208)), [pick2(0), pick2(1)])
         }
     }
 
@@ -1376,6 +1413,20 @@ impl Lanes for Q6k {
                 _mm512_madd_epi16(pr, w.1[k])
             };
             let s = _mm512_add_epi32(_mm512_add_epi32(t(0), t(1)), _mm512_add_epi32(t(2), t(3)));
+            _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(w.2, ldps(a, 8)), acc)
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn dot_vnni(w: &Self::W, a: *const V64, acc: __m512) -> __m512 {
+        // SAFETY: reads the 11 record vectors (caller); register-only operations; VNNI is
+        // available (caller).
+        unsafe {
+            let z = _mm512_setzero_si512();
+            let p = |k: usize| _mm512_dpbusd_epi32(z, w.0[k], ld(a, k));
+            let p01 = _mm512_add_epi16(_mm512_packs_epi32(p(0), p(1)), ld(a, 9));
+            let p23 = _mm512_add_epi16(_mm512_packs_epi32(p(2), p(3)), ld(a, 10));
+            let s = _mm512_dpwssd_epi32(_mm512_madd_epi16(p01, w.3[0]), p23, w.3[1]);
             _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(w.2, ldps(a, 8)), acc)
         }
     }
@@ -1692,6 +1743,49 @@ unsafe fn prep_nib_fast(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `prep_fast` (vector) and `prep` (scalar) build the same records for the Q8_K formats
+    /// whose records carry derived sums (Q4_K's sub-block sums, Q6_K's corrections).
+    #[test]
+    fn k_quant_records_fast_equals_scalar() {
+        if !(is_x86_feature_detected!("avx512f")
+            && is_x86_feature_detected!("avx512bw")
+            && is_x86_feature_detected!("avx512vl"))
+        {
+            return;
+        }
+        let mut st = 0x9E37_79B9_7F4A_7C15u64;
+        let mut blocks = Vec::new();
+        for case in 0..8 {
+            let mut qs = [0i8; 256];
+            for q in qs.iter_mut() {
+                st = st.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                *q = match case {
+                    0 => 127,
+                    1 => -127,
+                    _ => ((st >> 33) % 255) as i8 - 127 + 1,
+                };
+            }
+            let mut bsums = [0i16; 16];
+            for (b, c) in bsums.iter_mut().zip(qs.chunks_exact(16)) {
+                *b = c.iter().map(|&q| i16::from(q)).sum();
+            }
+            blocks.push(lowbit_core::format::ggml::BlockQ8K { d: 0.5 + case as f32, qs, bsums });
+        }
+        let act = ActSlice::Q8K(&blocks);
+        for g in 0..blocks.len() {
+            let (mut a, mut b) = ([V64([0; 64]); 6], [V64([0; 64]); 6]);
+            Q4k::prep(act, blocks.len(), 0, g, &mut a);
+            // SAFETY: the AVX-512 features were detected above.
+            unsafe { Q4k::prep_fast(act, blocks.len(), 0, g, &mut b) };
+            assert!(a.iter().zip(&b).all(|(x, y)| x.0 == y.0), "Q4_K block {g}");
+            let (mut a, mut b) = ([V64([0; 64]); 11], [V64([0; 64]); 11]);
+            Q6k::prep(act, blocks.len(), 0, g, &mut a);
+            // SAFETY: as above.
+            unsafe { Q6k::prep_fast(act, blocks.len(), 0, g, &mut b) };
+            assert!(a.iter().zip(&b).all(|(x, y)| x.0 == y.0), "Q6_K block {g}");
+        }
+    }
 
     #[test]
     fn e8m0_half_table_matches_core() {
