@@ -27,9 +27,10 @@
 //! VNNI. Under `Isa::Avx512Vnni` the formats of [`kernel_vnni`] run [`Lanes::dot_vnni`]
 //! (compiled in [`entry_vnni`] with AVX-512 VNNI enabled): `vpdpbusd` adds the four u8 x i8
 //! products of each i32 lane directly, starting from the negated correction, which is the same
-//! exact lane integer as the `vpmaddubsw` / `vpmaddwd` pair, so results are identical. Q4_K
-//! and Q5_K are the exception: their VNNI form groups the same exact block sum into lanes
-//! differently ([`Q4k`]), so it agrees with the plain form within the bound, not bit for bit.
+//! exact lane integer as the `vpmaddubsw` / `vpmaddwd` pair, so results are identical. Q4_K,
+//! Q5_K and Q6_K are the exception: their VNNI forms group the same exact block sum into lanes
+//! differently ([`Q4k`], [`Q6k`]), so they agree with the plain forms within the bound, not bit
+//! for bit.
 //!
 //! What must not live here: length checks (`super::check_q8_0`, `super::ext::check`), the
 //! AVX2 kernels, other formats (the other files in `z512`'s layout: `super::iq512`,
