@@ -539,7 +539,8 @@ fn shared_recs<'a, F: Lanes + 'static>(
     ok.then(|| &r.v[cols.start * per..cols.end * per])
 }
 
-/// Builds the [`Records`] of every column for `F` (weight blocks of `QK` elements), once per
+/// Builds the [`Records`] of every column for `F` (weight blocks of `QK` elements; a wrong
+/// `QK` only wastes the work: [`shared_recs`] then finds `nb` different), once per
 /// matmul call (`Extras::prep`), columns in parallel.
 fn layout<F: Lanes + 'static, const QK: usize>(acts: &Acts) -> Option<Layout> {
     use rayon::prelude::*;
@@ -611,6 +612,14 @@ pub(crate) fn extras(format: FormatId) -> Extras {
         FormatId::Q4K => layout::<Q4k, 256>,
         FormatId::Q5K => layout::<Q5k, 256>,
         FormatId::Q6K => layout::<Q6k, 256>,
+        FormatId::Iq2Xxs => layout::<super::iq512::Iq2Xxs, 256>,
+        FormatId::Iq2Xs => layout::<super::iq512::Iq2Xs, 256>,
+        FormatId::Iq2S => layout::<super::iq512::Iq2S, 256>,
+        FormatId::Iq3Xxs => layout::<super::iq512::Iq3Xxs, 256>,
+        FormatId::Iq3S => layout::<super::iq512::Iq3S, 256>,
+        FormatId::Iq4Xs => layout::<super::iq512::Iq4Xs, 256>,
+        FormatId::Iq1S => layout::<super::iq512::Iq1S, 256>,
+        FormatId::Iq1M => layout::<super::iq512::Iq1M, 256>,
         _ => return Extras::default(),
     };
     Extras { repack: None, prep: Some(prep) }
@@ -1744,6 +1753,31 @@ unsafe fn prep_nib_fast(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every format with a once-per-call record hook builds records for its own block count
+    /// (so its kernels use them rather than building their own).
+    #[test]
+    fn call_records_match_the_weight_block_count() {
+        if !(is_x86_feature_detected!("avx512f")
+            && is_x86_feature_detected!("avx512bw")
+            && is_x86_feature_detected!("avx512vl"))
+        {
+            return;
+        }
+        let k = 1024;
+        let x: Vec<f32> = (0..2 * k).map(|i| ((i * 37 % 101) as f32 - 50.0) / 64.0).collect();
+        let mut hooked = 0;
+        for format in FormatId::ALL {
+            let Some(prep) = extras(format).prep else { continue };
+            hooked += 1;
+            let acts = Acts::prepare(format, &x, 2, k).unwrap();
+            let layout = prep(&acts).unwrap_or_else(|| panic!("{format}: no records"));
+            let r = layout.0.downcast_ref::<Records>().unwrap();
+            assert_eq!(r.nb, k / format.geometry().block_elems, "{format}");
+            assert_eq!(r.v.len(), 2 * r.per_col, "{format}");
+        }
+        assert_eq!(hooked, 22);
+    }
 
     /// `prep_fast` (vector) and `prep` (scalar) build the same records for the Q8_K formats
     /// whose records carry derived sums (Q4_K's sub-block sums, Q6_K's corrections).
