@@ -15,7 +15,7 @@
 //!   runs' per-call times. Weight GB/s = weight bytes / time per call; GFLOP/s = 2 rows K n /
 //!   time; ratio = weight GB/s / read bandwidth with the same thread count.
 //! * Encode (`--encode`): every offered rule of every selected format with an encoder, one
-//!   thread, weights per second; for formats with an exhaustive search (ROCmFP2/3), the fast
+//!   thread, weights per second (the fastest of several timed passes); for formats with an exhaustive search (ROCmFP2/3), the fast
 //!   (reference) rule against the exhaustive one on the same tensor, and whether the bytes match.
 //!
 //! The JSON report ([`BenchReport::to_json`]) is written by hand (no serde in the runtime).
@@ -385,6 +385,14 @@ fn activations(len: usize, seed: u64) -> Vec<f32> {
 
 // ---------------------------------------------------------------- encoders
 
+/// Encoder passes timed per rule; the rate is that of the fastest pass.
+const ENCODE_PASSES: usize = 7;
+
+/// Weights per second of `rule` on the rows of `x` (row length `k`), and the bytes of one
+/// pass. [`ENCODE_PASSES`] passes, each encoding the whole tensor as many times as needed to
+/// last `min / ENCODE_PASSES`; the rate is the fastest pass's, so time stolen by other
+/// processes on a shared machine (which only ever slows a pass down) drops out of the
+/// fast-against-exhaustive ratio as far as one clean pass per rule allows.
 fn encode_rate(
     format: FormatId,
     rule: Rule,
@@ -394,23 +402,28 @@ fn encode_rate(
 ) -> Result<(f64, Vec<u8>), String> {
     let opts = EncodeOptions { rule, importance: None };
     let rb = format.row_bytes(k).map_err(|e| e.to_string())?;
-    let mut first = Vec::new();
-    let mut out = vec![0u8; rb];
-    let mut done = 0usize;
-    let t = Instant::now();
-    loop {
-        for row in x.chunks_exact(k) {
-            codec::encode_row(format, row, &opts, &mut out).map_err(|e| e.to_string())?;
-            if first.len() < x.len() / k * rb {
-                first.extend_from_slice(&out);
-            }
-            done += k;
-        }
-        if t.elapsed() >= min {
-            break;
-        }
+    let mut first = vec![0u8; x.len() / k * rb];
+    for (row, out) in x.chunks_exact(k).zip(first.chunks_exact_mut(rb)) {
+        codec::encode_row(format, row, &opts, out).map_err(|e| e.to_string())?;
     }
-    Ok((done as f64 / t.elapsed().as_secs_f64().max(1e-9), first))
+    let mut out = vec![0u8; rb];
+    let pass_min = min / ENCODE_PASSES as u32;
+    let mut best = 0f64;
+    for _ in 0..ENCODE_PASSES {
+        let mut done = 0usize;
+        let t = Instant::now();
+        loop {
+            for row in x.chunks_exact(k) {
+                codec::encode_row(format, row, &opts, &mut out).map_err(|e| e.to_string())?;
+                done += k;
+            }
+            if t.elapsed() >= pass_min {
+                break;
+            }
+        }
+        best = best.max(done as f64 / t.elapsed().as_secs_f64().max(1e-9));
+    }
+    Ok((best, first))
 }
 
 // ---------------------------------------------------------------- the run

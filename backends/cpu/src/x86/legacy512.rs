@@ -557,7 +557,7 @@ unsafe fn drive<F: Legacy, const R: usize, const CT: usize, const V: bool>(
                     let mut dec = [decode_group::<F>(rp[0].add(g * gbytes)); R];
                     for i in 0..R {
                         let p = rp[i].add(g * gbytes);
-                        _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(PF).cast());
+                        super::prefetch_span(p, PF, gbytes);
                         if i > 0 {
                             dec[i] = decode_group::<F>(p);
                         }

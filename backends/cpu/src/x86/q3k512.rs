@@ -10,7 +10,7 @@
 //! broadcast `hmask`, moved to bit 2 (`vpsrlvw`, shift, `vpternlogd`): unsigned codes
 //! `u = q + 4` in 0..=7. The scales are unpacked with vector operations (the core's
 //! `q3k_scales` bit layout), sign-extended to words and spread per plane (`vpermw`, Q2_K's
-//! lane-to-sub-block map). Per column: Q2_K's record and [`super::z512::Q4k`]'s arithmetic,
+//! lane-to-sub-block map). Per column: Q2_K's record and arithmetic ([`super::z512::dot_k_mins16`]),
 //! with the "min" term `4 * sc` against `bsums` and `dmin = d`: exact
 //! `sum(sc * u * a) - 4 sum(sc * bsum)` per lane (pairs <= 2 * 7 * 127, times |sc| <= 32;
 //! every lane below 2^20), so the bound of [`super::z512`] holds with **c = 1**.
@@ -22,7 +22,7 @@
 use std::arch::x86_64::*;
 
 use super::ext::ActSlice;
-use super::z512::{f16_bcast, Lanes, Q2k, Q4k, V64};
+use super::z512::{f16_bcast, Lanes, Q2k, V64};
 
 /// `vpermw` indices: word `w` of plane `j` takes the scale of sub-block
 /// `8 (L / 2) + 2 j + L % 2`, `L = w / 8` its 128-bit lane.
@@ -122,8 +122,8 @@ impl Lanes for Q3k {
 
     #[inline(always)]
     unsafe fn dot(w: &Self::W, a: *const V64, acc: __m512) -> __m512 {
-        // SAFETY: forwarded from the caller; Q4_K's arithmetic (module doc).
-        unsafe { Q4k::dot(w, a, acc) }
+        // SAFETY: forwarded from the caller; Q2_K's arithmetic (module doc).
+        unsafe { super::z512::dot_k_mins16(w, a, acc) }
     }
 }
 

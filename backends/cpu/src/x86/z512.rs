@@ -27,7 +27,10 @@
 //! VNNI. Under `Isa::Avx512Vnni` the formats of [`kernel_vnni`] run [`Lanes::dot_vnni`]
 //! (compiled in [`entry_vnni`] with AVX-512 VNNI enabled): `vpdpbusd` adds the four u8 x i8
 //! products of each i32 lane directly, starting from the negated correction, which is the same
-//! exact lane integer as the `vpmaddubsw` / `vpmaddwd` pair, so results are identical.
+//! exact lane integer as the `vpmaddubsw` / `vpmaddwd` pair, so results are identical. Q4_K,
+//! Q5_K and Q6_K are the exception: their VNNI forms group the same exact block sum into lanes
+//! differently ([`Q4k`], [`Q6k`]), so they agree with the plain forms within the bound, not bit
+//! for bit.
 //!
 //! What must not live here: length checks (`super::check_q8_0`, `super::ext::check`), the
 //! AVX2 kernels, other formats (the other files in `z512`'s layout: `super::iq512`,
@@ -42,13 +45,12 @@ use std::ops::Range;
 use std::ptr;
 
 use lowbit_core::format::ggml::iq::tables::KVALUES_IQ4NL;
-use lowbit_core::format::ggml::kquant::scales::scales_mins_k4;
 use lowbit_core::{Error, FormatId};
 
 use super::avx2::hsum_ps;
 use super::ext::{self, ActSlice, W_PQ2, W_Q2K, W_Q4K, W_Q5K, W_Q6K, W_TQ2};
-use crate::act::Acts;
-use crate::kernels::Kernel;
+use crate::act::{ActData, Acts, Layout};
+use crate::kernels::{Extras, Kernel, PrepFn};
 
 /// The kernel for `format`, if this module has one.
 pub(crate) fn kernel(format: FormatId) -> Option<Kernel> {
@@ -256,7 +258,7 @@ unsafe fn drive<F: Lanes, const R: usize, const CT: usize, const V: bool>(
                     let mut dec = [F::decode(rp[0].add(g * gbytes)); R];
                     for i in 0..R {
                         let p = rp[i].add(g * gbytes);
-                        _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(PF).cast());
+                        super::prefetch_span(p, PF, gbytes);
                         if i > 0 {
                             dec[i] = F::decode(p);
                         }
@@ -336,19 +338,29 @@ unsafe fn dispatch<F: Lanes, const V: bool>(
     rb: usize,
     nb: usize,
     act: ActSlice<'_>,
+    shared: Option<&[V64]>,
     cols: Range<usize>,
     out: &mut [f32],
 ) {
     let ncols = cols.len();
-    // SAFETY: forwarded from the caller; `recs` holds the records of `ncols` columns.
+    // SAFETY: forwarded from the caller; `recs` holds the records of `ncols` columns (the
+    // caller's `shared` slice has that length, [`shared_recs`]).
     unsafe {
-        let recs = prep_all::<F>(act, nb, &cols);
-        let recs = &recs[..];
+        let local;
+        let recs = match shared {
+            Some(r) => r,
+            None => {
+                local = prep_all::<F>(act, nb, &cols);
+                &local[..]
+            }
+        };
         match (F::WIDE, ncols) {
             (false, 1) => drive::<F, 4, 1, V>(w, rb, nb, recs, ncols, out),
             (false, 2) => drive::<F, 4, 2, V>(w, rb, nb, recs, ncols, out),
             (true, 1) => drive::<F, 2, 1, V>(w, rb, nb, recs, ncols, out),
             (true, 2) => drive::<F, 2, 2, V>(w, rb, nb, recs, ncols, out),
+            (true, 3..=4) => drive::<F, 1, 4, V>(w, rb, nb, recs, ncols, out),
+            (true, _) => drive::<F, 1, 8, V>(w, rb, nb, recs, ncols, out),
             (_, 1..=4) => drive::<F, 2, 4, V>(w, rb, nb, recs, ncols, out),
             _ => drive::<F, 2, 8, V>(w, rb, nb, recs, ncols, out),
         }
@@ -365,11 +377,12 @@ unsafe fn entry<F: Lanes>(
     rb: usize,
     nb: usize,
     act: ActSlice<'_>,
+    shared: Option<&[V64]>,
     cols: Range<usize>,
     out: &mut [f32],
 ) {
     // SAFETY: forwarded from the caller.
-    unsafe { dispatch::<F, false>(w, rb, nb, act, cols, out) }
+    unsafe { dispatch::<F, false>(w, rb, nb, act, shared, cols, out) }
 }
 
 /// [`dispatch`] with [`entry`]'s features plus AVX-512 VNNI, running [`Lanes::dot_vnni`].
@@ -382,11 +395,12 @@ unsafe fn entry_vnni<F: Lanes>(
     rb: usize,
     nb: usize,
     act: ActSlice<'_>,
+    shared: Option<&[V64]>,
     cols: Range<usize>,
     out: &mut [f32],
 ) {
     // SAFETY: forwarded from the caller.
-    unsafe { dispatch::<F, true>(w, rb, nb, act, cols, out) }
+    unsafe { dispatch::<F, true>(w, rb, nb, act, shared, cols, out) }
 }
 
 /// [`entry`] or (`V`) [`entry_vnni`].
@@ -399,15 +413,16 @@ unsafe fn entry_v<F: Lanes, const V: bool>(
     rb: usize,
     nb: usize,
     act: ActSlice<'_>,
+    shared: Option<&[V64]>,
     cols: Range<usize>,
     out: &mut [f32],
 ) {
     // SAFETY: forwarded from the caller.
     unsafe {
         if V {
-            entry_vnni::<F>(w, rb, nb, act, cols, out)
+            entry_vnni::<F>(w, rb, nb, act, shared, cols, out)
         } else {
-            entry::<F>(w, rb, nb, act, cols, out)
+            entry::<F>(w, rb, nb, act, shared, cols, out)
         }
     }
 }
@@ -431,7 +446,8 @@ fn run_q4_0<const V: bool>(
     // or `kernel_vnni` (V = true), reached only for `Isa::Avx512Vnni` after
     // `Isa::Avx512Vnni.available()` also detected AVX-512 VNNI; `check_q8_0` checked the
     // lengths (the activation records are built inside `dispatch`).
-    unsafe { entry_v::<Q4_0, V>(w, rb, ck.nb, ActSlice::Q8_0(ck.a, ck.ad), cols, out) };
+    let shared = shared_recs::<Q4_0>(acts, ck.nb, &cols);
+    unsafe { entry_v::<Q4_0, V>(w, rb, ck.nb, ActSlice::Q8_0(ck.a, ck.ad), shared, cols, out) };
     Ok(())
 }
 
@@ -451,7 +467,7 @@ fn run_q8<const V: bool>(
     run_q8_0::<super::q8_512::Q8, V>(format, w, rb, acts, cols, out)
 }
 
-fn run_q8_0<F: Lanes, const V: bool>(
+fn run_q8_0<F: Lanes + 'static, const V: bool>(
     format: FormatId,
     w: &[u8],
     rb: usize,
@@ -460,12 +476,13 @@ fn run_q8_0<F: Lanes, const V: bool>(
     out: &mut [f32],
 ) -> Result<(), Error> {
     let ck = super::check_q8_0(format, w, rb, acts, &cols, out, F::BB)?;
+    let shared = shared_recs::<F>(acts, ck.nb, &cols);
     // SAFETY: as in `run_q4_0`.
-    unsafe { entry_v::<F, V>(w, rb, ck.nb, ActSlice::Q8_0(ck.a, ck.ad), cols, out) };
+    unsafe { entry_v::<F, V>(w, rb, ck.nb, ActSlice::Q8_0(ck.a, ck.ad), shared, cols, out) };
     Ok(())
 }
 
-pub(super) fn run_ext<F: Lanes, const C: u8>(
+pub(super) fn run_ext<F: Lanes + 'static, const C: u8>(
     format: FormatId,
     w: &[u8],
     rb: usize,
@@ -476,7 +493,7 @@ pub(super) fn run_ext<F: Lanes, const C: u8>(
     run_ext_v::<F, C, false>(format, w, rb, acts, cols, out)
 }
 
-fn run_ext_v<F: Lanes, const C: u8, const V: bool>(
+fn run_ext_v<F: Lanes + 'static, const C: u8, const V: bool>(
     format: FormatId,
     w: &[u8],
     rb: usize,
@@ -487,8 +504,125 @@ fn run_ext_v<F: Lanes, const C: u8, const V: bool>(
     let s = ext::check::<C>(format, w, rb, acts, &cols, out)?;
     // SAFETY: as in `run_q4_0`; `ext::check` checked the lengths for weight code `C`, whose
     // block size is `F::BB` (`F::GB` blocks per group, a partial last group padded).
-    unsafe { entry_v::<F, V>(w, rb, s.nb, s.act, cols, out) };
+    let shared = shared_recs::<F>(acts, s.nb, &cols);
+    unsafe { entry_v::<F, V>(w, rb, s.nb, s.act, shared, cols, out) };
     Ok(())
+}
+
+/// The activation records of every column of one matmul call ([`layout`]), shared by all of
+/// the call's kernel calls (row chunks and column tiles) instead of rebuilt by each.
+pub(crate) struct Records {
+    /// The [`Lanes`] type that built them.
+    tag: std::any::TypeId,
+    /// Weight blocks per row they were built for.
+    nb: usize,
+    /// Vectors per column (`ceil(nb / GB) * REC`).
+    per_col: usize,
+    /// Column after column.
+    v: Vec<V64>,
+}
+
+/// The records of columns `cols` from the call's shared [`Records`], when they were built by
+/// `F` for `nb` blocks per row and every column (else `None`: the kernel builds its own).
+fn shared_recs<'a, F: Lanes + 'static>(
+    acts: &'a Acts,
+    nb: usize,
+    cols: &Range<usize>,
+) -> Option<&'a [V64]> {
+    let r = acts.layout.as_ref()?.0.downcast_ref::<Records>()?;
+    let per = nb.div_ceil(F::GB) * F::REC;
+    let ok = r.tag == std::any::TypeId::of::<F>()
+        && r.nb == nb
+        && r.per_col == per
+        && r.v.len() == acts.n * per
+        && cols.end <= acts.n;
+    ok.then(|| &r.v[cols.start * per..cols.end * per])
+}
+
+/// Builds the [`Records`] of every column for `F` (weight blocks of `QK` elements; a wrong
+/// `QK` only wastes the work: [`shared_recs`] then finds `nb` different), once per
+/// matmul call (`Extras::prep`), columns in parallel.
+fn layout<F: Lanes + 'static, const QK: usize>(acts: &Acts) -> Option<Layout> {
+    use rayon::prelude::*;
+    if acts.k == 0 || acts.k % QK != 0 {
+        return None;
+    }
+    let act = match &acts.data {
+        ActData::Q8K(b) => ActSlice::Q8K(b),
+        ActData::Q8_0 { blocks, d } if d.len() == blocks.len() => ActSlice::Q8_0(blocks, d),
+        _ => return None,
+    };
+    let nb = acts.k / QK;
+    let per_col = nb.div_ceil(F::GB) * F::REC;
+    let mut v = vec![V64([0; 64]); acts.n * per_col];
+    v.par_chunks_mut(per_col).enumerate().for_each(|(j, rec)| {
+        // SAFETY: this hook is installed ([`extras`]) only for `Isa::Avx512` /
+        // `Isa::Avx512Vnni` tables, which `KernelTable::new` builds only after `available()`
+        // detected the features of [`prep_col`].
+        unsafe { prep_col::<F>(act, nb, j, rec) }
+    });
+    Some(Layout(std::sync::Arc::new(Records { tag: std::any::TypeId::of::<F>(), nb, per_col, v })))
+}
+
+/// [`layout`] for the Q4_0 and Q8_0 kernels, which handle tiles of at most 4 columns here
+/// (wider tiles run `super::avx512`, which reads no records): none when `n > 4`.
+fn layout_le4<F: Lanes + 'static, const QK: usize>(acts: &Acts) -> Option<Layout> {
+    if acts.n > 4 {
+        return None;
+    }
+    layout::<F, QK>(acts)
+}
+
+/// The records of column `j` (`rec`: `ceil(nb / GB) * REC` vectors, zeroed), as
+/// [`prep_all`] builds them.
+///
+/// # Safety
+/// The features named here are available.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
+unsafe fn prep_col<F: Lanes>(act: ActSlice<'_>, nb: usize, j: usize, rec: &mut [V64]) {
+    let full = nb / F::GB;
+    for (g, r) in rec.chunks_exact_mut(F::REC).enumerate() {
+        if g < full {
+            // SAFETY: the features are available (caller).
+            unsafe { F::prep_fast(act, nb, j, g, r) };
+        } else {
+            F::prep(act, nb, j, g, r);
+        }
+    }
+}
+
+/// The once-per-call activation hook of `format`'s kernel here ([`layout`]), for the
+/// `Isa::Avx512` and `Isa::Avx512Vnni` tables.
+pub(crate) fn extras(format: FormatId) -> Extras {
+    use super::nvfp4_512::Nvfp4;
+    use super::q3k512::Q3k;
+    use super::tq1_512::{Ptq1, Tq1};
+    let prep: PrepFn = match format {
+        FormatId::Q4_0 => layout_le4::<Q4_0, 32>,
+        FormatId::Q8_0 => layout_le4::<super::q8_512::Q8, 32>,
+        FormatId::Mxfp4 => layout::<Mxfp4, 32>,
+        FormatId::Iq4Nl => layout::<Iq4Nl, 32>,
+        FormatId::Nvfp4 => layout::<Nvfp4, 64>,
+        FormatId::Pq2_0 => layout::<Pq2, 128>,
+        FormatId::Ptq1_0 => layout::<Ptq1, 128>,
+        FormatId::Tq2_0 => layout::<Tq2, 256>,
+        FormatId::Tq1_0 => layout::<Tq1, 256>,
+        FormatId::Q2K => layout::<Q2k, 256>,
+        FormatId::Q3K => layout::<Q3k, 256>,
+        FormatId::Q4K => layout::<Q4k, 256>,
+        FormatId::Q5K => layout::<Q5k, 256>,
+        FormatId::Q6K => layout::<Q6k, 256>,
+        FormatId::Iq2Xxs => layout::<super::iq512::Iq2Xxs, 256>,
+        FormatId::Iq2Xs => layout::<super::iq512::Iq2Xs, 256>,
+        FormatId::Iq2S => layout::<super::iq512::Iq2S, 256>,
+        FormatId::Iq3Xxs => layout::<super::iq512::Iq3Xxs, 256>,
+        FormatId::Iq3S => layout::<super::iq512::Iq3S, 256>,
+        FormatId::Iq4Xs => layout::<super::iq512::Iq4Xs, 256>,
+        FormatId::Iq1S => layout::<super::iq512::Iq1S, 256>,
+        FormatId::Iq1M => layout::<super::iq512::Iq1M, 256>,
+        _ => return Extras::default(),
+    };
+    Extras { repack: None, prep: Some(prep), gemm: None }
 }
 
 /// The `Isa::Avx512Vnni` kernel for `format`, if it has a VNNI form here (the caller falls
@@ -501,6 +635,9 @@ pub(crate) fn kernel_vnni(format: FormatId) -> Option<Kernel> {
         FormatId::Q4_0 => k("avx512-vnni-q4_0", run_q4_0::<true>),
         FormatId::Q8_0 => k("avx512-vnni-q8_0", run_q8::<true>),
         FormatId::Mxfp4 => k("avx512-vnni-mxfp4", run_q8_0::<Mxfp4, true>),
+        FormatId::Q4K => k("avx512-vnni-q4_k", run_ext_v::<Q4k, W_Q4K, true>),
+        FormatId::Q5K => k("avx512-vnni-q5_k", run_ext_v::<Q5k, W_Q5K, true>),
+        FormatId::Q6K => k("avx512-vnni-q6_k", run_ext_v::<Q6k, W_Q6K, true>),
         FormatId::Tq2_0 => k("avx512-vnni-tq2_0", run_ext_v::<Tq2, W_TQ2, true>),
         FormatId::Pq2_0 => k("avx512-vnni-pq2_0", run_ext_v::<Pq2, W_PQ2, true>),
         FormatId::Tq1_0 => k("avx512-vnni-tq1_0", run_ext_v::<Tq1, { ext::W_TQ1 }, true>),
@@ -579,14 +716,26 @@ impl Lanes for Q4_0 {
         // SAFETY: reads the 4 blocks' quants and scales (bounds-checked slices); writes the
         // 4 record vectors.
         unsafe {
-            let q = |t: usize, h: usize| _mm_loadu_si128(b[t].qs.as_ptr().add(16 * h).cast());
-            let join = |h: usize| {
-                let x = _mm512_castsi128_si512(q(0, h));
-                let x = _mm512_inserti32x4::<1>(x, q(1, h));
-                let x = _mm512_inserti32x4::<2>(x, q(2, h));
-                _mm512_inserti32x4::<3>(x, q(3, h))
-            };
-            let (lo, hi) = (join(0), join(1));
+            // Written out (no closure): a closure is compiled without the caller's target
+            // features, so its intrinsics became out-of-line calls (a fifth of a small call).
+            let mut lohi = [_mm512_setzero_si512(); 2];
+            for (h, v) in lohi.iter_mut().enumerate() {
+                let mut x =
+                    _mm512_castsi128_si512(_mm_loadu_si128(b[0].qs.as_ptr().add(16 * h).cast()));
+                x = _mm512_inserti32x4::<1>(
+                    x,
+                    _mm_loadu_si128(b[1].qs.as_ptr().add(16 * h).cast()),
+                );
+                x = _mm512_inserti32x4::<2>(
+                    x,
+                    _mm_loadu_si128(b[2].qs.as_ptr().add(16 * h).cast()),
+                );
+                *v = _mm512_inserti32x4::<3>(
+                    x,
+                    _mm_loadu_si128(b[3].qs.as_ptr().add(16 * h).cast()),
+                );
+            }
+            let [lo, hi] = lohi;
             let one = _mm512_set1_epi8(1);
             let p = _mm512_add_epi16(_mm512_maddubs_epi16(one, lo), _mm512_maddubs_epi16(one, hi));
             let a8 = _mm512_slli_epi32::<3>(_mm512_madd_epi16(p, _mm512_set1_epi16(1)));
@@ -886,13 +1035,23 @@ impl Lanes for Pq2 {
 
 /// Q4_K (144-byte blocks of 256: `d`, `dmin` f16, 12 bytes of 6-bit scales/mins, 128 bytes
 /// of nibbles; chunk `c` of 32 bytes holds sub-block `2c` in its low and `2c + 1` in its high
-/// nibbles; layout from ggml `block_q4_K`, scale unpacking via the core's `scales_mins_k4`).
+/// nibbles; layout and the 6-bit packing from ggml `block_q4_K` / `get_scale_min_k4`, as in
+/// the core's `scales_mins_k4`).
+///
 /// Register `v_k`: low (k even) or high nibbles of `qs[64 (k / 2) ..][..64]`, i.e. sub-blocks
 /// `4 (k / 2) + k % 2` (low 256 bits) and `+ 2` (high); its i16 scale vector repeats those two
-/// scales (one `vpshufb` of the broadcast scale bytes). Record: the four matching activation
-/// planes, `bsums` (16 x i16), `d_a`. Per column: `sum_k madd(maddubs(v_k, a_k), sc_k)` (exact:
-/// pairs <= 2 * 15 * 128, times scale <= 63), FMA by `d * d_a`; then the min term
-/// `madd(mins, bsums)` FMA'd negatively by `dmin * d_a` into the same lanes.
+/// scales. The 16 scale/min bytes are unpacked in one 128-bit register with a byte shuffle, a
+/// per-dword shift, masks and an OR (`[sc0..3, m0..3, sc4..7, m4..7]`), then broadcast once
+/// and picked per register (`vpshufb`). Record: the four matching activation planes, the
+/// sub-block sums `bsums[2s] + bsums[2s + 1]` (8 x i16, exact: |.| <= 64 * 128), `d_a`.
+///
+/// Per column: `S = sum_k madd(maddubs(v_k, a_k), sc_k)` (exact: pairs <= 2 * 15 * 128, times
+/// scale <= 63, |S_l| < 2^21), `M = madd(mins, bsum32)` (4 lanes, exact), then lane `l`:
+/// `g_l = fl(S_l * d - [l < 4] fl(M_l * dmin))` (one FMA) and `acc_l = fl(g_l * d_a + acc_l)`.
+/// Under VNNI: `vpdpbusd` gives the exact i32 sum of each 4 elements (|.| <= 4 * 15 * 128, so
+/// `vpackssdw` of two registers' sums is exact), and `vpdpwssd` applies the scales to those
+/// words: the same exact dot product per block, grouped into lanes differently, so the results
+/// differ from the plain AVX-512 ones in rounding only (both within the bound).
 pub(crate) struct Q4k;
 
 impl Lanes for Q4k {
@@ -900,7 +1059,7 @@ impl Lanes for Q4k {
     const GB: usize = 1;
     const WIDE: bool = true;
     const REC: usize = 6;
-    type W = ([__m512i; 4], [__m512i; 4], __m256i, __m512, __m512);
+    type W = ([__m512i; 4], [__m512i; 4], __m128i, __m512, __m128, [__m512i; 2]);
 
     fn prep(act: ActSlice<'_>, nb: usize, j: usize, g: usize, rec: &mut [V64]) {
         let Some(blk) = q8_k_block(act, nb, j, g) else { return };
@@ -911,8 +1070,10 @@ impl Lanes for Q4k {
                 rec[k].put_i8(32 + l, blk.qs[base + 64 + l]);
             }
         }
-        for (i, v) in blk.bsums.iter().enumerate() {
-            rec[4].0[2 * i..2 * i + 2].copy_from_slice(&v.to_le_bytes());
+        rec[4] = V64([0; 64]);
+        for s in 0..8 {
+            let v = blk.bsums[2 * s] + blk.bsums[2 * s + 1];
+            rec[4].0[2 * s..2 * s + 2].copy_from_slice(&v.to_le_bytes());
         }
         for l in 0..16 {
             rec[5].put_f32(l, blk.d);
@@ -934,8 +1095,12 @@ impl Lanes for Q4k {
                 );
                 _mm512_store_si512(r.add(k).cast(), v);
             }
+            // Pairwise sums of the 16 bsums (exact in i16: |bsums| <= 16 * 128).
             let bs = _mm256_loadu_si256(blk.bsums.as_ptr().cast());
-            _mm512_store_si512(r.add(4).cast(), _mm512_zextsi256_si512(bs));
+            let b32 = _mm256_madd_epi16(bs, _mm256_set1_epi16(1));
+            let b32 =
+                _mm_packs_epi32(_mm256_castsi256_si128(b32), _mm256_extracti128_si256::<1>(b32));
+            _mm512_store_si512(r.add(4).cast(), _mm512_zextsi128_si512(b32));
             _mm512_store_ps(r.add(5).cast(), _mm512_set1_ps(blk.d));
         }
     }
@@ -952,12 +1117,38 @@ impl Lanes for Q4k {
         unsafe {
             let t = |k: usize| _mm512_madd_epi16(_mm512_maddubs_epi16(w.0[k], ld(a, k)), w.1[k]);
             let s = _mm512_add_epi32(_mm512_add_epi32(t(0), t(1)), _mm512_add_epi32(t(2), t(3)));
-            let da = ldps(a, 5);
-            let acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(w.3, da), acc);
-            let bs = _mm512_castsi512_si256(ld(a, 4));
-            let m = _mm512_zextsi256_si512(_mm256_madd_epi16(w.2, bs));
-            _mm512_fnmadd_ps(_mm512_cvtepi32_ps(m), _mm512_mul_ps(w.4, da), acc)
+            k4_finish(w, s, a, acc)
         }
+    }
+
+    #[inline(always)]
+    unsafe fn dot_vnni(w: &Self::W, a: *const V64, acc: __m512) -> __m512 {
+        // SAFETY: reads the 6 record vectors (caller); register-only operations; VNNI is
+        // available (caller).
+        unsafe {
+            let z = _mm512_setzero_si512();
+            let p = |k: usize| _mm512_dpbusd_epi32(z, w.0[k], ld(a, k));
+            let p01 = _mm512_packs_epi32(p(0), p(1));
+            let p23 = _mm512_packs_epi32(p(2), p(3));
+            let s = _mm512_dpwssd_epi32(_mm512_madd_epi16(p01, w.5[0]), p23, w.5[1]);
+            k4_finish(w, s, a, acc)
+        }
+    }
+}
+
+/// The float part of [`Q4k::dot`]: `acc + (S * d - zext(M * dmin)) * d_a` (module doc of
+/// [`Q4k`]), `M` from the record's sub-block sums.
+///
+/// # Safety
+/// As [`Lanes::dot`].
+#[inline(always)]
+unsafe fn k4_finish(w: &<Q4k as Lanes>::W, s: __m512i, a: *const V64, acc: __m512) -> __m512 {
+    // SAFETY: reads record vectors 4 (first 16 bytes) and 5 (caller); register-only operations.
+    unsafe {
+        let m = _mm_madd_epi16(w.2, _mm_load_si128(a.add(4).cast()));
+        let mf = _mm_mul_ps(_mm_cvtepi32_ps(m), w.4);
+        let g = _mm512_fmsub_ps(_mm512_cvtepi32_ps(s), w.3, _mm512_zextps128_ps512(mf));
+        _mm512_fmadd_ps(g, ldps(a, 5), acc)
     }
 }
 
@@ -980,44 +1171,53 @@ unsafe fn k4_decode(p: *const u8, qoff: usize) -> <Q4k as Lanes>::W {
             _mm512_and_si512(x1, m),
             _mm512_and_si512(_mm512_srli_epi16::<4>(x1), m),
         ];
-        let (sc, mn) = scales_mins_k4(&*p.add(4).cast::<[u8; 12]>());
-        let lo = u64::from_le_bytes(sc);
-        let hi = u64::from_le_bytes(mn);
-        let sm = _mm512_broadcast_i32x4(_mm_set_epi64x(hi as i64, lo as i64));
-        // Scale of sub-block `s` as i16 in every word of the 128-bit lanes it covers.
-        let z = -1i8;
-        let pick = |a: i8, b: i8| {
+        // Bytes 0..16: d, dmin, q[0..12]. With a = q[0..8] and u = q[8..12] (ggml's
+        // get_scale_min_k4): sc0..3 = a[0..4] & 63, m0..3 = a[4..8] & 63, sc4..7 =
+        // (u & 15) | (a[0..4] >> 6) << 4, m4..7 = (u >> 4) | (a[4..8] >> 6) << 4.
+        let h = _mm_loadu_si128(p.cast());
+        let y = _mm_shuffle_epi8(
+            h,
+            _mm_setr_epi8(4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 12, 13, 14, 15),
+        );
+        let lo = _mm_and_si128(
+            _mm_srlv_epi32(y, _mm_setr_epi32(0, 0, 0, 4)),
+            _mm_set_epi64x(0x0F0F_0F0F_0F0F_0F0F, 0x3F3F_3F3F_3F3F_3F3F),
+        );
+        let hi = _mm_and_si128(
+            _mm_srli_epi16::<2>(_mm_unpacklo_epi64(y, y)),
+            _mm_set_epi64x(0x3030_3030_3030_3030, 0),
+        );
+        // [sc0..3, m0..3, sc4..7, m4..7]
+        let sm = _mm_or_si128(lo, hi);
+        let smz = _mm512_broadcast_i32x4(sm);
+        // Scale of sub-block `s` (byte `s` for s < 4, `s + 4` otherwise) as i16 in every word
+        // of the 256-bit half it covers.
+        let z = 0xFFu8;
+        let pick = |a: u8, b: u8| {
+            let (wa, wb) = (i32::from_le_bytes([a, z, a, z]), i32::from_le_bytes([b, z, b, z]));
             _mm512_shuffle_epi8(
-                sm,
-                _mm512_setr_epi32(
-                    i32::from_le_bytes([a as u8, z as u8, a as u8, z as u8]),
-                    i32::from_le_bytes([a as u8, z as u8, a as u8, z as u8]),
-                    i32::from_le_bytes([a as u8, z as u8, a as u8, z as u8]),
-                    i32::from_le_bytes([a as u8, z as u8, a as u8, z as u8]),
-                    i32::from_le_bytes([a as u8, z as u8, a as u8, z as u8]),
-                    i32::from_le_bytes([a as u8, z as u8, a as u8, z as u8]),
-                    i32::from_le_bytes([a as u8, z as u8, a as u8, z as u8]),
-                    i32::from_le_bytes([a as u8, z as u8, a as u8, z as u8]),
-                    i32::from_le_bytes([b as u8, z as u8, b as u8, z as u8]),
-                    i32::from_le_bytes([b as u8, z as u8, b as u8, z as u8]),
-                    i32::from_le_bytes([b as u8, z as u8, b as u8, z as u8]),
-                    i32::from_le_bytes([b as u8, z as u8, b as u8, z as u8]),
-                    i32::from_le_bytes([b as u8, z as u8, b as u8, z as u8]),
-                    i32::from_le_bytes([b as u8, z as u8, b as u8, z as u8]),
-                    i32::from_le_bytes([b as u8, z as u8, b as u8, z as u8]),
-                    i32::from_le_bytes([b as u8, z as u8, b as u8, z as u8]),
-                ),
+                smz,
+                _mm512_setr_epi32(wa, wa, wa, wa, wa, wa, wa, wa, wb, wb, wb, wb, wb, wb, wb, wb),
             )
         };
-        let sc = [pick(0, 2), pick(1, 3), pick(4, 6), pick(5, 7)];
-        // mins[j / 2] for bsums j = 0..16 (mins are bytes 8..16 of `sm`).
-        #[rustfmt::skip]
-        let mi = _mm256_setr_epi8(
-            8, z, 8, z, 9, z, 9, z, 10, z, 10, z, 11, z, 11, z,
-            12, z, 12, z, 13, z, 13, z, 14, z, 14, z, 15, z, 15, z,
+        let sc = [pick(0, 2), pick(1, 3), pick(8, 10), pick(9, 11)];
+        // For the VNNI form: per 128-bit lane, words 0..4 the scale of register `2j`'s
+        // sub-block there and words 4..8 that of register `2j + 1` (the `vpackssdw` order).
+        let pick2 = |a0: u8, a1: u8, b0: u8, b1: u8| {
+            let w = |x: u8| i32::from_le_bytes([x, z, x, z]);
+            let (a0, a1, b0, b1) = (w(a0), w(a1), w(b0), w(b1));
+            _mm512_shuffle_epi8(
+                smz,
+                _mm512_setr_epi32(a0, a0, a1, a1, a0, a0, a1, a1, b0, b0, b1, b1, b0, b0, b1, b1),
+            )
+        };
+        let sc2 = [pick2(0, 1, 2, 3), pick2(8, 9, 10, 11)];
+        let mins = _mm_shuffle_epi8(
+            sm,
+            _mm_setr_epi8(4, -1, 5, -1, 6, -1, 7, -1, 12, -1, 13, -1, 14, -1, 15, -1),
         );
-        let mins = _mm256_shuffle_epi8(_mm512_castsi512_si256(sm), mi);
-        (v, sc, mins, f16_bcast(p), f16_bcast(p.add(2)))
+        let dd = _mm_cvtph_ps(h);
+        (v, sc, mins, _mm512_broadcastss_ps(dd), _mm_permute_ps::<0x55>(dd), sc2)
     }
 }
 
@@ -1077,6 +1277,12 @@ impl Lanes for Q5k {
         // SAFETY: forwarded from the caller; the same arithmetic as Q4_K's.
         unsafe { Q4k::dot(w, a, acc) }
     }
+
+    #[inline(always)]
+    unsafe fn dot_vnni(w: &Self::W, a: *const V64, acc: __m512) -> __m512 {
+        // SAFETY: forwarded from the caller; the same arithmetic as Q4_K's.
+        unsafe { Q4k::dot_vnni(w, a, acc) }
+    }
 }
 
 /// Q6_K (210-byte blocks of 256: `ql[128]`, `qh[64]`, 16 i8 scales, `d` f16; layout from ggml
@@ -1089,15 +1295,20 @@ impl Lanes for Q5k {
 /// order (4 vectors), `32 * (a_e + a_e')` per i16 pair (4 vectors), `d_a`. Per column:
 /// `sum_k madd(maddubs(u_k, a_k) - a32_k, sc_k)`, i.e. exact `sum(sc * q * a)` per lane with
 /// every pair already `q a + q' a'` (pairs <= 2 * 63 * 128 < 2^15 before, <= 2 * 32 * 128
-/// after the correction), FMA by `d * d_a`.
+/// after the correction), FMA by `d * d_a`. Under VNNI: `vpdpbusd` sums each 4 `u a`
+/// (|.| <= 4 * 63 * 127 < 2^15), `vpackssdw` packs two registers' sums (exact), the record's
+/// `-32 * (sum of the 4 activations)` in the same order is added (exact, |.| <= 4 * 32 * 127),
+/// and `vpdpwssd` applies the scales: the same exact block sum in other lanes, so within the
+/// bound of the plain form, not bit-identical to it. Record vectors 9 and 10 hold those
+/// corrections.
 pub(crate) struct Q6k;
 
 impl Lanes for Q6k {
     const BB: usize = 210;
     const GB: usize = 1;
     const WIDE: bool = true;
-    const REC: usize = 9;
-    type W = ([__m512i; 4], [__m512i; 4], __m512);
+    const REC: usize = 11;
+    type W = ([__m512i; 4], [__m512i; 4], __m512, [__m512i; 2]);
 
     fn prep(act: ActSlice<'_>, nb: usize, j: usize, g: usize, rec: &mut [V64]) {
         let Some(blk) = q8_k_block(act, nb, j, g) else { return };
@@ -1114,22 +1325,41 @@ impl Lanes for Q6k {
         for l in 0..16 {
             rec[8].put_f32(l, blk.d);
         }
+        // VNNI corrections: -32 * (sum of each 4 activations), in `vpackssdw` order of
+        // registers (0, 1) and (2, 3).
+        for (c, pair) in [(9usize, 0usize), (10, 2)] {
+            for lane in 0..4 {
+                for (h, k) in [pair, pair + 1].into_iter().enumerate() {
+                    for t in 0..4 {
+                        let e = 64 * k + 16 * lane + 4 * t;
+                        let v: i16 = -32 * (0..4).map(|i| i16::from(blk.qs[e + i])).sum::<i16>();
+                        let at = 16 * lane + 8 * h + 2 * t;
+                        rec[c].0[at..at + 2].copy_from_slice(&v.to_le_bytes());
+                    }
+                }
+            }
+        }
     }
 
     #[inline(always)]
     unsafe fn prep_fast(act: ActSlice<'_>, nb: usize, j: usize, g: usize, rec: &mut [V64]) {
-        let (Some(blk), true) = (q8_k_block(act, nb, j, g), rec.len() == 9) else { return };
+        let (Some(blk), true) = (q8_k_block(act, nb, j, g), rec.len() == 11) else { return };
         let q = blk.qs.as_ptr();
         let r = rec.as_mut_ptr();
         // SAFETY: reads the block's 256 quants; writes the 9 record vectors.
         unsafe {
             let c32 = _mm512_set1_epi8(32);
+            let one = _mm512_set1_epi8(1);
+            let mut c4 = [_mm512_setzero_si512(); 4];
             for k in 0..4 {
                 let v = _mm512_loadu_si512(q.add(64 * k).cast());
                 _mm512_store_si512(r.add(k).cast(), v);
                 _mm512_store_si512(r.add(4 + k).cast(), _mm512_maddubs_epi16(c32, v));
+                c4[k] = _mm512_madd_epi16(_mm512_maddubs_epi16(one, v), _mm512_set1_epi16(-32));
             }
             _mm512_store_ps(r.add(8).cast(), _mm512_set1_ps(blk.d));
+            _mm512_store_si512(r.add(9).cast(), _mm512_packs_epi32(c4[0], c4[1]));
+            _mm512_store_si512(r.add(10).cast(), _mm512_packs_epi32(c4[2], c4[3]));
         }
     }
 
@@ -1168,7 +1398,19 @@ impl Lanes for Q6k {
                 _mm512_srai_epi16::<8>(_mm512_shuffle_epi8(sb, idx))
             };
             let sc = [pick(0), pick(1), pick(2), pick(3)];
-            (u, sc, f16_bcast(p.add(208)))
+            // VNNI: per 128-bit lane L, words 0..4 the scale of register 2j's lane (4 (2j) + L)
+            // and words 4..8 that of register 2j + 1 (the `vpackssdw` order).
+            let pick2 = |j: u8| {
+                let b = |s: u8| i32::from_le_bytes([z, s, z, s]);
+                let (a, c) = (8 * j, 8 * j + 4);
+                #[rustfmt::skip]
+                let idx = _mm512_setr_epi32(
+                    b(a), b(a), b(c), b(c), b(a + 1), b(a + 1), b(c + 1), b(c + 1),
+                    b(a + 2), b(a + 2), b(c + 2), b(c + 2), b(a + 3), b(a + 3), b(c + 3), b(c + 3),
+                );
+                _mm512_srai_epi16::<8>(_mm512_shuffle_epi8(sb, idx))
+            };
+            (u, sc, f16_bcast(p.add(208)), [pick2(0), pick2(1)])
         }
     }
 
@@ -1184,6 +1426,20 @@ impl Lanes for Q6k {
             _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(w.2, ldps(a, 8)), acc)
         }
     }
+
+    #[inline(always)]
+    unsafe fn dot_vnni(w: &Self::W, a: *const V64, acc: __m512) -> __m512 {
+        // SAFETY: reads the 11 record vectors (caller); register-only operations; VNNI is
+        // available (caller).
+        unsafe {
+            let z = _mm512_setzero_si512();
+            let p = |k: usize| _mm512_dpbusd_epi32(z, w.0[k], ld(a, k));
+            let p01 = _mm512_add_epi16(_mm512_packs_epi32(p(0), p(1)), ld(a, 9));
+            let p23 = _mm512_add_epi16(_mm512_packs_epi32(p(2), p(3)), ld(a, 10));
+            let s = _mm512_dpwssd_epi32(_mm512_madd_epi16(p01, w.3[0]), p23, w.3[1]);
+            _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(w.2, ldps(a, 8)), acc)
+        }
+    }
 }
 
 /// Q2_K (84-byte blocks of 256: 16 bytes of 4-bit scale | 4-bit min per 16 elements, 64
@@ -1192,7 +1448,7 @@ impl Lanes for Q6k {
 /// Codes as [`Tq2`]'s planes; per plane an i16 scale vector (128-bit lane `L` of plane `j`
 /// covers elements `16 * (8 (L / 2) + 2j + L % 2)..+16`, whose scale one `vpshufb` picks);
 /// the mins in element order meet `bsums` directly. Record: [`Tq2`]'s planes, `bsums`,
-/// `d_a`; per column [`Q4k`]'s arithmetic (pairs <= 2 * 3 * 128, times scale <= 15).
+/// `d_a`; per column [`dot_k_mins16`] (pairs <= 2 * 3 * 128, times scale <= 15).
 pub(crate) struct Q2k;
 
 impl Lanes for Q2k {
@@ -1256,8 +1512,28 @@ impl Lanes for Q2k {
 
     #[inline(always)]
     unsafe fn dot(w: &Self::W, a: *const V64, acc: __m512) -> __m512 {
-        // SAFETY: forwarded from the caller; the same arithmetic as Q4_K's.
-        unsafe { Q4k::dot(w, a, acc) }
+        // SAFETY: forwarded from the caller.
+        unsafe { dot_k_mins16(w, a, acc) }
+    }
+}
+
+/// The per-column arithmetic of [`Q2k`] (and `super::q3k512::Q3k`): `sum_k madd(maddubs(v_k,
+/// a_k), sc_k)` (exact), FMA by `d * d_a`; then the min term `madd(mins, bsums)` (16 mins
+/// against the 16 bsums) FMA'd negatively by `dmin * d_a` into the same lanes.
+///
+/// # Safety
+/// As [`Lanes::dot`], with [`Q2k`]'s record (6 vectors).
+#[inline(always)]
+pub(super) unsafe fn dot_k_mins16(w: &<Q2k as Lanes>::W, a: *const V64, acc: __m512) -> __m512 {
+    // SAFETY: reads the 6 record vectors (caller); register-only operations.
+    unsafe {
+        let t = |k: usize| _mm512_madd_epi16(_mm512_maddubs_epi16(w.0[k], ld(a, k)), w.1[k]);
+        let s = _mm512_add_epi32(_mm512_add_epi32(t(0), t(1)), _mm512_add_epi32(t(2), t(3)));
+        let da = ldps(a, 5);
+        let acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(w.3, da), acc);
+        let bs = _mm512_castsi512_si256(ld(a, 4));
+        let m = _mm512_zextsi256_si512(_mm256_madd_epi16(w.2, bs));
+        _mm512_fnmadd_ps(_mm512_cvtepi32_ps(m), _mm512_mul_ps(w.4, da), acc)
     }
 }
 
@@ -1477,6 +1753,74 @@ unsafe fn prep_nib_fast(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every format with a once-per-call record hook builds records for its own block count
+    /// (so its kernels use them rather than building their own).
+    #[test]
+    fn call_records_match_the_weight_block_count() {
+        if !(is_x86_feature_detected!("avx512f")
+            && is_x86_feature_detected!("avx512bw")
+            && is_x86_feature_detected!("avx512vl"))
+        {
+            return;
+        }
+        let k = 1024;
+        let x: Vec<f32> = (0..2 * k).map(|i| ((i * 37 % 101) as f32 - 50.0) / 64.0).collect();
+        let mut hooked = 0;
+        for format in FormatId::ALL {
+            let Some(prep) = extras(format).prep else { continue };
+            hooked += 1;
+            let acts = Acts::prepare(format, &x, 2, k).unwrap();
+            let layout = prep(&acts).unwrap_or_else(|| panic!("{format}: no records"));
+            let r = layout.0.downcast_ref::<Records>().unwrap();
+            assert_eq!(r.nb, k / format.geometry().block_elems, "{format}");
+            assert_eq!(r.v.len(), 2 * r.per_col, "{format}");
+        }
+        assert_eq!(hooked, 22);
+    }
+
+    /// `prep_fast` (vector) and `prep` (scalar) build the same records for the Q8_K formats
+    /// whose records carry derived sums (Q4_K's sub-block sums, Q6_K's corrections).
+    #[test]
+    fn k_quant_records_fast_equals_scalar() {
+        if !(is_x86_feature_detected!("avx512f")
+            && is_x86_feature_detected!("avx512bw")
+            && is_x86_feature_detected!("avx512vl"))
+        {
+            return;
+        }
+        let mut st = 0x9E37_79B9_7F4A_7C15u64;
+        let mut blocks = Vec::new();
+        for case in 0..8 {
+            let mut qs = [0i8; 256];
+            for q in qs.iter_mut() {
+                st = st.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                *q = match case {
+                    0 => 127,
+                    1 => -127,
+                    _ => (((st >> 33) % 255) as i32 - 127) as i8,
+                };
+            }
+            let mut bsums = [0i16; 16];
+            for (b, c) in bsums.iter_mut().zip(qs.chunks_exact(16)) {
+                *b = c.iter().map(|&q| i16::from(q)).sum();
+            }
+            blocks.push(lowbit_core::format::ggml::BlockQ8K { d: 0.5 + case as f32, qs, bsums });
+        }
+        let act = ActSlice::Q8K(&blocks);
+        for g in 0..blocks.len() {
+            let (mut a, mut b) = ([V64([0; 64]); 6], [V64([0; 64]); 6]);
+            Q4k::prep(act, blocks.len(), 0, g, &mut a);
+            // SAFETY: the AVX-512 features were detected above.
+            unsafe { Q4k::prep_fast(act, blocks.len(), 0, g, &mut b) };
+            assert!(a.iter().zip(&b).all(|(x, y)| x.0 == y.0), "Q4_K block {g}");
+            let (mut a, mut b) = ([V64([0; 64]); 11], [V64([0; 64]); 11]);
+            Q6k::prep(act, blocks.len(), 0, g, &mut a);
+            // SAFETY: as above.
+            unsafe { Q6k::prep_fast(act, blocks.len(), 0, g, &mut b) };
+            assert!(a.iter().zip(&b).all(|(x, y)| x.0 == y.0), "Q6_K block {g}");
+        }
+    }
 
     #[test]
     fn e8m0_half_table_matches_core() {

@@ -35,7 +35,11 @@
 //!    others (usually one), the bytes with `q_k - 2^-45 D_k <= T'` are marked, walking down and
 //!    up from the vertex; by convexity a walk stops at the first byte above `T'` that lies
 //!    safely beyond the vertex (`s < v (1 - 2^-30)` or `s > v (1 + 2^-30)`, far wider than the
-//!    vertex's rounding error). Every unmarked byte has `E > T'`.
+//!    vertex's rounding error). Every unmarked byte has `E > T'`. (The four bytes nearest the
+//!    vertex are tested without branches and the walk resumes past them only where it would not
+//!    have stopped, so a byte the walk would not reach may be marked as well, but only when it
+//!    passes the same test; step 6 holds for any marked set of bytes that pass the test and
+//!    that contains every byte the walks mark.)
 //! 6. **Decision.** One marked byte: the answer. Several: each gets `lb`/`ub` = the smallest
 //!    `q_k ∓ 2^-45 D_k` over the surviving quadratics (`E >= lb` because every other quadratic is
 //!    above `T' >= lb`). If only the byte with the smallest `ub` has `lb <= ub_min (1 + 2^-47)`,
@@ -84,6 +88,52 @@ fn quad(a: f64, b: f64, c: f64, s: f64) -> (f64, f64) {
     (x - y, x + y)
 }
 
+/// Marks in `mask` the bytes whose computed `q - 2^-45 D` of the quadratic `(aa, b, c)`
+/// (vertex `v`) is at most `tp` (module docs, step 5): the four bytes of a window holding
+/// `floor_byte(v)` and the byte above it are evaluated without branches; below and above the
+/// window the walk goes on, byte by byte, only where it would not yet have stopped (the window's
+/// edge byte marked, or not safely beyond the vertex). Every byte a walk from the vertex would
+/// mark is marked; a window byte such a walk would not have reached is marked only if it passes
+/// the same test, which step 6 tolerates.
+#[inline(always)]
+fn mark_bytes(aa: f64, b: f64, c: f64, v: f64, tp: f64, mask: &mut u128) {
+    let f = floor_byte(v);
+    // w0 ..= w0 + 3 lies in 0..NB and holds f and, when f + 1 < NB, f + 1.
+    let w0 = f.clamp(1, NB - 3) - 1;
+    let mut bits = 0u32;
+    for i in 0..4 {
+        let (qq, d) = quad(aa, b, c, SCALE[w0 + i]);
+        bits |= u32::from(qq - EPS_Q * d <= tp) << i;
+    }
+    *mask |= u128::from(bits) << w0;
+    if w0 > 0 && (bits & 1 != 0 || SCALE[w0] >= v * VLO) {
+        let mut bb = w0 as isize - 1;
+        while bb >= 0 {
+            let s = SCALE[bb as usize];
+            let (qq, d) = quad(aa, b, c, s);
+            if qq - EPS_Q * d <= tp {
+                *mask |= 1u128 << bb;
+            } else if s < v * VLO {
+                break;
+            }
+            bb -= 1;
+        }
+    }
+    if w0 + 4 < NB && (bits & 8 != 0 || SCALE[w0 + 3] <= v * VHI) {
+        let mut bb = w0 + 4;
+        while bb < NB {
+            let s = SCALE[bb];
+            let (qq, d) = quad(aa, b, c, s);
+            if qq - EPS_Q * d <= tp {
+                *mask |= 1u128 << bb;
+            } else if s > v * VHI {
+                break;
+            }
+            bb += 1;
+        }
+    }
+}
+
 /// The fast ROCmFP2 search: the same byte as the exhaustive search on every half (module docs).
 #[allow(clippy::needless_range_loop)]
 pub(crate) fn search_fp2(h: &Half, table: &[f64; NB]) -> u8 {
@@ -118,21 +168,23 @@ pub(crate) fn search_fp2(h: &Half, table: &[f64; NB]) -> u8 {
     let mut ck = [0f64; 17];
     let mut vk = [0f64; 17];
     let mut mk = [0f64; 17];
-    let mut best_m = f64::INFINITY;
-    let mut k0 = 0;
+    // Two passes: the first has no loop-carried state, so it runs two quadratics per
+    // (packed) division; the second picks the first smallest `m_k`, as one pass would.
     for k in 0..17 {
         let b = pt + 3.0 * p[k];
         let c = wt + 15.0 * q[k];
         let v = b / c;
-        let m = aa - b * v;
         bk[k] = b;
         ck[k] = c;
         vk[k] = v;
-        mk[k] = m;
-        if m < best_m {
-            best_m = m;
-            k0 = k;
-        }
+        mk[k] = aa - b * v;
+    }
+    let mut best_m = f64::INFINITY;
+    let mut k0 = 0;
+    for k in 0..17 {
+        let lt = mk[k] < best_m;
+        best_m = if lt { mk[k] } else { best_m };
+        k0 = if lt { k } else { k0 };
     }
     // Upper bound T_E from the best quadratic's two bytes around its vertex.
     let f = floor_byte(vk[k0]);
@@ -144,40 +196,21 @@ pub(crate) fn search_fp2(h: &Half, table: &[f64; NB]) -> u8 {
     }
     let tp = te * GROW46;
     let mcut = tp + EPS_M * aa;
-    // Survivors and their candidate bytes.
+    // Survivors (in increasing k; `m_k` is finite: `A > 0` and `C_k > 0` here) and their
+    // candidate bytes.
+    let mut live_k = 0u32;
+    for k in 0..17 {
+        live_k |= u32::from(mk[k] <= mcut) << k;
+    }
     let mut surv = [0usize; 17];
     let mut ns = 0;
     let mut mask = 0u128;
-    for k in 0..17 {
-        if mk[k] > mcut {
-            continue;
-        }
+    while live_k != 0 {
+        let k = live_k.trailing_zeros() as usize;
+        live_k &= live_k - 1;
         surv[ns] = k;
         ns += 1;
-        let (a, b, c, v) = (aa, bk[k], ck[k], vk[k]);
-        let f = floor_byte(v);
-        let mut bb = f as isize;
-        while bb >= 0 {
-            let s = SCALE[bb as usize];
-            let (qq, d) = quad(a, b, c, s);
-            if qq - EPS_Q * d <= tp {
-                mask |= 1u128 << bb;
-            } else if s < v * VLO {
-                break;
-            }
-            bb -= 1;
-        }
-        let mut bb = f + 1;
-        while bb < NB {
-            let s = SCALE[bb];
-            let (qq, d) = quad(a, b, c, s);
-            if qq - EPS_Q * d <= tp {
-                mask |= 1u128 << bb;
-            } else if s > v * VHI {
-                break;
-            }
-            bb += 1;
-        }
+        mark_bytes(aa, bk[k], ck[k], vk[k], tp, &mut mask);
     }
     if mask.count_ones() == 1 {
         return mask.trailing_zeros() as u8;

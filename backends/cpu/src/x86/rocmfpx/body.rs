@@ -220,7 +220,7 @@ pub(crate) unsafe fn body512<C: Codec, const R: usize, const CT: usize>(
                     let mut ps = rp;
                     for p in ps.iter_mut() {
                         *p = p.add(gi * C::GB);
-                        _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(PREFETCH).cast());
+                        super::super::prefetch_span(*p, PREFETCH, C::GB);
                     }
                     step512::<C, R, CT>(ps, gp, gi, &mut acc);
                 }
@@ -276,7 +276,7 @@ pub(crate) unsafe fn body256<C: Codec, const R: usize, const CT: usize>(
                     for i in 0..R {
                         let p = if gi < full {
                             let p = rp[i].add(gi * C::GB);
-                            _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(PREFETCH).cast());
+                            super::super::prefetch_span(p, PREFETCH, C::GB);
                             p
                         } else {
                             tail[i].as_ptr()
