@@ -79,16 +79,39 @@ fn encode_cols<B: bytemuck::Pod + Send>(
         .enumerate()
         .map(|(j, (x, out))| {
             let out: &mut [u8] = bytemuck::cast_slice_mut(out);
-            if act == FormatId::Q8_0 && q8_0_fast(x, bytemuck::cast_slice_mut(out)) {
+            let fast = fast_bodies();
+            if act == FormatId::Q8_0 && (fast.q8_0)(x, bytemuck::cast_slice_mut(out)) {
                 return Ok(());
             }
-            if act == FormatId::Q8_1 && q8_1_fast(x, bytemuck::cast_slice_mut(out)) {
+            if act == FormatId::Q8_1 && (fast.q8_1)(x, bytemuck::cast_slice_mut(out)) {
                 return Ok(());
             }
             codec::encode_row(act, x, &opts, out).map_err(|e| e.at_element(j * k))
         })
         .collect();
     first_error(res)
+}
+
+/// The fast Q8_0 / Q8_1 column encoders: [`q8_0_fast`] and [`q8_1_fast`] compiled for the
+/// selected instruction set (the same operations, so the same bytes; wider vectors), chosen
+/// once per process like `crate::vecops`.
+pub(crate) struct FastBodies {
+    pub q8_0: fn(&[f32], &mut [BlockQ8_0]) -> bool,
+    pub q8_1: fn(&[f32], &mut [BlockQ8_1]) -> bool,
+}
+
+static FAST: std::sync::OnceLock<FastBodies> = std::sync::OnceLock::new();
+
+fn fast_bodies() -> &'static FastBodies {
+    FAST.get_or_init(|| {
+        let isa = crate::isa::selected().unwrap_or(crate::isa::Isa::Scalar);
+        #[cfg(target_arch = "x86_64")]
+        if let Some(b) = crate::x86::vecops::act_bodies(isa) {
+            return b;
+        }
+        let _ = isa;
+        FastBodies { q8_0: q8_0_fast, q8_1: q8_1_fast }
+    })
 }
 
 /// C's `roundf` (half away from zero) for `|v| < 2^23`, without libm: `t = trunc(v)` (the
@@ -122,7 +145,8 @@ fn q8_scale(xb: &[f32]) -> (f32, f32) {
 /// `d = 0`), `d` stored as f16 (nearest even). Here `|x * (1 / d)| <= 127 * (1 + 2^-22)`, so
 /// [`round_away`] is exact. Returns `false` (and the caller runs the core encoder, which
 /// reports the error) when an element is not finite or a scale overflows f16.
-fn q8_0_fast(x: &[f32], out: &mut [BlockQ8_0]) -> bool {
+#[inline(always)]
+pub(crate) fn q8_0_fast(x: &[f32], out: &mut [BlockQ8_0]) -> bool {
     // Branch-free loops (they vectorize): a finite check over all of `x`, then per block an
     // 8-way maximum (exact, so equal to the sequential one), the scale and the rounding.
     if x.len() != out.len() * 32 || !x.iter().fold(true, |ok, v| ok & v.is_finite()) {
@@ -147,7 +171,8 @@ fn q8_0_fast(x: &[f32], out: &mut [BlockQ8_0]) -> bool {
 /// `s = f16((float)sum(q) * d)` with the exact integer sum and the f32 `d` before rounding.
 /// Returns `false` (and the caller runs the core encoder, which reports the error) when an
 /// element is not finite or `d` or `s` overflows f16.
-fn q8_1_fast(x: &[f32], out: &mut [BlockQ8_1]) -> bool {
+#[inline(always)]
+pub(crate) fn q8_1_fast(x: &[f32], out: &mut [BlockQ8_1]) -> bool {
     if x.len() != out.len() * 32 || !x.iter().fold(true, |ok, v| ok & v.is_finite()) {
         return false;
     }
@@ -274,6 +299,10 @@ mod tests {
         let mut core = vec![0u8; x.len() / 32 * 34];
         codec::encode_row(FormatId::Q8_0, &x, &EncodeOptions::default(), &mut core).unwrap();
         assert_eq!(bytemuck::cast_slice::<_, u8>(&fast), &core[..]);
+        // The body compiled for the selected instruction set gives the same bytes.
+        let mut simd = vec![BlockQ8_0::zeroed(); x.len() / 32];
+        assert!((fast_bodies().q8_0)(&x, &mut simd));
+        assert_eq!(bytemuck::cast_slice::<_, u8>(&simd), &core[..]);
         let mut bad = x.clone();
         bad[40] = f32::NAN;
         assert!(!q8_0_fast(&bad, &mut fast));

@@ -13,6 +13,8 @@
 
 use std::arch::x86_64::*;
 
+use lowbit_core::format::ggml::{BlockQ8_0, BlockQ8_1};
+
 use super::avx2::hsum_ps;
 use crate::isa::Isa;
 
@@ -44,6 +46,69 @@ pub(crate) fn exp_bodies(isa: Isa) -> Option<(fn(&mut [f32], f32) -> f32, fn(&mu
         Isa::Avx2 => Some((exp_sum256, silu_mul256)),
         _ => None,
     }
+}
+
+/// The fast Q8_0 / Q8_1 activation encoders of `crate::act` compiled for `isa` (the same
+/// operations, so the same bytes).
+pub(crate) fn act_bodies(isa: Isa) -> Option<crate::act::FastBodies> {
+    if !isa.available() {
+        return None;
+    }
+    match isa {
+        Isa::Avx512 | Isa::Avx512Vnni => {
+            Some(crate::act::FastBodies { q8_0: q8_0_512, q8_1: q8_1_512 })
+        }
+        Isa::Avx2 => Some(crate::act::FastBodies { q8_0: q8_0_256, q8_1: q8_1_256 }),
+        _ => None,
+    }
+}
+
+fn q8_0_512(x: &[f32], out: &mut [BlockQ8_0]) -> bool {
+    // SAFETY: handed out by `act_bodies` only after `Isa::Avx512.available()`.
+    unsafe { q8_0_512_body(x, out) }
+}
+
+fn q8_1_512(x: &[f32], out: &mut [BlockQ8_1]) -> bool {
+    // SAFETY: as in `q8_0_512`.
+    unsafe { q8_1_512_body(x, out) }
+}
+
+fn q8_0_256(x: &[f32], out: &mut [BlockQ8_0]) -> bool {
+    // SAFETY: handed out by `act_bodies` only after `Isa::Avx2.available()` (AVX2, FMA, F16C).
+    unsafe { q8_0_256_body(x, out) }
+}
+
+fn q8_1_256(x: &[f32], out: &mut [BlockQ8_1]) -> bool {
+    // SAFETY: as in `q8_0_256`.
+    unsafe { q8_1_256_body(x, out) }
+}
+
+/// # Safety
+/// AVX-512F/BW/VL, AVX2 and F16C are available.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,f16c")]
+unsafe fn q8_0_512_body(x: &[f32], out: &mut [BlockQ8_0]) -> bool {
+    crate::act::q8_0_fast(x, out)
+}
+
+/// # Safety
+/// AVX-512F/BW/VL, AVX2 and F16C are available.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,f16c")]
+unsafe fn q8_1_512_body(x: &[f32], out: &mut [BlockQ8_1]) -> bool {
+    crate::act::q8_1_fast(x, out)
+}
+
+/// # Safety
+/// AVX2 and F16C are available.
+#[target_feature(enable = "avx2,f16c")]
+unsafe fn q8_0_256_body(x: &[f32], out: &mut [BlockQ8_0]) -> bool {
+    crate::act::q8_0_fast(x, out)
+}
+
+/// # Safety
+/// AVX2 and F16C are available.
+#[target_feature(enable = "avx2,f16c")]
+unsafe fn q8_1_256_body(x: &[f32], out: &mut [BlockQ8_1]) -> bool {
+    crate::act::q8_1_fast(x, out)
 }
 
 fn exp_sum512(v: &mut [f32], shift: f32) -> f32 {
