@@ -83,6 +83,9 @@ fn encode_cols<B: bytemuck::Pod + Send>(
             if act == FormatId::Q8_0 && (fast.q8_0)(x, bytemuck::cast_slice_mut(out)) {
                 return Ok(());
             }
+            if act == FormatId::Q8K && (fast.q8_k)(x, bytemuck::cast_slice_mut(out)) {
+                return Ok(());
+            }
             if act == FormatId::Q8_1 && (fast.q8_1)(x, bytemuck::cast_slice_mut(out)) {
                 return Ok(());
             }
@@ -98,6 +101,7 @@ fn encode_cols<B: bytemuck::Pod + Send>(
 pub(crate) struct FastBodies {
     pub q8_0: fn(&[f32], &mut [BlockQ8_0]) -> bool,
     pub q8_1: fn(&[f32], &mut [BlockQ8_1]) -> bool,
+    pub q8_k: fn(&[f32], &mut [BlockQ8K]) -> bool,
 }
 
 static FAST: std::sync::OnceLock<FastBodies> = std::sync::OnceLock::new();
@@ -110,7 +114,7 @@ fn fast_bodies() -> &'static FastBodies {
             return b;
         }
         let _ = isa;
-        FastBodies { q8_0: q8_0_fast, q8_1: q8_1_fast }
+        FastBodies { q8_0: q8_0_fast, q8_1: q8_1_fast, q8_k: q8_k_fast }
     })
 }
 
@@ -162,6 +166,49 @@ pub(crate) fn q8_0_fast(x: &[f32], out: &mut [BlockQ8_0]) -> bool {
         for (q, v) in ob.qs.iter_mut().zip(xb) {
             *q = round_away(v * id) as i8;
         }
+    }
+    true
+}
+
+/// Q8_K blocks of one column, byte for byte what the core's `BlockQ8K::encode` (ggml's
+/// `quantize_row_q8_K_ref`) gives: `max` = the first element of largest magnitude, `iscale =
+/// -127 / max`, `q = min(127, nearest_int(iscale * x))` (ggml's magic-number rounding, ties to
+/// even), `bsums` per 16, `d = 1 / iscale`; an all-zero block stays zero. The largest
+/// magnitude is taken 8 lanes wide (exact), then the first element reaching it is found, so
+/// the loops vectorize. Returns `false` (and the caller runs the core encoder, which reports
+/// the error or handles the case) when an element is not finite or `iscale` overflows.
+#[inline(always)]
+pub(crate) fn q8_k_fast(x: &[f32], out: &mut [BlockQ8K]) -> bool {
+    if x.len() != out.len() * 256 || !x.iter().fold(true, |ok, v| ok & v.is_finite()) {
+        return false;
+    }
+    for (xb, ob) in x.chunks_exact(256).zip(out) {
+        let mut m = [0f32; 8];
+        for c in xb.chunks_exact(8) {
+            for (mi, v) in m.iter_mut().zip(c) {
+                let a = v.abs();
+                *mi = if *mi > a { *mi } else { a };
+            }
+        }
+        let amax = m.iter().fold(0f32, |a, &v| if a > v { a } else { v });
+        *ob = BlockQ8K::zeroed();
+        if amax == 0.0 {
+            continue;
+        }
+        let Some(&max) = xb.iter().find(|v| v.abs() == amax) else { return false };
+        let iscale = -127.0 / max;
+        if !iscale.is_finite() {
+            return false;
+        }
+        for (q, &v) in ob.qs.iter_mut().zip(xb) {
+            let t = iscale * v + 12_582_912.0;
+            let n = (t.to_bits() & 0x007f_ffff) as i32 - 0x0040_0000;
+            *q = n.min(127) as i8;
+        }
+        for (s, qs) in ob.bsums.iter_mut().zip(ob.qs.chunks_exact(16)) {
+            *s = qs.iter().map(|&q| i16::from(q)).sum();
+        }
+        ob.d = 1.0 / iscale;
     }
     true
 }
@@ -313,6 +360,37 @@ mod tests {
 
     /// The fast Q8_1 path against the core encoder (ties, zero, tiny and huge blocks, sums
     /// that round in `s`), and its refusals (NaN, f16 overflow of `d`).
+    #[test]
+    fn q8_k_fast_matches_core() {
+        let mut x = Vec::new();
+        // max -127/127 exact: ties (x.5 after scaling) round to even as ggml's nearest_int.
+        x.extend((0..256).map(|i| if i == 3 { -127.0 } else { ((i % 255) as f32 - 127.0) + 0.5 }));
+        x.extend([0.0f32; 256]);
+        x.extend((0..256).map(|i| ((i * 37 % 256) as f32 - 128.0) * 1e-3));
+        // Both signs of the largest magnitude: the first one decides the scale's sign.
+        x.extend((0..256).map(|i| {
+            if i == 10 {
+                5.0
+            } else if i == 20 {
+                -5.0
+            } else {
+                i as f32 * 0.01
+            }
+        }));
+        x.extend((0..256).map(|i| ((i * 101 % 256) as f32 - 128.0) * 31.7));
+        let mut fast = vec![BlockQ8K::zeroed(); x.len() / 256];
+        assert!(q8_k_fast(&x, &mut fast));
+        let mut simd = vec![BlockQ8K::zeroed(); x.len() / 256];
+        assert!((fast_bodies().q8_k)(&x, &mut simd));
+        let mut core = vec![0u8; x.len() / 256 * std::mem::size_of::<BlockQ8K>()];
+        codec::encode_row(FormatId::Q8K, &x, &EncodeOptions::default(), &mut core).unwrap();
+        assert_eq!(bytemuck::cast_slice::<_, u8>(&fast), &core[..]);
+        assert_eq!(bytemuck::cast_slice::<_, u8>(&simd), &core[..]);
+        let mut bad = x.clone();
+        bad[300] = f32::INFINITY;
+        assert!(!q8_k_fast(&bad, &mut fast));
+    }
+
     #[test]
     fn q8_1_fast_matches_core() {
         let mut x = Vec::new();

@@ -13,7 +13,7 @@
 
 use std::arch::x86_64::*;
 
-use lowbit_core::format::ggml::{BlockQ8_0, BlockQ8_1};
+use lowbit_core::format::ggml::{BlockQ8K, BlockQ8_0, BlockQ8_1};
 
 use super::avx2::hsum_ps;
 use crate::isa::Isa;
@@ -56,9 +56,11 @@ pub(crate) fn act_bodies(isa: Isa) -> Option<crate::act::FastBodies> {
     }
     match isa {
         Isa::Avx512 | Isa::Avx512Vnni => {
-            Some(crate::act::FastBodies { q8_0: q8_0_512, q8_1: q8_1_512 })
+            Some(crate::act::FastBodies { q8_0: q8_0_512, q8_1: q8_1_512, q8_k: q8_k_512 })
         }
-        Isa::Avx2 => Some(crate::act::FastBodies { q8_0: q8_0_256, q8_1: q8_1_256 }),
+        Isa::Avx2 => {
+            Some(crate::act::FastBodies { q8_0: q8_0_256, q8_1: q8_1_256, q8_k: q8_k_256 })
+        }
         _ => None,
     }
 }
@@ -71,6 +73,30 @@ fn q8_0_512(x: &[f32], out: &mut [BlockQ8_0]) -> bool {
 fn q8_1_512(x: &[f32], out: &mut [BlockQ8_1]) -> bool {
     // SAFETY: as in `q8_0_512`.
     unsafe { q8_1_512_body(x, out) }
+}
+
+fn q8_k_512(x: &[f32], out: &mut [BlockQ8K]) -> bool {
+    // SAFETY: as in `q8_0_512`.
+    unsafe { q8_k_512_body(x, out) }
+}
+
+fn q8_k_256(x: &[f32], out: &mut [BlockQ8K]) -> bool {
+    // SAFETY: as in `q8_0_256`.
+    unsafe { q8_k_256_body(x, out) }
+}
+
+/// # Safety
+/// AVX-512F/BW/VL and AVX2 are available.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2")]
+unsafe fn q8_k_512_body(x: &[f32], out: &mut [BlockQ8K]) -> bool {
+    crate::act::q8_k_fast(x, out)
+}
+
+/// # Safety
+/// AVX2 is available.
+#[target_feature(enable = "avx2")]
+unsafe fn q8_k_256_body(x: &[f32], out: &mut [BlockQ8K]) -> bool {
+    crate::act::q8_k_fast(x, out)
 }
 
 fn q8_0_256(x: &[f32], out: &mut [BlockQ8_0]) -> bool {
