@@ -7,6 +7,8 @@
 //! replaced by BOS when the vocabulary adds one; every matmul input of a `blk.*` weight adds
 //! its squared activations (`output.weight` only when asked, as `--process-output` does).
 //! The perplexity of the same chunks is reported along the way.
+//! With `covariance` globs, the matched weights also get their input covariance sums
+//! (`W.in_cov`, lowbit's extension that llama.cpp's readers skip), which the GPTQ encoders use.
 //! What must not live here: the sums and the file layout ([`crate::quant::imatrix_collect`]).
 
 use std::path::Path;
@@ -39,6 +41,7 @@ pub fn run(
     n_ctx: usize,
     chunks: Option<usize>,
     process_output: bool,
+    covariance: &[String],
     mut progress: impl FnMut(usize, f64),
 ) -> Result<ImatrixReport, CmdError> {
     let t0 = std::time::Instant::now();
@@ -57,7 +60,7 @@ pub fn run(
     let plan =
         ChunkPlan { n_ctx, n_chunks: chunks.map_or(all, |c| c.clamp(1, all)), first: n_ctx / 2 };
     let bos = super::score::bos(engine);
-    let collector = Arc::new(Mutex::new(ImatrixCollector::new()));
+    let collector = Arc::new(Mutex::new(ImatrixCollector::with_covariance(covariance)));
     let failure: Arc<Mutex<Option<String>>> = Arc::default();
     {
         let (c, f) = (Arc::clone(&collector), Arc::clone(&failure));

@@ -15,6 +15,7 @@
 //! `crate::safetensors`) and codecs (`lowbit-core`). The lead wires files to these pieces.
 
 pub mod eval;
+pub mod gptq;
 mod glob;
 pub mod imatrix;
 pub mod imatrix_collect;

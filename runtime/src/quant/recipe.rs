@@ -17,7 +17,10 @@
 //! * `encoder` is `reference` (the default: byte-exact with the format's public quantizer),
 //!   `improved` (lowbit's lower-error encoder of the same format) or `exhaustive`. A rule's
 //!   encoder applies to its fallbacks too; a format that does not offer the asked-for encoder
-//!   gets its reference encoder.
+//!   gets its reference encoder. `gptq` asks for the GPTQ encoder of [`super::gptq`] (ROCmFP2,
+//!   HFP4G32: the same formats' bytes, chosen to compensate errors across columns using the
+//!   importance matrix's input covariance `W.in_cov`); on other formats (fallbacks included)
+//!   it means `improved`.
 //! * Every format a recipe names must have an encoder in `lowbit-core` (so Q4_K or IQ2_XXS are
 //!   refused when the recipe is loaded, not halfway through a model).
 //!
@@ -36,7 +39,7 @@
 //! [[rule]]
 //! match = ["blk.*.ffn_gate.weight", "blk.*.ffn_up.weight", "blk.*.ffn_down.weight"]
 //! format = "ROCMFP2"                       # any name or alias `lowbit formats` knows
-//! encoder = "reference"                    # reference | improved | exhaustive
+//! encoder = "reference"                    # reference | improved | exhaustive | gptq
 //! fallback = ["Q8_0", "F16"]
 //!
 //! [[rule]]
@@ -71,6 +74,8 @@ pub struct TensorRule {
     pub format: FormatId,
     /// The encoder rule asked for (`None`: reference).
     pub encoder: Option<Encoder>,
+    /// Whether `encoder = "gptq"` was asked for (then `encoder` is `Improved`).
+    pub gptq: bool,
     /// Formats to try, in order, when `format` cannot hold the row length (`None`: the
     /// recipe's default chain).
     pub fallback: Option<Vec<FormatId>>,
@@ -107,6 +112,8 @@ pub struct Planned {
     pub format: FormatId,
     /// The encoder rule to run (always one the format offers).
     pub encoder: Encoder,
+    /// Run the GPTQ encoder instead (only for formats [`super::gptq::supports`]).
+    pub gptq: bool,
     /// Index into [`Recipe::rules`] of the rule that matched (`None`: the F32 default for
     /// 1-D or unmatched tensors).
     pub rule: Option<usize>,
@@ -313,14 +320,16 @@ fn parse_format(recipe: &str, ctx: &str, name: &str) -> Result<FormatId, QuantEr
     Ok(f)
 }
 
-fn parse_encoder(recipe: &str, ctx: &str, name: &str) -> Result<Encoder, QuantError> {
+/// The encoder rule and whether GPTQ was asked for.
+fn parse_encoder(recipe: &str, ctx: &str, name: &str) -> Result<(Encoder, bool), QuantError> {
     match name.to_ascii_lowercase().as_str() {
-        "reference" => Ok(Encoder::Reference),
-        "improved" => Ok(Encoder::Improved),
-        "exhaustive" => Ok(Encoder::Exhaustive),
+        "reference" => Ok((Encoder::Reference, false)),
+        "improved" => Ok((Encoder::Improved, false)),
+        "exhaustive" => Ok((Encoder::Exhaustive, false)),
+        "gptq" => Ok((Encoder::Improved, true)),
         _ => Err(recipe_err(
             recipe,
-            format!("{ctx}: unknown encoder {name:?} (reference, improved or exhaustive)"),
+            format!("{ctx}: unknown encoder {name:?} (reference, improved, exhaustive or gptq)"),
         )),
     }
 }
@@ -369,10 +378,12 @@ impl Recipe {
             if patterns.is_empty() {
                 return Err(recipe_err(&name, format!("{ctx}: `match` lists no pattern")));
             }
+            let enc = r.encoder.as_deref().map(|e| parse_encoder(&name, &ctx, e)).transpose()?;
             rules.push(TensorRule {
                 patterns,
                 format: parse_format(&name, &ctx, &r.format)?,
-                encoder: r.encoder.as_deref().map(|e| parse_encoder(&name, &ctx, e)).transpose()?,
+                encoder: enc.map(|e| e.0),
+                gptq: enc.is_some_and(|e| e.1),
                 fallback: r
                     .fallback
                     .as_deref()
@@ -435,6 +446,7 @@ impl Recipe {
     pub fn with_encoder(mut self, encoder: Encoder) -> Recipe {
         for r in &mut self.rules {
             r.encoder = Some(encoder);
+            r.gptq = false;
         }
         self
     }
@@ -464,6 +476,7 @@ impl Recipe {
         let f32_default = |rule| Planned {
             format: FormatId::F32,
             encoder: Encoder::Reference,
+            gptq: false,
             rule,
             fallback_used: None,
         };
@@ -494,6 +507,7 @@ impl Recipe {
                     return Ok(Planned {
                         format: f,
                         encoder: effective_encoder(f, asked),
+                        gptq: rule.gptq && super::gptq::supports(f),
                         rule: Some(idx),
                         fallback_used,
                     });
