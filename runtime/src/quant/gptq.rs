@@ -1,4 +1,4 @@
-//! GPTQ-style error-compensating encoders that write plain ROCmFP2 and HFP4G32 rows: the bytes
+//! GPTQ-style error-compensating encoders that write plain ROCmFP2, ROCmFP3 and HFP4G32 rows: the bytes
 //! are ordinary blocks of those formats (every decoder reads them unchanged); only the choice of
 //! scales and codes takes the calibration inputs' covariance into account.
 //!
@@ -25,8 +25,10 @@
 //!   encoders run, weighted by `diag(H)` (the undamped mean squared input of each column, i.e.
 //!   the importance matrix); then the group's columns are quantized to the nearest level of that
 //!   scale one at a time, each error propagated before the next column is rounded.
-//!   ROCmFP2: every one of the 127 UE4M3-b8 scales of each 16-weight half (ties to the lower
-//!   byte), codes nearest (`fp2_code`'s rule: outer level iff strictly closer). HFP4G32: the
+//!   ROCmFP2 / ROCmFP3: every one of the 127 UE4M3-b8 scales of each 16-weight half (ties to
+//!   the lower byte), codes nearest (the rules of lowbit's `fp2_code` / `fp3_code`: ROCmFP2's
+//!   outer level iff strictly closer; ROCmFP3's thresholds 0.5 s, 1.5 s, 3 s, ties to the
+//!   smaller level, zero magnitude unsigned). HFP4G32: the
 //!   f16 row scale is fixed first by lowbit's improved HFP4 encoder on the original row with
 //!   `diag(H)` as importance; each 32-weight block's UE8M0 exponent is then searched in the
 //!   improved encoder's window `e0-2 ..= e0+1`, codes by hipfire's nearest-E2M1 rounding.
@@ -55,7 +57,7 @@ const HFP4_BLOCK_BYTES: usize = 17;
 
 /// Whether a GPTQ encoder exists for `format`.
 pub fn supports(format: FormatId) -> bool {
-    matches!(format, FormatId::RocmFp2 | FormatId::Hfp4G32)
+    matches!(format, FormatId::RocmFp2 | FormatId::RocmFp3 | FormatId::Hfp4G32)
 }
 
 /// The factored covariance of one matrix's inputs.
@@ -234,21 +236,46 @@ fn run_rows<Q: GroupQuant>(p: &Prepared, src: &[f32], q: &mut Q) -> Result<(), S
     Ok(())
 }
 
-/// ROCmFP2: group = one 16-weight half; state = each row's current scale and codes.
-struct Fp2Quant<'a> {
+/// ROCmFP2 / ROCmFP3: group = one 16-weight half; state = each row's current scale.
+struct RocmQuant<'a> {
+    fp3: bool,
     table: [f64; 127],
-    scale: Vec<(u8, f64)>,
+    scale: Vec<f64>,
     out: &'a mut [u8],
     row_bytes: usize,
 }
 
-fn fp2_term(x: f64, s: f64) -> f64 {
-    let m = x.abs();
-    let (id, od) = (m - s, m - 4.0 * s);
-    (od * od).min(id * id)
+/// ROCmFP3's magnitude index (levels 0, 1, 2, 4): thresholds `0.5 s`, `1.5 s`, `3 s`, ties to
+/// the smaller level (ROCmFPX's `rocmfpx_quantize_fp3_code`, as lowbit's `fp3_index`).
+fn fp3_index(m: f64, s: f64) -> u8 {
+    u8::from(m > 0.5 * s) + u8::from(m > 1.5 * s) + u8::from(m > 3.0 * s)
 }
 
-impl GroupQuant for Fp2Quant<'_> {
+const FP3_MAG: [f64; 4] = [0.0, 1.0, 2.0, 4.0];
+
+impl RocmQuant<'_> {
+    fn block_bytes(&self) -> usize {
+        if self.fp3 {
+            14
+        } else {
+            10
+        }
+    }
+
+    /// The squared error of `x` at its nearest level under scale `s`.
+    fn term(&self, x: f64, s: f64) -> f64 {
+        let m = x.abs();
+        if self.fp3 {
+            let d = m - FP3_MAG[fp3_index(m, s) as usize] * s;
+            d * d
+        } else {
+            let (id, od) = (m - s, m - 4.0 * s);
+            (od * od).min(id * id)
+        }
+    }
+}
+
+impl GroupQuant for RocmQuant<'_> {
     const GROUP: usize = 16;
 
     fn start_group(&mut self, row: usize, group: usize, x: &[f64], w: &[f64]) {
@@ -256,36 +283,55 @@ impl GroupQuant for Fp2Quant<'_> {
         for (b, &s) in self.table.iter().enumerate() {
             let mut e = 0f64;
             for (&xi, &wi) in x.iter().zip(w) {
-                e += wi * fp2_term(xi, s);
+                e += wi * self.term(xi, s);
             }
             if e < best.1 {
                 best = (b as u8, e);
             }
         }
-        self.scale[row] = (best.0, self.table[best.0 as usize]);
-        // The scale byte of this half: block group/2, byte 8 + group%2.
-        self.out[row * self.row_bytes + (group / 2) * 10 + 8 + group % 2] = best.0;
+        self.scale[row] = self.table[best.0 as usize];
+        // The scale byte of this half follows the block's code bytes.
+        let bb = self.block_bytes();
+        self.out[row * self.row_bytes + (group / 2) * bb + (bb - 2) + group % 2] = best.0;
     }
 
     fn quantize(&mut self, row: usize, j: usize, x: f64) -> f64 {
-        let s = self.scale[row].1;
-        let m = x.abs();
-        let (id, od) = (m - s, m - 4.0 * s);
-        let outer = od * od < id * id;
+        let s = self.scale[row];
         let neg = x.is_sign_negative();
-        let code: u8 = match (s == 0.0, neg, outer) {
-            (true, _, _) => 0,
-            (false, true, true) => 0,
-            (false, true, false) => 1,
-            (false, false, false) => 2,
-            (false, false, true) => 3,
-        };
-        let level = [-4.0, -1.0, 1.0, 4.0][code as usize];
-        // Weight 4i + p of a block sits in bits 2p of qs[i].
         let (blk, e) = (j / 32, j % 32);
-        let byte = &mut self.out[row * self.row_bytes + blk * 10 + e / 4];
-        *byte |= code << (2 * (e % 4));
-        level * s
+        let base = row * self.row_bytes + blk * self.block_bytes();
+        if self.fp3 {
+            // Sign bit 4, magnitude index; zero magnitude is code 0; scale 0 gives code 0.
+            let idx = if s == 0.0 { 0 } else { fp3_index(x.abs(), s) };
+            let code = if idx != 0 && x < 0.0 { 4 | idx } else { idx };
+            // Code e of a block sits at bit 3e of its little-endian 96-bit code stream.
+            let bit = 3 * e;
+            let v = u16::from(code) << (bit % 8);
+            self.out[base + bit / 8] |= v as u8;
+            if bit % 8 > 5 {
+                self.out[base + bit / 8 + 1] |= (v >> 8) as u8;
+            }
+            let mag = FP3_MAG[idx as usize] * s;
+            if code & 4 != 0 {
+                -mag
+            } else {
+                mag
+            }
+        } else {
+            // Outer level iff strictly closer (ROCmFPX's selector); scale 0 gives code 0.
+            let m = x.abs();
+            let (id, od) = (m - s, m - 4.0 * s);
+            let outer = od * od < id * id;
+            let code: u8 = match (s == 0.0, neg, outer) {
+                (true, _, _) | (false, true, true) => 0,
+                (false, true, false) => 1,
+                (false, false, false) => 2,
+                (false, false, true) => 3,
+            };
+            // Weight 4i + p of a block sits in bits 2p of qs[i].
+            self.out[base + e / 4] |= code << (2 * (e % 4));
+            [-4.0, -1.0, 1.0, 4.0][code as usize] * s
+        }
     }
 }
 
@@ -387,10 +433,11 @@ pub fn encode_rows(
         return Err(format!("row {} element {} is {}", i / k, i % k, src[i]));
     }
     match format {
-        FormatId::RocmFp2 => {
+        FormatId::RocmFp2 | FormatId::RocmFp3 => {
             dst.fill(0);
             let table = ue4m3_b8_table().map(f64::from);
-            let mut q = Fp2Quant { table, scale: vec![(0, 0.0); n], out: dst, row_bytes: rb };
+            let fp3 = format == FormatId::RocmFp3;
+            let mut q = RocmQuant { fp3, table, scale: vec![0.0; n], out: dst, row_bytes: rb };
             run_rows(p, src, &mut q)
         }
         FormatId::Hfp4G32 => {
@@ -482,8 +529,11 @@ mod tests {
         let w = weights(rows, k, 12);
         let p = prepare(&h, k).unwrap();
         let imp: Vec<f32> = (0..k).map(|i| h[i * k + i] / n as f32).collect();
-        for (format, rule) in [(FormatId::RocmFp2, Rule::Reference), (FormatId::Hfp4G32, Rule::Improved)]
-        {
+        for (format, rule) in [
+            (FormatId::RocmFp2, Rule::Reference),
+            (FormatId::RocmFp3, Rule::Reference),
+            (FormatId::Hfp4G32, Rule::Improved),
+        ] {
             let rb = format.row_bytes(k).unwrap();
             let mut base = vec![0u8; rows * rb];
             let opts = EncodeOptions { rule, importance: Some(&imp) };
@@ -498,12 +548,34 @@ mod tests {
     }
 
     #[test]
+    fn uncorrelated_inputs_give_the_reference_bytes() {
+        // H = I: no error is propagated and every column weighs 1, so the search is ROCmFPX's
+        // plain one and the bytes must be the reference encoder's (codes, packing, scale bytes).
+        let (k, rows) = (96, 9);
+        let mut h = vec![0f32; k * k];
+        (0..k).for_each(|i| h[i * (k + 1)] = 1.0);
+        let p = prepare(&h, k).unwrap();
+        let w = weights(rows, k, 8);
+        for format in [FormatId::RocmFp2, FormatId::RocmFp3] {
+            let rb = format.row_bytes(k).unwrap();
+            let mut g = vec![0u8; rows * rb];
+            encode_rows(format, &p, &w, &mut g).unwrap();
+            let mut r = vec![0u8; rows * rb];
+            let opts = EncodeOptions { rule: Rule::Reference, importance: None };
+            for (row, out) in w.chunks_exact(k).zip(r.chunks_exact_mut(rb)) {
+                codec::encode_row(format, row, &opts, out).unwrap();
+            }
+            assert_eq!(g, r, "{format}");
+        }
+    }
+
+    #[test]
     fn bytes_do_not_depend_on_the_batch() {
         let (k, rows) = (64, 21);
         let (_, h) = correlated(k, 256, 3);
         let w = weights(rows, k, 4);
         let p = prepare(&h, k).unwrap();
-        for format in [FormatId::RocmFp2, FormatId::Hfp4G32] {
+        for format in [FormatId::RocmFp2, FormatId::RocmFp3, FormatId::Hfp4G32] {
             let rb = format.row_bytes(k).unwrap();
             let mut all = vec![0u8; rows * rb];
             encode_rows(format, &p, &w, &mut all).unwrap();
