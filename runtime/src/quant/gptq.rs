@@ -12,7 +12,8 @@
 //! greedily the output error `sum over inputs (x^T w - x^T q)^2` instead of the weight error.
 //!
 //! Facts of this implementation:
-//! * Dampening: `lambda = 1%` of the mean of `diag(H)` (GPTQ's `percdamp = 0.01`); a column
+//! * Dampening: `lambda = damp` times the mean of `diag(H)` (GPTQ's `percdamp`, default
+//!   [`DAMP_FRACTION`] = 0.01 as GPTQ's; a recipe rule's `gptq_damp` changes it); a column
 //!   whose input was always zero (`H_jj = 0`) gets `H_jj = 1` first, as GPTQ does.
 //! * `U` comes from one Cholesky factorisation and one triangular inverse in f64: with `J` the
 //!   reversal permutation, `J H J = L L^T` gives `H = R R^T` with `R = J L J` upper, so
@@ -77,10 +78,11 @@ impl Prepared {
     }
 }
 
-/// Factors `h` (`k x k`, row-major, symmetric: the lower triangle is read) for GPTQ. Errors
+/// Factors `h` (`k x k`, row-major, symmetric: the lower triangle is read) for GPTQ, dampened
+/// by `damp` times its mean diagonal. Errors
 /// name what is wrong: a length that is not `k * k`, a non-finite entry (with its row and
 /// column), a matrix that is not positive definite after dampening (with the pivot).
-pub fn prepare(h: &[f32], k: usize) -> Result<Prepared, String> {
+pub fn prepare(h: &[f32], k: usize, damp: f64) -> Result<Prepared, String> {
     if k == 0 || h.len() != k * k {
         return Err(format!(
             "covariance has {} values, rows of {k} need {} (a {k} x {k} matrix)",
@@ -104,7 +106,7 @@ pub fn prepare(h: &[f32], k: usize) -> Result<Prepared, String> {
         *d = if v > 0.0 { v } else { 1.0 };
     }
     let mean = diag.iter().sum::<f64>() / k as f64;
-    let damp = DAMP_FRACTION * mean;
+    let damp = damp * mean;
     for i in 0..k {
         let v = a[i * k + i];
         a[i * k + i] = if v > 0.0 { v } else { 1.0 } + damp;
@@ -527,7 +529,7 @@ mod tests {
         let (k, n, rows) = (128, 1024, 24);
         let (x, h) = correlated(k, n, 11);
         let w = weights(rows, k, 12);
-        let p = prepare(&h, k).unwrap();
+        let p = prepare(&h, k, DAMP_FRACTION).unwrap();
         let imp: Vec<f32> = (0..k).map(|i| h[i * k + i] / n as f32).collect();
         for (format, rule) in [
             (FormatId::RocmFp2, Rule::Reference),
@@ -554,7 +556,7 @@ mod tests {
         let (k, rows) = (96, 9);
         let mut h = vec![0f32; k * k];
         (0..k).for_each(|i| h[i * (k + 1)] = 1.0);
-        let p = prepare(&h, k).unwrap();
+        let p = prepare(&h, k, DAMP_FRACTION).unwrap();
         let w = weights(rows, k, 8);
         for format in [FormatId::RocmFp2, FormatId::RocmFp3] {
             let rb = format.row_bytes(k).unwrap();
@@ -574,7 +576,7 @@ mod tests {
         let (k, rows) = (64, 21);
         let (_, h) = correlated(k, 256, 3);
         let w = weights(rows, k, 4);
-        let p = prepare(&h, k).unwrap();
+        let p = prepare(&h, k, DAMP_FRACTION).unwrap();
         for format in [FormatId::RocmFp2, FormatId::RocmFp3, FormatId::Hfp4G32] {
             let rb = format.row_bytes(k).unwrap();
             let mut all = vec![0u8; rows * rb];
@@ -591,7 +593,7 @@ mod tests {
     fn factor_is_the_damped_inverse() {
         let k = 40;
         let (_, h) = correlated(k, 100, 5);
-        let p = prepare(&h, k).unwrap();
+        let p = prepare(&h, k, DAMP_FRACTION).unwrap();
         let mean = (0..k).map(|i| f64::from(h[i * k + i])).sum::<f64>() / k as f64;
         // (U^T U) (H + lambda I) = I
         for i in 0..k {
@@ -610,21 +612,21 @@ mod tests {
 
     #[test]
     fn bad_covariances_are_clear_errors() {
-        let e = prepare(&[1.0; 6], 2).unwrap_err();
+        let e = prepare(&[1.0; 6], 2, DAMP_FRACTION).unwrap_err();
         assert!(e.contains("6 values") && e.contains("need 4"), "{e}");
         let mut h = vec![0f32; 9];
         (0..3).for_each(|i| h[i * 4] = 1.0);
         h[5] = f32::NAN;
-        let e = prepare(&h, 3).unwrap_err();
+        let e = prepare(&h, 3, DAMP_FRACTION).unwrap_err();
         assert!(e.contains("(1, 2) is NaN"), "{e}");
         // Eigenvalues 3 and -1: dampening by 1% of the mean diagonal cannot fix it.
-        let e = prepare(&[1.0, 2.0, 2.0, 1.0], 2).unwrap_err();
+        let e = prepare(&[1.0, 2.0, 2.0, 1.0], 2, DAMP_FRACTION).unwrap_err();
         assert!(e.contains("not positive definite"), "{e}");
         // A dead column (never any input) is fine.
-        assert!(prepare(&[0.0, 0.0, 0.0, 2.0], 2).is_ok());
+        assert!(prepare(&[0.0, 0.0, 0.0, 2.0], 2, DAMP_FRACTION).is_ok());
         let mut id = vec![0f32; 32 * 32];
         (0..32).for_each(|i| id[i * 33] = 1.0);
-        let p = prepare(&id, 32).unwrap();
+        let p = prepare(&id, 32, DAMP_FRACTION).unwrap();
         let e = encode_rows(FormatId::RocmFp2, &p, &[0.0; 40], &mut [0u8; 10]).unwrap_err();
         assert!(e.contains("not whole rows of 32"), "{e}");
         let e = encode_rows(FormatId::Q4_0, &p, &[0.0; 32], &mut [0u8; 18]).unwrap_err();

@@ -408,4 +408,24 @@ mod tests {
         let t2 = [t[0], GgufImatrixTensor { name: "e.weight.in_sum2", dims: &[2, 2], data: &bad }];
         assert!(from_gguf_parts(&t2, &meta()).unwrap_err().to_string().contains("offset 0"));
     }
+
+    #[test]
+    fn gguf_parts_covariance() {
+        let counts = [2.0];
+        let sums = [1.0, 4.0];
+        let cov = [1.0, 0.5, 0.5, 4.0];
+        let t = [
+            GgufImatrixTensor { name: "w.counts", dims: &[1, 1], data: &counts },
+            GgufImatrixTensor { name: "w.in_sum2", dims: &[2, 1], data: &sums },
+            GgufImatrixTensor { name: "w.in_cov", dims: &[2, 2], data: &cov },
+        ];
+        let m = from_gguf_parts(&t, &meta()).unwrap();
+        assert_eq!(m.covariance_for("w", 2, 1, 0).unwrap(), Some(&cov[..]));
+        assert_eq!(m.covariance_for("v", 2, 1, 0).unwrap(), None);
+        let e = m.covariance_for("w", 3, 1, 0).unwrap_err().to_string();
+        assert!(e.contains("2 x 2 x 1") && e.contains("3 x 3 x 1"), "{e}");
+        let bad = [t[0], t[1], GgufImatrixTensor { name: "w.in_cov", dims: &[2, 3], data: &[0.0; 6] }];
+        let e = from_gguf_parts(&bad, &meta()).unwrap_err().to_string();
+        assert!(e.contains("w.in_cov") && e.contains("not k x k"), "{e}");
+    }
 }

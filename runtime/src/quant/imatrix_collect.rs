@@ -305,4 +305,35 @@ mod tests {
         let q = by_name("blk.0.attn_q.weight.in_sum2");
         assert_eq!(f32s(g.tensor_data(&q)), vec![10.0, 4.0, 1.25]);
     }
+
+    #[test]
+    fn covariance_sums_and_file() {
+        // k = 37 (not a multiple of the tile), 3 + 2 columns; brute-force oracle in f64.
+        let k = 37;
+        let xs: Vec<f32> = (0..5 * k).map(|i| ((i * 7919 % 113) as f32 - 56.0) / 17.0).collect();
+        let mut c = ImatrixCollector::with_covariance(&["blk.*.ffn_down.weight".to_owned()]);
+        c.add("blk.0.ffn_down.weight", k, 1, 0, &xs[..3 * k], 3).unwrap();
+        c.add("blk.0.ffn_down.weight", k, 1, 0, &xs[3 * k..], 2).unwrap();
+        c.add("blk.0.ffn_up.weight", k, 1, 0, &xs[..k], 1).unwrap();
+        c.end_chunk();
+        assert!(c.covariance("blk.0.ffn_up.weight").is_none());
+        let cov = c.covariance("blk.0.ffn_down.weight").unwrap();
+        for i in 0..k {
+            for j in 0..k {
+                let want: f64 = (0..5)
+                    .map(|t| f64::from(xs[t * k + i]) * f64::from(xs[t * k + j]))
+                    .sum();
+                assert_eq!(cov[i * k + j], want, "({i},{j})");
+            }
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("imatrix.gguf");
+        c.write_gguf(&path, &["t".to_owned()], 512).unwrap();
+        let g = GgufFile::open(&path, None).unwrap();
+        let t = g.tensors().iter().find(|t| t.name == "blk.0.ffn_down.weight.in_cov").unwrap();
+        assert_eq!(t.dims, vec![k as u64, k as u64]);
+        let got = f32s(g.tensor_data(t));
+        assert_eq!(got, cov.iter().map(|&v| v as f32).collect::<Vec<_>>());
+        assert!(!g.tensors().iter().any(|t| t.name == "blk.0.ffn_up.weight.in_cov"));
+    }
 }

@@ -283,7 +283,7 @@ pub fn quantize_tensor(
     let run_gptq = plan.gptq && !copy && elements > 0;
     let data = if run_gptq {
         let geo = TensorGeometry { rows, k, src_rb, n_mat, rows_per_mat };
-        gptq_tensor(src, plan.format, &geo, imatrix, mem, progress)?
+        gptq_tensor(src, plan.format, plan.gptq_damp, &geo, imatrix, mem, progress)?
     } else if copy && plan.format == src.format && elements > 0 {
         validate_rows(src, name, rows, k, src_rb, mem)?;
         let _g = mem.hold(src.data.len());
@@ -378,6 +378,7 @@ struct TensorGeometry {
 fn gptq_tensor(
     src: &SourceTensor<'_>,
     format: FormatId,
+    damp: f64,
     g: &TensorGeometry,
     imatrix: Option<&ImportanceMatrix>,
     mem: &MemTracker,
@@ -406,7 +407,7 @@ fn gptq_tensor(
                 )
             })?;
         let _pg = mem.hold(2 * k * k * 8);
-        let prep = gptq::prepare(cov, k)
+        let prep = gptq::prepare(cov, k, damp)
             .map_err(|e| tensor_err(name, format!("matrix {m} of {n_mat}: {e}")))?;
         let first = m * per_mat;
         let mat_out = &mut out[first * rb..(first + per_mat) * rb];

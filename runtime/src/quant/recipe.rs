@@ -20,7 +20,8 @@
 //!   gets its reference encoder. `gptq` asks for the GPTQ encoder of [`super::gptq`] (ROCmFP2,
 //!   HFP4G32: the same formats' bytes, chosen to compensate errors across columns using the
 //!   importance matrix's input covariance `W.in_cov`); on other formats (fallbacks included)
-//!   it means `improved`.
+//!   it means `improved`. `gptq_damp` (only with `gptq`; default 0.01) is GPTQ's dampening,
+//!   the fraction of the covariance's mean diagonal added to its diagonal.
 //! * Every format a recipe names must have an encoder in `lowbit-core` (so Q4_K or IQ2_XXS are
 //!   refused when the recipe is loaded, not halfway through a model).
 //!
@@ -76,6 +77,8 @@ pub struct TensorRule {
     pub encoder: Option<Encoder>,
     /// Whether `encoder = "gptq"` was asked for (then `encoder` is `Improved`).
     pub gptq: bool,
+    /// GPTQ's dampening fraction (`None`: [`super::gptq::DAMP_FRACTION`]).
+    pub gptq_damp: Option<f64>,
     /// Formats to try, in order, when `format` cannot hold the row length (`None`: the
     /// recipe's default chain).
     pub fallback: Option<Vec<FormatId>>,
@@ -114,6 +117,8 @@ pub struct Planned {
     pub encoder: Encoder,
     /// Run the GPTQ encoder instead (only for formats [`super::gptq::supports`]).
     pub gptq: bool,
+    /// GPTQ's dampening fraction.
+    pub gptq_damp: f64,
     /// Index into [`Recipe::rules`] of the rule that matched (`None`: the F32 default for
     /// 1-D or unmatched tensors).
     pub rule: Option<usize>,
@@ -295,6 +300,7 @@ struct RuleFile {
     fallback: Option<Vec<String>>,
     #[serde(default)]
     one_d: bool,
+    gptq_damp: Option<f64>,
 }
 
 #[derive(Deserialize)]
@@ -379,11 +385,21 @@ impl Recipe {
                 return Err(recipe_err(&name, format!("{ctx}: `match` lists no pattern")));
             }
             let enc = r.encoder.as_deref().map(|e| parse_encoder(&name, &ctx, e)).transpose()?;
+            let gptq = enc.is_some_and(|e| e.1);
+            if let Some(d) = r.gptq_damp {
+                if !gptq || !(d.is_finite() && d > 0.0) {
+                    return Err(recipe_err(
+                        &name,
+                        format!("{ctx}: gptq_damp = {d} needs encoder = \"gptq\" and a value > 0"),
+                    ));
+                }
+            }
             rules.push(TensorRule {
                 patterns,
                 format: parse_format(&name, &ctx, &r.format)?,
                 encoder: enc.map(|e| e.0),
-                gptq: enc.is_some_and(|e| e.1),
+                gptq,
+                gptq_damp: r.gptq_damp,
                 fallback: r
                     .fallback
                     .as_deref()
@@ -477,6 +493,7 @@ impl Recipe {
             format: FormatId::F32,
             encoder: Encoder::Reference,
             gptq: false,
+            gptq_damp: super::gptq::DAMP_FRACTION,
             rule,
             fallback_used: None,
         };
@@ -508,6 +525,7 @@ impl Recipe {
                         format: f,
                         encoder: effective_encoder(f, asked),
                         gptq: rule.gptq && super::gptq::supports(f),
+                        gptq_damp: rule.gptq_damp.unwrap_or(super::gptq::DAMP_FRACTION),
                         rule: Some(idx),
                         fallback_used,
                     });
