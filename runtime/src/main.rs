@@ -859,10 +859,12 @@ fn run_imatrix(a: ImatrixArgs) -> Result<String, CmdError> {
         &mut engine,
         &a.file,
         &a.output,
-        a.ctx_size,
-        a.chunks,
-        a.process_output,
-        &a.covariance,
+        &cmd::imatrix::ImatrixOptions {
+            n_ctx: a.ctx_size,
+            chunks: a.chunks,
+            process_output: a.process_output,
+            covariance: a.covariance.clone(),
+        },
         |i, ppl| eprint!("[{}]{ppl:.4},", i + 1),
     )?;
     eprintln!();

@@ -406,7 +406,13 @@ fn gptq_uses_each_experts_covariance_and_names_the_tensor_in_errors() {
         for i in 0..k {
             for j in 0..k {
                 let d = i.abs_diff(j);
-                cov.push(if d == 0 { 2.0 } else if d == 1 { 0.6 + 0.3 * x as f32 } else { 0.0 });
+                cov.push(if d == 0 {
+                    2.0
+                } else if d == 1 {
+                    0.6 + 0.3 * x as f32
+                } else {
+                    0.0
+                });
             }
         }
     }
@@ -447,10 +453,9 @@ fn gptq_uses_each_experts_covariance_and_names_the_tensor_in_errors() {
     assert!(e2.contains(name) && e2.contains("matrix 1") && e2.contains("NaN"), "{e2}");
     // A covariance of the wrong size.
     let mut small = ImportanceMatrix::default();
-    small.covariance.insert(
-        name.to_owned(),
-        CovarianceEntry { k: 32, n_mat: e, sums: vec![0.0; 32 * 32 * e] },
-    );
+    small
+        .covariance
+        .insert(name.to_owned(), CovarianceEntry { k: 32, n_mat: e, sums: vec![0.0; 32 * 32 * e] });
     let e3 = run(srcs, &r, Some(&small), 1).unwrap_err().to_string();
     assert!(e3.contains(name) && e3.contains("32 x 32"), "{e3}");
     // gptq_damp without gptq is refused when the recipe is read.

@@ -159,7 +159,11 @@ pub fn prepare(h: &[f32], k: usize, damp: f64) -> Result<Prepared, String> {
         }
     }
     if let Some(i) = u.iter().position(|v| !v.is_finite()) {
-        return Err(format!("inverse covariance factor entry ({}, {}) is not finite", i / k, i % k));
+        return Err(format!(
+            "inverse covariance factor entry ({}, {}) is not finite",
+            i / k,
+            i % k
+        ));
     }
     Ok(Prepared { k, u, diag })
 }
@@ -213,7 +217,11 @@ fn run_rows<Q: GroupQuant>(p: &Prepared, src: &[f32], q: &mut Q) -> Result<(), S
                     *x = w[(j + c) * n + r];
                 }
                 if let Some(c) = gx.iter().position(|v| !v.is_finite()) {
-                    return Err(format!("row {r} element {} became {} while updating", j + c, gx[c]));
+                    return Err(format!(
+                        "row {r} element {} became {} while updating",
+                        j + c,
+                        gx[c]
+                    ));
                 }
                 q.start_group(r, g, &gx, wg);
             }
@@ -382,7 +390,8 @@ impl GroupQuant for Hfp4Quant<'_> {
                 }
                 let mut err = 0f64;
                 for (&xi, &wi) in xf.iter().zip(w) {
-                    let d = f64::from(xi) - f64::from(sc * E2M1_VALUES[e2m1_round(xi / sc) as usize]);
+                    let d =
+                        f64::from(xi) - f64::from(sc * E2M1_VALUES[e2m1_round(xi / sc) as usize]);
                     err += wi * d * d;
                 }
                 if err < best.2 {
@@ -544,7 +553,8 @@ mod tests {
             }
             let mut g = vec![0u8; rows * rb];
             encode_rows(format, &p, &w, &mut g).unwrap();
-            let (eb, eg) = (output_err(format, &x, k, &w, &base), output_err(format, &x, k, &w, &g));
+            let (eb, eg) =
+                (output_err(format, &x, k, &w, &base), output_err(format, &x, k, &w, &g));
             assert!(eg < 0.8 * eb, "{format}: gptq {eg} per-block {eb}");
         }
     }
@@ -601,7 +611,8 @@ mod tests {
                 let mut s = 0.0;
                 for t in 0..k {
                     let inv: f64 = (0..k).map(|a| p.u[a * k + i] * p.u[a * k + t]).sum();
-                    let hd = f64::from(h[t * k + j]) + if t == j { DAMP_FRACTION * mean } else { 0.0 };
+                    let hd =
+                        f64::from(h[t * k + j]) + if t == j { DAMP_FRACTION * mean } else { 0.0 };
                     s += inv * hd;
                 }
                 let want = if i == j { 1.0 } else { 0.0 };

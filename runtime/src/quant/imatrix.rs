@@ -208,11 +208,15 @@ pub fn from_gguf_parts(
                 return Err(imx(
                     w,
                     0,
-                    format!("{} dims {:?} with {} values is not k x k (x n_mat)", t.name, t.dims, t.data.len()),
+                    format!(
+                        "{} dims {:?} with {} values is not k x k (x n_mat)",
+                        t.name,
+                        t.dims,
+                        t.data.len()
+                    ),
                 ));
             }
-            m.covariance
-                .insert(w.to_owned(), CovarianceEntry { k, n_mat, sums: t.data.to_vec() });
+            m.covariance.insert(w.to_owned(), CovarianceEntry { k, n_mat, sums: t.data.to_vec() });
         } else if let Some(w) = t.name.strip_suffix(".in_sum2") {
             pairs.entry(w).or_default().0 = Some(i);
         } else if let Some(w) = t.name.strip_suffix(".counts") {
@@ -424,7 +428,8 @@ mod tests {
         assert_eq!(m.covariance_for("v", 2, 1, 0).unwrap(), None);
         let e = m.covariance_for("w", 3, 1, 0).unwrap_err().to_string();
         assert!(e.contains("2 x 2 x 1") && e.contains("3 x 3 x 1"), "{e}");
-        let bad = [t[0], t[1], GgufImatrixTensor { name: "w.in_cov", dims: &[2, 3], data: &[0.0; 6] }];
+        let bad =
+            [t[0], t[1], GgufImatrixTensor { name: "w.in_cov", dims: &[2, 3], data: &[0.0; 6] }];
         let e = from_gguf_parts(&bad, &meta()).unwrap_err().to_string();
         assert!(e.contains("w.in_cov") && e.contains("not k x k"), "{e}");
     }

@@ -320,9 +320,8 @@ mod tests {
         let cov = c.covariance("blk.0.ffn_down.weight").unwrap();
         for i in 0..k {
             for j in 0..k {
-                let want: f64 = (0..5)
-                    .map(|t| f64::from(xs[t * k + i]) * f64::from(xs[t * k + j]))
-                    .sum();
+                let want: f64 =
+                    (0..5).map(|t| f64::from(xs[t * k + i]) * f64::from(xs[t * k + j])).sum();
                 assert_eq!(cov[i * k + j], want, "({i},{j})");
             }
         }

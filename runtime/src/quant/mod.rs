@@ -15,8 +15,8 @@
 //! `crate::safetensors`) and codecs (`lowbit-core`). The lead wires files to these pieces.
 
 pub mod eval;
-pub mod gptq;
 mod glob;
+pub mod gptq;
 pub mod imatrix;
 pub mod imatrix_collect;
 pub mod pipeline;

@@ -432,7 +432,10 @@ fn gptq_tensor(
                     })?;
                 }
                 gptq::encode_rows(format, &prep, &buf, chunk).map_err(|e| {
-                    tensor_err(name, format!("gptq, rows {r0}..{} (row numbers within): {e}", r0 + nr))
+                    tensor_err(
+                        name,
+                        format!("gptq, rows {r0}..{} (row numbers within): {e}", r0 + nr),
+                    )
                 })?;
                 progress(name, (nr * k) as u64);
                 Ok(())

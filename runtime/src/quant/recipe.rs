@@ -387,7 +387,7 @@ impl Recipe {
             let enc = r.encoder.as_deref().map(|e| parse_encoder(&name, &ctx, e)).transpose()?;
             let gptq = enc.is_some_and(|e| e.1);
             if let Some(d) = r.gptq_damp {
-                if !gptq || !(d.is_finite() && d > 0.0) {
+                if !(gptq && d.is_finite() && d > 0.0) {
                     return Err(recipe_err(
                         &name,
                         format!("{ctx}: gptq_damp = {d} needs encoder = \"gptq\" and a value > 0"),
