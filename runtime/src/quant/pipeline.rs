@@ -406,7 +406,7 @@ fn gptq_tensor(
                         .into(),
                 )
             })?;
-        let _pg = mem.hold(2 * k * k * 8);
+        let _pg = mem.hold(3 * k * k * 8); // prepare's three k x k f64 matrices
         let prep = gptq::prepare(cov, k, damp)
             .map_err(|e| tensor_err(name, format!("matrix {m} of {n_mat}: {e}")))?;
         let first = m * per_mat;
