@@ -23,16 +23,18 @@
 //!   group scales fixed before the columns are visited (GPTQ's "static groups"); not done.
 //! * Grouped formats: when a group's first column is reached, its scale is chosen from the
 //!   error-updated values of the whole group by the same exact weighted search the per-block
-//!   encoders run, weighted by `diag(H)` (the undamped mean squared input of each column, i.e.
-//!   the importance matrix); then the group's columns are quantized to the nearest level of that
-//!   scale one at a time, each error propagated before the next column is rounded.
-//!   ROCmFP2 / ROCmFP3: every one of the 127 UE4M3-b8 scales of each 16-weight half (ties to
-//!   the lower byte), codes nearest (the rules of lowbit's `fp2_code` / `fp3_code`: ROCmFP2's
-//!   outer level iff strictly closer; ROCmFP3's thresholds 0.5 s, 1.5 s, 3 s, ties to the
-//!   smaller level, zero magnitude unsigned). HFP4G32: the
-//!   f16 row scale is fixed first by lowbit's improved HFP4 encoder on the original row with
-//!   `diag(H)` as importance; each 32-weight block's UE8M0 exponent is then searched in the
-//!   improved encoder's window `e0-2 ..= e0+1`, codes by hipfire's nearest-E2M1 rounding.
+//!   encoders run, each column weighted by `1 / U_jj^2` (the factor GPTQ's loss puts on that
+//!   column's squared error once the columns before it are quantized; on SmolLM2 it scored a
+//!   little below `diag(H)`, docs/QUALITY.md 4.5); then the group's columns are quantized to
+//!   the nearest level of that scale one at a time, each error propagated before the next
+//!   column is rounded. ROCmFP2 / ROCmFP3: every one of the 127 UE4M3-b8 scales of each
+//!   16-weight half (ties to the lower byte), codes nearest (the rules of lowbit's `fp2_code`
+//!   / `fp3_code`: ROCmFP2's outer level iff strictly closer; ROCmFP3's thresholds 0.5 s,
+//!   1.5 s, 3 s, ties to the smaller level, zero magnitude unsigned). HFP4G32: the f16 row
+//!   scale is fixed first by lowbit's improved HFP4 encoder on the original row with `diag(H)`
+//!   (the importance matrix) as importance; each 32-weight block's UE8M0 exponent is then
+//!   searched in the improved encoder's window `e0-2 ..= e0+1`, codes by hipfire's
+//!   nearest-E2M1 rounding.
 //! * GPTQ's "lazy batch" updates are a memory-traffic device with the same arithmetic; here rows
 //!   are processed [`ROWS_PER_BATCH`] at a time, so each row of `U` is read once per batch.
 //!   Every row's arithmetic is the same whatever its batch, so output is byte-identical across
@@ -67,7 +69,7 @@ pub struct Prepared {
     k: usize,
     /// Upper Cholesky factor of the damped `H^-1`, row-major `k x k` (lower part zero).
     u: Vec<f64>,
-    /// `diag(H)` before dampening (dead columns: 1): the group-scale search's weights.
+    /// `diag(H)` before dampening (dead columns: 1): HFP4's row-scale search weights.
     diag: Vec<f64>,
 }
 
@@ -208,10 +210,12 @@ fn run_rows<Q: GroupQuant>(p: &Prepared, src: &[f32], q: &mut Q) -> Result<(), S
     }
     let mut err = vec![0f64; n];
     let mut gx = vec![0f64; Q::GROUP];
+    // GPTQ's loss for column j is (w_j - q_j)^2 / U_jj^2: the group-scale search's weights.
+    let cond: Vec<f64> = (0..k).map(|j| 1.0 / (p.u[j * k + j] * p.u[j * k + j])).collect();
     for j in 0..k {
         if j % Q::GROUP == 0 {
             let g = j / Q::GROUP;
-            let wg = &p.diag[j..j + Q::GROUP];
+            let wg = &cond[j..j + Q::GROUP];
             for r in 0..n {
                 for (c, x) in gx.iter_mut().enumerate() {
                     *x = w[(j + c) * n + r];
