@@ -9,7 +9,10 @@
 # MODEL.gguf: the distributed SmolLM2 (Q4_1); the base is its exact F32 expansion
 # (`lowbit dequantize`). TEXT: tools/eval_text.sh's license texts. CHUNKS: chunks of 512 tokens
 # to score (default: all). The imatrix is computed by `lowbit imatrix` on the base over the same
-# text and chunks. Writes OUTDIR/kld.json (one object per model), OUTDIR/models.tsv (name, file,
+# text and chunks, with the input covariance of every ffn_down (`--covariance`) for the gptq
+# encoder's sweep entries. CALIB (environment, optional): compute the imatrix on this text
+# instead (all of it, up to CALIB_CHUNKS chunks, default 36), so that no scored chunk is in the
+# calibration set. Writes OUTDIR/kld.json (one object per model), OUTDIR/models.tsv (name, file,
 # bytes, bpw of the weights) and prints both; tools/quality_table.py turns them into the docs'
 # table and plot.
 set -euo pipefail
@@ -27,7 +30,15 @@ chunk_args=()
 base="$out/base.f32.gguf"
 [ -f "$base" ] || "$lowbit" dequantize "$model" "$base"
 imat="$out/imatrix.gguf"
-[ -f "$imat" ] || "$lowbit" imatrix -m "$base" -f "$text" -o "$imat" "${chunk_args[@]}"
+if ! [ -f "$imat" ]; then
+    if [ -n "${CALIB:-}" ]; then
+        "$lowbit" imatrix -m "$base" -f "$CALIB" -o "$imat" --chunks "${CALIB_CHUNKS:-36}" \
+            --covariance 'blk.*.ffn_down.weight'
+    else
+        "$lowbit" imatrix -m "$base" -f "$text" -o "$imat" "${chunk_args[@]}" \
+            --covariance 'blk.*.ffn_down.weight'
+    fi
+fi
 
 sweep() { # name format encoder use_imatrix
     local toml="$out/$1.toml"
@@ -57,7 +68,7 @@ for v in "ROCMFP2 reference" "ROCMFP3 reference" "HFP4G32 reference" "HFP4G32 im
     models+=("$out/sweep-$f-$e.gguf")
 done
 for v in "ROCMFP2 reference" "ROCMFP3 reference" "HFP4G32 improved" "MFP4G32 improved" \
-    "PQ2_0 improved"; do
+    "PQ2_0 improved" "ROCMFP2 gptq" "ROCMFP3 gptq" "HFP4G32 gptq"; do
     read -r f e <<<"$v"
     sweep "sweep-$f-$e-imat" "$f" "$e" 1
     models+=("$out/sweep-$f-$e-imat.gguf")

@@ -282,6 +282,11 @@ struct ImatrixArgs {
     /// Also collect output.weight (llama-imatrix's --process-output).
     #[arg(long)]
     process_output: bool,
+    /// Also sum the full input covariance x x^T of the weights matching this glob (repeatable;
+    /// e.g. 'blk.*.ffn_down.weight'), stored as W.in_cov for the gptq encoder (8 k^2 bytes
+    /// per matrix while collecting).
+    #[arg(long = "covariance", value_name = "GLOB")]
+    covariance: Vec<String>,
 }
 
 #[derive(Args, Debug)]
@@ -854,9 +859,12 @@ fn run_imatrix(a: ImatrixArgs) -> Result<String, CmdError> {
         &mut engine,
         &a.file,
         &a.output,
-        a.ctx_size,
-        a.chunks,
-        a.process_output,
+        &cmd::imatrix::ImatrixOptions {
+            n_ctx: a.ctx_size,
+            chunks: a.chunks,
+            process_output: a.process_output,
+            covariance: a.covariance.clone(),
+        },
         |i, ppl| eprint!("[{}]{ppl:.4},", i + 1),
     )?;
     eprintln!();

@@ -392,3 +392,75 @@ fn progress_adds_up_and_synthetic_sources_stream() {
     let (b, _) = run(m.sources().collect(), &Recipe::builtin("q4_0").unwrap(), None, 1).unwrap();
     assert_eq!(a, b);
 }
+
+#[test]
+fn gptq_uses_each_experts_covariance_and_names_the_tensor_in_errors() {
+    use lowbit_runtime::quant::gptq;
+    use lowbit_runtime::quant::imatrix::CovarianceEntry;
+    let (k, n, e) = (64usize, 40usize, 2usize);
+    let data: Vec<f32> =
+        (0..k * n * e).map(|i| (((i * 7919) % 1013) as f32 - 506.0) / 3000.0).collect();
+    // Expert x: inputs correlated between neighbouring columns, with strength x.
+    let mut cov = Vec::new();
+    for x in 0..e {
+        for i in 0..k {
+            for j in 0..k {
+                let d = i.abs_diff(j);
+                cov.push(if d == 0 {
+                    2.0
+                } else if d == 1 {
+                    0.6 + 0.3 * x as f32
+                } else {
+                    0.0
+                });
+            }
+        }
+    }
+    let name = "blk.0.ffn_down_exps.weight";
+    let mut im = ImportanceMatrix::default();
+    im.covariance.insert(name.to_owned(), CovarianceEntry { k, n_mat: e, sums: cov.clone() });
+    let r = Recipe::from_toml(
+        "[[rule]]\nmatch = '*'\nformat = 'ROCMFP2'\nencoder = 'gptq'\ngptq_damp = 0.05\n",
+        "t",
+    )
+    .unwrap();
+    let srcs = vec![SourceTensor {
+        name: name.to_owned(),
+        dims: vec![k as u64, n as u64, e as u64],
+        format: FormatId::F32,
+        data: Cow::Owned(f32_bytes(&data)),
+    }];
+    let (a, s) = run(srcs.clone(), &r, Some(&im), 1).unwrap();
+    let (b, _) = run(srcs.clone(), &r, Some(&im), 3).unwrap();
+    assert_eq!(a, b);
+    assert!(s.tensors[0].gptq);
+    assert!(s.render().contains("gptq"));
+    let rb = FormatId::RocmFp2.row_bytes(k).unwrap();
+    for x in 0..e {
+        let p = gptq::prepare(&cov[x * k * k..(x + 1) * k * k], k, 0.05).unwrap();
+        let mut want = vec![0u8; n * rb];
+        gptq::encode_rows(FormatId::RocmFp2, &p, &data[x * n * k..(x + 1) * n * k], &mut want)
+            .unwrap();
+        assert_eq!(&a[0].data[x * n * rb..(x + 1) * n * rb], &want[..], "expert {x}");
+    }
+    // No covariance: an error naming the tensor.
+    let e1 = run(srcs.clone(), &r, None, 1).unwrap_err().to_string();
+    assert!(e1.contains(name) && e1.contains("covariance"), "{e1}");
+    // A NaN in H.
+    let mut bad = im.clone();
+    bad.covariance.get_mut(name).unwrap().sums[k * k + 3] = f32::NAN;
+    let e2 = run(srcs.clone(), &r, Some(&bad), 1).unwrap_err().to_string();
+    assert!(e2.contains(name) && e2.contains("matrix 1") && e2.contains("NaN"), "{e2}");
+    // A covariance of the wrong size.
+    let mut small = ImportanceMatrix::default();
+    small
+        .covariance
+        .insert(name.to_owned(), CovarianceEntry { k: 32, n_mat: e, sums: vec![0.0; 32 * 32 * e] });
+    let e3 = run(srcs, &r, Some(&small), 1).unwrap_err().to_string();
+    assert!(e3.contains(name) && e3.contains("32 x 32"), "{e3}");
+    // gptq_damp without gptq is refused when the recipe is read.
+    let e4 = Recipe::from_toml("[[rule]]\nmatch='*'\nformat='Q4_0'\ngptq_damp=0.1\n", "t")
+        .unwrap_err()
+        .to_string();
+    assert!(e4.contains("gptq_damp"), "{e4}");
+}

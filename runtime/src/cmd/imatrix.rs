@@ -7,6 +7,8 @@
 //! replaced by BOS when the vocabulary adds one; every matmul input of a `blk.*` weight adds
 //! its squared activations (`output.weight` only when asked, as `--process-output` does).
 //! The perplexity of the same chunks is reported along the way.
+//! With `covariance` globs, the matched weights also get their input covariance sums
+//! (`W.in_cov`, lowbit's extension that llama.cpp's readers skip), which the GPTQ encoders use.
 //! What must not live here: the sums and the file layout ([`crate::quant::imatrix_collect`]).
 
 use std::path::Path;
@@ -30,17 +32,29 @@ pub struct ImatrixReport {
     pub secs: f64,
 }
 
-/// Runs `engine` over the text at `text` in chunks of `n_ctx` tokens (at most `chunks`) and
-/// writes the importance matrix to `out`. `progress(chunk)` after each chunk.
+/// What to collect.
+#[derive(Clone, Debug, Default)]
+pub struct ImatrixOptions {
+    /// Tokens per chunk.
+    pub n_ctx: usize,
+    /// At most this many chunks (`None`: all).
+    pub chunks: Option<usize>,
+    /// Also collect `output.weight`.
+    pub process_output: bool,
+    /// Globs of the weights whose input covariance is also summed (`W.in_cov`).
+    pub covariance: Vec<String>,
+}
+
+/// Runs `engine` over the text at `text` in chunks of `opts.n_ctx` tokens (at most
+/// `opts.chunks`) and writes the importance matrix to `out`. `progress(chunk)` after each chunk.
 pub fn run(
     engine: &mut Engine,
     text: &Path,
     out: &Path,
-    n_ctx: usize,
-    chunks: Option<usize>,
-    process_output: bool,
+    opts: &ImatrixOptions,
     mut progress: impl FnMut(usize, f64),
 ) -> Result<ImatrixReport, CmdError> {
+    let (n_ctx, chunks, process_output) = (opts.n_ctx, opts.chunks, opts.process_output);
     let t0 = std::time::Instant::now();
     let body = std::fs::read_to_string(text)
         .map_err(|e| CmdError::new(format!("{}: {e}", text.display())))?;
@@ -57,7 +71,7 @@ pub fn run(
     let plan =
         ChunkPlan { n_ctx, n_chunks: chunks.map_or(all, |c| c.clamp(1, all)), first: n_ctx / 2 };
     let bos = super::score::bos(engine);
-    let collector = Arc::new(Mutex::new(ImatrixCollector::new()));
+    let collector = Arc::new(Mutex::new(ImatrixCollector::with_covariance(&opts.covariance)));
     let failure: Arc<Mutex<Option<String>>> = Arc::default();
     {
         let (c, f) = (Arc::clone(&collector), Arc::clone(&failure));

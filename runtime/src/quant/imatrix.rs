@@ -23,6 +23,12 @@
 //! (u32); the quantizer refuses a file missing any of the last three. Value =
 //! `in_sum2 / count` per matrix, and 1 for a matrix whose count is 0 (an expert the
 //! calibration never routed to).
+//!
+//! lowbit extension (ignored by llama.cpp's readers, which skip tensors whose names end in
+//! neither `.in_sum2` nor `.counts`): `W.in_cov`, an F32 tensor of dims `[k, k]` (or
+//! `[k, k, n_mat]` for stacked experts) holding the sums `sum x x^T` of the same inputs
+//! (written by `lowbit imatrix --covariance`, read into [`ImportanceMatrix::covariance`], used
+//! by the GPTQ encoders of [`super::gptq`]). Its values are checked where they are used.
 //! What must not live here: applying the weights (see [`super::pipeline`]).
 
 use std::collections::BTreeMap;
@@ -47,6 +53,19 @@ pub struct ImportanceMatrix {
     pub datasets: Vec<String>,
     /// Chunks the matrix was computed on, where the file says.
     pub chunk_count: Option<u64>,
+    /// Input covariance sums (`W.in_cov`) by weight tensor name, where the file has them.
+    pub covariance: BTreeMap<String, CovarianceEntry>,
+}
+
+/// One weight tensor's input covariance sums (lowbit's `W.in_cov` extension).
+#[derive(Clone, Debug, PartialEq)]
+pub struct CovarianceEntry {
+    /// Row length of the weight (the matrix is `k x k`).
+    pub k: usize,
+    /// Stacked matrices (experts; 1 for a plain matrix).
+    pub n_mat: usize,
+    /// `n_mat` row-major `k x k` matrices of `sum x x^T`, back to back.
+    pub sums: Vec<f32>,
 }
 
 /// One tensor of a GGUF imatrix file, as the GGUF reader gives it.
@@ -178,7 +197,27 @@ pub fn from_gguf_parts(
 
     let mut pairs: BTreeMap<&str, (Option<usize>, Option<usize>)> = BTreeMap::new();
     for (i, t) in tensors.iter().enumerate() {
-        if let Some(w) = t.name.strip_suffix(".in_sum2") {
+        if let Some(w) = t.name.strip_suffix(".in_cov") {
+            let k = t.dims.first().copied().unwrap_or(0) as usize;
+            let n_mat = t.dims.get(2).copied().unwrap_or(1) as usize;
+            let shape_ok = matches!(t.dims.len(), 2 | 3)
+                && t.dims[1] as usize == k
+                && k.checked_mul(k).and_then(|kk| kk.checked_mul(n_mat)) == Some(t.data.len())
+                && k > 0;
+            if !shape_ok {
+                return Err(imx(
+                    w,
+                    0,
+                    format!(
+                        "{} dims {:?} with {} values is not k x k (x n_mat)",
+                        t.name,
+                        t.dims,
+                        t.data.len()
+                    ),
+                ));
+            }
+            m.covariance.insert(w.to_owned(), CovarianceEntry { k, n_mat, sums: t.data.to_vec() });
+        } else if let Some(w) = t.name.strip_suffix(".in_sum2") {
             pairs.entry(w).or_default().0 = Some(i);
         } else if let Some(w) = t.name.strip_suffix(".counts") {
             pairs.entry(w).or_default().1 = Some(i);
@@ -257,6 +296,28 @@ impl ImportanceMatrix {
             });
         }
         Ok(Some(&e.values))
+    }
+
+    /// The covariance sums of matrix `mat` of weight `name` with rows of `k` elements and
+    /// `n_mat` stacked matrices: `None` if the file has none, an error if the shape differs.
+    pub fn covariance_for(
+        &self,
+        name: &str,
+        k: usize,
+        n_mat: usize,
+        mat: usize,
+    ) -> Result<Option<&[f32]>, QuantError> {
+        let Some(c) = self.covariance.get(name) else { return Ok(None) };
+        if c.k != k || c.n_mat != n_mat || mat >= n_mat {
+            return Err(QuantError::Tensor {
+                tensor: name.to_owned(),
+                what: format!(
+                    "imatrix covariance is {} x {} x {} matrices, the tensor needs {k} x {k} x {n_mat}",
+                    c.k, c.k, c.n_mat
+                ),
+            });
+        }
+        Ok(Some(&c.sums[mat * k * k..(mat + 1) * k * k]))
     }
 }
 
@@ -350,5 +411,26 @@ mod tests {
         let bad = [-3.0f32, 1.0, 1.0, 1.0];
         let t2 = [t[0], GgufImatrixTensor { name: "e.weight.in_sum2", dims: &[2, 2], data: &bad }];
         assert!(from_gguf_parts(&t2, &meta()).unwrap_err().to_string().contains("offset 0"));
+    }
+
+    #[test]
+    fn gguf_parts_covariance() {
+        let counts = [2.0];
+        let sums = [1.0, 4.0];
+        let cov = [1.0, 0.5, 0.5, 4.0];
+        let t = [
+            GgufImatrixTensor { name: "w.counts", dims: &[1, 1], data: &counts },
+            GgufImatrixTensor { name: "w.in_sum2", dims: &[2, 1], data: &sums },
+            GgufImatrixTensor { name: "w.in_cov", dims: &[2, 2], data: &cov },
+        ];
+        let m = from_gguf_parts(&t, &meta()).unwrap();
+        assert_eq!(m.covariance_for("w", 2, 1, 0).unwrap(), Some(&cov[..]));
+        assert_eq!(m.covariance_for("v", 2, 1, 0).unwrap(), None);
+        let e = m.covariance_for("w", 3, 1, 0).unwrap_err().to_string();
+        assert!(e.contains("2 x 2 x 1") && e.contains("3 x 3 x 1"), "{e}");
+        let bad =
+            [t[0], t[1], GgufImatrixTensor { name: "w.in_cov", dims: &[2, 3], data: &[0.0; 6] }];
+        let e = from_gguf_parts(&bad, &meta()).unwrap_err().to_string();
+        assert!(e.contains("w.in_cov") && e.contains("not k x k"), "{e}");
     }
 }

@@ -16,6 +16,7 @@
 
 pub mod eval;
 mod glob;
+pub mod gptq;
 pub mod imatrix;
 pub mod imatrix_collect;
 pub mod pipeline;

@@ -7,7 +7,8 @@
 //! decoded exactly to f32 with `lowbit_core::codec` (a quantized source is recorded as
 //! *requantized*) and encoded with the planned encoder rule, passing the row's importance
 //! vector (from the imatrix entry of the tensor, per expert for stacked expert tensors) to
-//! every encoder that takes one.
+//! every encoder that takes one. A plan with `gptq` set runs [`super::gptq`] instead, on
+//! batches of rows, with the factored input covariance of the tensor (per expert).
 //!
 //! Parallelism and determinism: rows are split into tasks of a fixed number of rows (from the
 //! row length only, never from the thread count) across rayon's current pool; each row's
@@ -27,6 +28,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use lowbit_core::{codec, EncodeOptions, FormatId, Rule as Encoder};
 use rayon::prelude::*;
 
+use super::gptq;
 use super::imatrix::ImportanceMatrix;
 use super::recipe::{FallbackUsed, Recipe};
 use super::{rows_and_k, QuantError};
@@ -94,6 +96,8 @@ pub struct TensorReport {
     pub format: FormatId,
     /// Encoder rule run (meaningless for [`Action::Copied`]).
     pub encoder: Encoder,
+    /// Whether the GPTQ encoder ran instead of `encoder`.
+    pub gptq: bool,
     /// Index of the recipe rule that matched (`None`: F32 default).
     pub rule: Option<usize>,
     /// The fallback, if the rule's format could not hold the rows.
@@ -263,7 +267,7 @@ pub fn quantize_tensor(
         (true, Some(m)) => m.for_tensor(name, k, n_mat)?,
         _ => None,
     };
-    let importance_use = match (has_entry, importance.is_some()) {
+    let importance_use = match (has_entry, importance.is_some() || (plan.gptq && !copy)) {
         (false, _) => ImportanceUse::Absent,
         (true, true) => ImportanceUse::Used,
         (true, false) => ImportanceUse::NotTaken,
@@ -276,7 +280,11 @@ pub fn quantize_tensor(
         Action::Requantized
     };
 
-    let data = if copy && plan.format == src.format && elements > 0 {
+    let run_gptq = plan.gptq && !copy && elements > 0;
+    let data = if run_gptq {
+        let geo = TensorGeometry { rows, k, src_rb, n_mat, rows_per_mat };
+        gptq_tensor(src, plan.format, plan.gptq_damp, &geo, imatrix, mem, progress)?
+    } else if copy && plan.format == src.format && elements > 0 {
         validate_rows(src, name, rows, k, src_rb, mem)?;
         let _g = mem.hold(src.data.len());
         src.data.to_vec()
@@ -338,6 +346,7 @@ pub fn quantize_tensor(
         source_format: src.format,
         format: if copy { src.format } else { plan.format },
         encoder: plan.encoder,
+        gptq: run_gptq,
         rule: plan.rule,
         fallback: plan.fallback_used,
         action,
@@ -352,6 +361,91 @@ pub fn quantize_tensor(
         data,
     };
     Ok((q, report))
+}
+
+/// Row counts of a tensor being encoded.
+struct TensorGeometry {
+    rows: usize,
+    k: usize,
+    src_rb: usize,
+    n_mat: usize,
+    rows_per_mat: usize,
+}
+
+/// Encodes a tensor with the GPTQ encoder: per stacked matrix, factor its input covariance
+/// once, then encode batches of [`gptq::ROWS_PER_BATCH`] rows in parallel (fixed batches, so
+/// the bytes do not depend on the thread count).
+fn gptq_tensor(
+    src: &SourceTensor<'_>,
+    format: FormatId,
+    damp: f64,
+    g: &TensorGeometry,
+    imatrix: Option<&ImportanceMatrix>,
+    mem: &MemTracker,
+    progress: &Progress<'_>,
+) -> Result<Vec<u8>, QuantError> {
+    let name = src.name.as_str();
+    let k = g.k;
+    let rb = format.row_bytes(k).map_err(|e| tensor_err(name, e.to_string()))?;
+    let out_len =
+        g.rows.checked_mul(rb).ok_or_else(|| tensor_err(name, "output size overflows".into()))?;
+    let _out_guard = mem.hold(out_len);
+    let mut out = vec![0u8; out_len];
+    let n_mat = g.n_mat.max(1);
+    let per_mat = if n_mat == 1 { g.rows } else { g.rows_per_mat };
+    for m in 0..n_mat {
+        let cov = imatrix
+            .map(|im| im.covariance_for(name, k, n_mat, m))
+            .transpose()?
+            .flatten()
+            .ok_or_else(|| {
+                tensor_err(
+                    name,
+                    "encoder gptq needs the input covariance of this tensor (an imatrix made \
+                     by `lowbit imatrix --covariance GLOB` matching it)"
+                        .into(),
+                )
+            })?;
+        let _pg = mem.hold(3 * k * k * 8); // prepare's three k x k f64 matrices
+        let prep = gptq::prepare(cov, k, damp)
+            .map_err(|e| tensor_err(name, format!("matrix {m} of {n_mat}: {e}")))?;
+        let first = m * per_mat;
+        let mat_out = &mut out[first * rb..(first + per_mat) * rb];
+        let results: Vec<Result<(), QuantError>> = mat_out
+            .par_chunks_mut(gptq::ROWS_PER_BATCH * rb)
+            .enumerate()
+            .map(|(bi, chunk)| {
+                let r0 = first + bi * gptq::ROWS_PER_BATCH;
+                let nr = chunk.len() / rb;
+                let _g = mem.hold(nr * k * 12);
+                let mut buf = vec![0f32; nr * k];
+                for (j, dst) in buf.chunks_exact_mut(k).enumerate() {
+                    let r = r0 + j;
+                    let srow = &src.data[r * g.src_rb..(r + 1) * g.src_rb];
+                    codec::decode_row(src.format, srow, dst).map_err(|source| {
+                        QuantError::Codec {
+                            tensor: name.to_owned(),
+                            stage: "decoding the source",
+                            row: r,
+                            source,
+                        }
+                    })?;
+                }
+                gptq::encode_rows(format, &prep, &buf, chunk).map_err(|e| {
+                    tensor_err(
+                        name,
+                        format!("gptq, rows {r0}..{} (row numbers within): {e}", r0 + nr),
+                    )
+                })?;
+                progress(name, (nr * k) as u64);
+                Ok(())
+            })
+            .collect();
+        if let Some(e) = results.into_iter().find_map(Result::err) {
+            return Err(e);
+        }
+    }
+    Ok(out)
 }
 
 /// The sink's error type.
@@ -470,7 +564,7 @@ impl Summary {
             let enc = match t.action {
                 Action::Copied => "copy".to_owned(),
                 _ => {
-                    let r = crate::demo::rule_name(t.encoder);
+                    let r = if t.gptq { "gptq" } else { crate::demo::rule_name(t.encoder) };
                     if t.importance == ImportanceUse::Used {
                         format!("{r}+imat")
                     } else {

@@ -17,7 +17,11 @@
 //! * `encoder` is `reference` (the default: byte-exact with the format's public quantizer),
 //!   `improved` (lowbit's lower-error encoder of the same format) or `exhaustive`. A rule's
 //!   encoder applies to its fallbacks too; a format that does not offer the asked-for encoder
-//!   gets its reference encoder.
+//!   gets its reference encoder. `gptq` asks for the GPTQ encoder of [`super::gptq`] (ROCmFP2,
+//!   HFP4G32: the same formats' bytes, chosen to compensate errors across columns using the
+//!   importance matrix's input covariance `W.in_cov`); on other formats (fallbacks included)
+//!   it means `improved`. `gptq_damp` (only with `gptq`; default 0.01) is GPTQ's dampening,
+//!   the fraction of the covariance's mean diagonal added to its diagonal.
 //! * Every format a recipe names must have an encoder in `lowbit-core` (so Q4_K or IQ2_XXS are
 //!   refused when the recipe is loaded, not halfway through a model).
 //!
@@ -36,7 +40,7 @@
 //! [[rule]]
 //! match = ["blk.*.ffn_gate.weight", "blk.*.ffn_up.weight", "blk.*.ffn_down.weight"]
 //! format = "ROCMFP2"                       # any name or alias `lowbit formats` knows
-//! encoder = "reference"                    # reference | improved | exhaustive
+//! encoder = "reference"                    # reference | improved | exhaustive | gptq
 //! fallback = ["Q8_0", "F16"]
 //!
 //! [[rule]]
@@ -71,6 +75,10 @@ pub struct TensorRule {
     pub format: FormatId,
     /// The encoder rule asked for (`None`: reference).
     pub encoder: Option<Encoder>,
+    /// Whether `encoder = "gptq"` was asked for (then `encoder` is `Improved`).
+    pub gptq: bool,
+    /// GPTQ's dampening fraction (`None`: [`super::gptq::DAMP_FRACTION`]).
+    pub gptq_damp: Option<f64>,
     /// Formats to try, in order, when `format` cannot hold the row length (`None`: the
     /// recipe's default chain).
     pub fallback: Option<Vec<FormatId>>,
@@ -107,6 +115,10 @@ pub struct Planned {
     pub format: FormatId,
     /// The encoder rule to run (always one the format offers).
     pub encoder: Encoder,
+    /// Run the GPTQ encoder instead (only for formats [`super::gptq::supports`]).
+    pub gptq: bool,
+    /// GPTQ's dampening fraction.
+    pub gptq_damp: f64,
     /// Index into [`Recipe::rules`] of the rule that matched (`None`: the F32 default for
     /// 1-D or unmatched tensors).
     pub rule: Option<usize>,
@@ -288,6 +300,7 @@ struct RuleFile {
     fallback: Option<Vec<String>>,
     #[serde(default)]
     one_d: bool,
+    gptq_damp: Option<f64>,
 }
 
 #[derive(Deserialize)]
@@ -313,14 +326,16 @@ fn parse_format(recipe: &str, ctx: &str, name: &str) -> Result<FormatId, QuantEr
     Ok(f)
 }
 
-fn parse_encoder(recipe: &str, ctx: &str, name: &str) -> Result<Encoder, QuantError> {
+/// The encoder rule and whether GPTQ was asked for.
+fn parse_encoder(recipe: &str, ctx: &str, name: &str) -> Result<(Encoder, bool), QuantError> {
     match name.to_ascii_lowercase().as_str() {
-        "reference" => Ok(Encoder::Reference),
-        "improved" => Ok(Encoder::Improved),
-        "exhaustive" => Ok(Encoder::Exhaustive),
+        "reference" => Ok((Encoder::Reference, false)),
+        "improved" => Ok((Encoder::Improved, false)),
+        "exhaustive" => Ok((Encoder::Exhaustive, false)),
+        "gptq" => Ok((Encoder::Improved, true)),
         _ => Err(recipe_err(
             recipe,
-            format!("{ctx}: unknown encoder {name:?} (reference, improved or exhaustive)"),
+            format!("{ctx}: unknown encoder {name:?} (reference, improved, exhaustive or gptq)"),
         )),
     }
 }
@@ -369,10 +384,22 @@ impl Recipe {
             if patterns.is_empty() {
                 return Err(recipe_err(&name, format!("{ctx}: `match` lists no pattern")));
             }
+            let enc = r.encoder.as_deref().map(|e| parse_encoder(&name, &ctx, e)).transpose()?;
+            let gptq = enc.is_some_and(|e| e.1);
+            if let Some(d) = r.gptq_damp {
+                if !(gptq && d.is_finite() && d > 0.0) {
+                    return Err(recipe_err(
+                        &name,
+                        format!("{ctx}: gptq_damp = {d} needs encoder = \"gptq\" and a value > 0"),
+                    ));
+                }
+            }
             rules.push(TensorRule {
                 patterns,
                 format: parse_format(&name, &ctx, &r.format)?,
-                encoder: r.encoder.as_deref().map(|e| parse_encoder(&name, &ctx, e)).transpose()?,
+                encoder: enc.map(|e| e.0),
+                gptq,
+                gptq_damp: r.gptq_damp,
                 fallback: r
                     .fallback
                     .as_deref()
@@ -435,6 +462,7 @@ impl Recipe {
     pub fn with_encoder(mut self, encoder: Encoder) -> Recipe {
         for r in &mut self.rules {
             r.encoder = Some(encoder);
+            r.gptq = false;
         }
         self
     }
@@ -464,6 +492,8 @@ impl Recipe {
         let f32_default = |rule| Planned {
             format: FormatId::F32,
             encoder: Encoder::Reference,
+            gptq: false,
+            gptq_damp: super::gptq::DAMP_FRACTION,
             rule,
             fallback_used: None,
         };
@@ -494,6 +524,8 @@ impl Recipe {
                     return Ok(Planned {
                         format: f,
                         encoder: effective_encoder(f, asked),
+                        gptq: rule.gptq && super::gptq::supports(f),
+                        gptq_damp: rule.gptq_damp.unwrap_or(super::gptq::DAMP_FRACTION),
                         rule: Some(idx),
                         fallback_used,
                     });
