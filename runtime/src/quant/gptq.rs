@@ -111,8 +111,9 @@ pub fn prepare(h: &[f32], k: usize, damp: f64) -> Result<Prepared, String> {
 }
 
 /// [`prepare`] for the format the rows will be written in: for a rotated format (MFP4G32) the
-/// covariance is first taken into the rotated basis, `H_rot = R H R^T` in f64 (the rotation as the core applies it;
-/// `k` must be a multiple of 256); for the others it is [`prepare`].
+/// covariance is first taken into the rotated basis, `H_rot = R H R^T` in f64 (`R` the
+/// core's FWHT-256 per segment; `k` must be a multiple of 256); for the others it is
+/// [`prepare`].
 pub fn prepare_for(format: FormatId, h: &[f32], k: usize, damp: f64) -> Result<Prepared, String> {
     if !is_rotated(format) {
         return prepare(h, k, damp);
