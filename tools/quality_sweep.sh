@@ -68,7 +68,7 @@ for v in "ROCMFP2 reference" "ROCMFP3 reference" "HFP4G32 reference" "HFP4G32 im
     models+=("$out/sweep-$f-$e.gguf")
 done
 for v in "ROCMFP2 reference" "ROCMFP3 reference" "HFP4G32 improved" "MFP4G32 improved" \
-    "PQ2_0 improved" "ROCMFP2 gptq" "ROCMFP3 gptq" "HFP4G32 gptq"; do
+    "PQ2_0 improved" "ROCMFP2 gptq" "ROCMFP3 gptq" "HFP4G32 gptq" "MFP4G32 gptq"; do
     read -r f e <<<"$v"
     sweep "sweep-$f-$e-imat" "$f" "$e" 1
     models+=("$out/sweep-$f-$e-imat.gguf")

@@ -1,5 +1,5 @@
-//! GPTQ-style error-compensating encoders that write plain ROCmFP2, ROCmFP3 and HFP4G32 rows: the bytes
-//! are ordinary blocks of those formats (every decoder reads them unchanged); only the choice of
+//! GPTQ-style error-compensating encoders that write plain ROCmFP2, ROCmFP3, HFP4G32 and MFP4G32
+//! rows: the bytes are ordinary blocks of those formats (every decoder reads them unchanged); only the choice of
 //! scales and codes takes the calibration inputs' covariance into account.
 //!
 //! The algorithm is GPTQ's (Frantar et al., "GPTQ: Accurate Post-Training Quantization for
@@ -35,6 +35,17 @@
 //!   (the importance matrix) as importance; each 32-weight block's UE8M0 exponent is then
 //!   searched in the improved encoder's window `e0-2 ..= e0+1`, codes by hipfire's
 //!   nearest-E2M1 rounding.
+//! * MFP4G32 (HFP4G32's blocks on rows rotated by hipfire's FWHT-256 per 256-segment,
+//!   [`lowbit_core::rotate::fwht256`]): GPTQ in the rotated basis, as QuaRot (Ashkboos et al.,
+//!   2024) and SpinQuant (Liu et al., 2024) run it. With `R` the block-diagonal rotation
+//!   (each 256 x 256 block `diag(signs2) Hadamard diag(signs1) / 16`, orthogonal, entries
+//!   ±1/16), the output error `x^T (w - q)` equals `(R x)^T (R w - R q)`, so the rotated row
+//!   `R w` (computed by the core's f32 `fwht256`, exactly as its MFP4 encoders do) is quantized
+//!   by the HFP4G32 path above against `H_rot = R H R^T` ([`prepare_for`]: computed in f64 by
+//!   the same signed butterflies, exact up to f64 rounding), and the header flags are MFP4's.
+//!   The row scale comes from the improved HFP4G32 search on the rotated row weighted by
+//!   `diag(H_rot)` (the improved MFP4 encoder's segment-mean weights approximate that
+//!   diagonal). MFP4G32P (E4M3 block scales) has no GPTQ encoder.
 //! * GPTQ's "lazy batch" updates are a memory-traffic device with the same arithmetic; here rows
 //!   are processed [`ROWS_PER_BATCH`] at a time, so each row of `U` is read once per batch.
 //!   Every row's arithmetic is the same whatever its batch, so output is byte-identical across
@@ -44,8 +55,10 @@
 //! ([`super::imatrix`]), choosing which tensors use it ([`super::pipeline`]).
 
 use lowbit_core::format::hipfire::block::{e2m1_round, pack_codes, ue8m0};
-use lowbit_core::format::hipfire::header::HEADER_BYTES;
+use lowbit_core::format::hipfire::header::{expected_flags, HEADER_BYTES};
 use lowbit_core::format::hipfire::RowHeader;
+use lowbit_core::registry::Rotation;
+use lowbit_core::rotate::{fwht256, FWHT_SIGNS1, FWHT_SIGNS2};
 use lowbit_core::scalar::{ue4m3_b8_table, E2M1_VALUES};
 use lowbit_core::{codec, EncodeOptions, FormatId, Rule};
 
@@ -58,9 +71,17 @@ pub const ROWS_PER_BATCH: usize = 16;
 /// Bytes of one HFP4G32 block (scale byte + 16 bytes of nibbles).
 const HFP4_BLOCK_BYTES: usize = 17;
 
+/// Offset of `format_flags` in the hipfire row header.
+const FLAGS_OFFSET: usize = 6;
+
 /// Whether a GPTQ encoder exists for `format`.
 pub fn supports(format: FormatId) -> bool {
-    matches!(format, FormatId::RocmFp2 | FormatId::RocmFp3 | FormatId::Hfp4G32)
+    matches!(format, FormatId::RocmFp2 | FormatId::RocmFp3 | FormatId::Hfp4G32 | FormatId::Mfp4G32)
+}
+
+/// Whether `format` stores its rows FWHT-256-rotated (so its covariance must be rotated too).
+fn is_rotated(format: FormatId) -> bool {
+    format.info().rotation == Rotation::Fwht256
 }
 
 /// The factored covariance of one matrix's inputs.
@@ -71,6 +92,8 @@ pub struct Prepared {
     u: Vec<f64>,
     /// `diag(H)` before dampening (dead columns: 1): HFP4's row-scale search weights.
     diag: Vec<f64>,
+    /// Whether `H` was rotated into the FWHT-256 basis ([`prepare_for`] a rotated format).
+    rotated: bool,
 }
 
 impl Prepared {
@@ -85,6 +108,27 @@ impl Prepared {
 /// name what is wrong: a length that is not `k * k`, a non-finite entry (with its row and
 /// column), a matrix that is not positive definite after dampening (with the pivot).
 pub fn prepare(h: &[f32], k: usize, damp: f64) -> Result<Prepared, String> {
+    check_cov(h, k)?;
+    factor(|i, j| f64::from(h[i * k + j]), k, damp, false)
+}
+
+/// [`prepare`] for the format the rows will be written in: for a rotated format (MFP4G32) the
+/// covariance is first taken into the rotated basis, `H_rot = R H R^T` in f64 (`R` the
+/// core's FWHT-256 per segment; `k` must be a multiple of 256); for the others it is
+/// [`prepare`].
+pub fn prepare_for(format: FormatId, h: &[f32], k: usize, damp: f64) -> Result<Prepared, String> {
+    if !is_rotated(format) {
+        return prepare(h, k, damp);
+    }
+    check_cov(h, k)?;
+    if k % 256 != 0 {
+        return Err(format!("{format} rows of {k} are not whole 256-segments"));
+    }
+    let hr = rotate_cov(h, k);
+    factor(|i, j| hr[i * k + j], k, damp, true)
+}
+
+fn check_cov(h: &[f32], k: usize) -> Result<(), String> {
     if k == 0 || h.len() != k * k {
         return Err(format!(
             "covariance has {} values, rows of {k} need {} (a {k} x {k} matrix)",
@@ -95,16 +139,69 @@ pub fn prepare(h: &[f32], k: usize, damp: f64) -> Result<Prepared, String> {
     if let Some(i) = h.iter().position(|v| !v.is_finite()) {
         return Err(format!("covariance entry ({}, {}) is {}", i / k, i % k, h[i]));
     }
+    Ok(())
+}
+
+/// hipfire's forward FWHT-256 ([`fwht256`]: `x *= signs1`, butterflies, `x *= signs2 / 16`)
+/// in f64, in place.
+fn fwht256_f64(x: &mut [f64]) {
+    for (v, s) in x.iter_mut().zip(&FWHT_SIGNS1) {
+        *v *= f64::from(*s);
+    }
+    let mut h = 1;
+    while h < 256 {
+        for pair in x.chunks_exact_mut(2 * h) {
+            let (lo, hi) = pair.split_at_mut(h);
+            for (a, b) in lo.iter_mut().zip(hi.iter_mut()) {
+                let (u, v) = (*a, *b);
+                *a = u + v;
+                *b = u - v;
+            }
+        }
+        h <<= 1;
+    }
+    for (v, s) in x.iter_mut().zip(&FWHT_SIGNS2) {
+        *v *= 0.0625 * f64::from(*s);
+    }
+}
+
+/// `R H R^T` in f64 (row-major `k x k`) for `R` the block-diagonal FWHT-256 of every
+/// 256-segment (`k % 256 == 0`): every row of `H` rotated (`H R^T`), transposed (`R H`),
+/// every row rotated again (`R H R^T`).
+fn rotate_cov(h: &[f32], k: usize) -> Vec<f64> {
+    let mut m: Vec<f64> = h.iter().map(|&v| f64::from(v)).collect();
+    let rotate_rows = |m: &mut [f64]| {
+        for seg in m.chunks_exact_mut(256) {
+            fwht256_f64(seg);
+        }
+    };
+    rotate_rows(&mut m);
+    for i in 0..k {
+        for j in i + 1..k {
+            m.swap(i * k + j, j * k + i);
+        }
+    }
+    rotate_rows(&mut m);
+    m
+}
+
+/// Dampens and factors the covariance `h(i, j)` (checked finite; the lower triangle is read).
+fn factor(
+    h: impl Fn(usize, usize) -> f64,
+    k: usize,
+    damp: f64,
+    rotated: bool,
+) -> Result<Prepared, String> {
     // A = J H J (reversed), lower triangle, f64.
     let mut a = vec![0f64; k * k];
     for i in 0..k {
         for j in 0..=i {
-            a[i * k + j] = f64::from(h[(k - 1 - i) * k + (k - 1 - j)]);
+            a[i * k + j] = h(k - 1 - i, k - 1 - j);
         }
     }
     let mut diag = vec![0f64; k];
     for (j, d) in diag.iter_mut().enumerate() {
-        let v = f64::from(h[j * k + j]);
+        let v = h(j, j);
         *d = if v > 0.0 { v } else { 1.0 };
     }
     let mean = diag.iter().sum::<f64>() / k as f64;
@@ -167,7 +264,7 @@ pub fn prepare(h: &[f32], k: usize, damp: f64) -> Result<Prepared, String> {
             i % k
         ));
     }
-    Ok(Prepared { k, u, diag })
+    Ok(Prepared { k, u, diag, rotated })
 }
 
 fn dot(a: &[f64], b: &[f64]) -> f64 {
@@ -426,8 +523,27 @@ impl GroupQuant for Hfp4Quant<'_> {
     }
 }
 
+/// The HFP4G32 path on `src` (already rotated for MFP4G32) into HFP4G32 rows of `dst`.
+fn encode_hfp4(p: &Prepared, src: &[f32], dst: &mut [u8]) -> Result<(), String> {
+    let (k, format) = (p.k, FormatId::Hfp4G32);
+    let rb = format.row_bytes(k).map_err(|e| e.to_string())?;
+    let n = src.len() / k;
+    // Row scale (and header) from the improved encoder on the (rotated) row.
+    let imp: Vec<f32> = p.diag.iter().map(|&d| d as f32).collect();
+    let opts = EncodeOptions { rule: Rule::Improved, importance: Some(&imp) };
+    let mut row_scale = vec![0f32; n];
+    for (r, (row, out)) in src.chunks_exact(k).zip(dst.chunks_exact_mut(rb)).enumerate() {
+        codec::encode_row(format, row, &opts, out).map_err(|e| format!("row {r}: {e}"))?;
+        row_scale[r] = RowHeader::read(out).row_scale().to_f32();
+    }
+    let mut q =
+        Hfp4Quant { row_scale, sc: vec![0.0; n], codes: vec![[0; 32]; n], out: dst, row_bytes: rb };
+    run_rows(p, src, &mut q)
+}
+
 /// Encodes `src` (whole rows of `p.k()`, row-major) into `dst` (the same rows in `format`)
-/// with GPTQ. `format` must be one [`supports`] accepts.
+/// with GPTQ. `format` must be one [`supports`] accepts and `p` must come from
+/// [`prepare_for`] with the same format (or [`prepare`] for an unrotated one).
 pub fn encode_rows(
     format: FormatId,
     p: &Prepared,
@@ -447,6 +563,12 @@ pub fn encode_rows(
     if let Some(i) = src.iter().position(|v| !v.is_finite()) {
         return Err(format!("row {} element {} is {}", i / k, i % k, src[i]));
     }
+    if p.rotated != is_rotated(format) {
+        return Err(format!(
+            "the covariance was prepared for {} rows, not for {format} (use prepare_for)",
+            if p.rotated { "rotated" } else { "unrotated" }
+        ));
+    }
     match format {
         FormatId::RocmFp2 | FormatId::RocmFp3 => {
             dst.fill(0);
@@ -455,23 +577,29 @@ pub fn encode_rows(
             let mut q = RocmQuant { fp3, table, scale: vec![0.0; n], out: dst, row_bytes: rb };
             run_rows(p, src, &mut q)
         }
-        FormatId::Hfp4G32 => {
-            // Row scale (and header) from the improved encoder on the original row.
-            let imp: Vec<f32> = p.diag.iter().map(|&d| d as f32).collect();
-            let opts = EncodeOptions { rule: Rule::Improved, importance: Some(&imp) };
-            let mut row_scale = vec![0f32; n];
-            for (r, (row, out)) in src.chunks_exact(k).zip(dst.chunks_exact_mut(rb)).enumerate() {
-                codec::encode_row(format, row, &opts, out).map_err(|e| format!("row {r}: {e}"))?;
-                row_scale[r] = RowHeader::read(out).row_scale().to_f32();
+        FormatId::Hfp4G32 => encode_hfp4(p, src, dst),
+        FormatId::Mfp4G32 => {
+            // The rotated rows, by the core's f32 FWHT-256 (as its MFP4 encoders rotate).
+            let mut rot = src.to_vec();
+            for seg in rot.chunks_exact_mut(256) {
+                if let Ok(a) = <&mut [f32; 256]>::try_from(seg) {
+                    fwht256(a);
+                }
             }
-            let mut q = Hfp4Quant {
-                row_scale,
-                sc: vec![0.0; n],
-                codes: vec![[0; 32]; n],
-                out: dst,
-                row_bytes: rb,
-            };
-            run_rows(p, src, &mut q)
+            if let Some(i) = rot.iter().position(|v| !v.is_finite()) {
+                return Err(format!(
+                    "row {} rotated element {} is {} (the FWHT-256 overflows f32)",
+                    i / k,
+                    i % k,
+                    rot[i]
+                ));
+            }
+            encode_hfp4(p, &rot, dst)?;
+            // The blocks are HFP4G32's; only the header's flags say "rotated".
+            for out in dst.chunks_exact_mut(rb) {
+                out[FLAGS_OFFSET] = expected_flags(format);
+            }
+            Ok(())
         }
         _ => Err(format!("no GPTQ encoder for {format}")),
     }
@@ -586,12 +714,94 @@ mod tests {
     }
 
     #[test]
+    fn mfp4_gptq_beats_the_improved_encoder_on_correlated_inputs() {
+        let (k, n, rows) = (512, 1024, 16);
+        let (x, h) = correlated(k, n, 21);
+        let w = weights(rows, k, 22);
+        let format = FormatId::Mfp4G32;
+        let p = prepare_for(format, &h, k, DAMP_FRACTION).unwrap();
+        let imp: Vec<f32> = (0..k).map(|i| h[i * k + i] / n as f32).collect();
+        let rb = format.row_bytes(k).unwrap();
+        let mut base = vec![0u8; rows * rb];
+        let opts = EncodeOptions { rule: Rule::Improved, importance: Some(&imp) };
+        for (row, out) in w.chunks_exact(k).zip(base.chunks_exact_mut(rb)) {
+            codec::encode_row(format, row, &opts, out).unwrap();
+        }
+        let mut g = vec![0u8; rows * rb];
+        encode_rows(format, &p, &w, &mut g).unwrap();
+        // output_err decodes with the standard MFP4G32 decoder (header checked, inverse FWHT).
+        let (eb, eg) = (output_err(format, &x, k, &w, &base), output_err(format, &x, k, &w, &g));
+        assert!(eg < 0.8 * eb, "{format}: gptq {eg} improved {eb}");
+        assert!(g.chunks_exact(rb).all(|r| r[FLAGS_OFFSET] == 0x05));
+    }
+
+    #[test]
+    fn rotated_covariance_is_r_h_rt() {
+        // R from the core's f32 FWHT-256 on unit vectors (exact: entries ±1/16), then R H R^T
+        // by dense products, against rotate_cov's f64 butterflies.
+        let k = 512;
+        let (_, h) = correlated(k, 64, 9);
+        let mut r = vec![0f64; 256 * 256]; // r[a * 256 + b] = R_ab
+        for b in 0..256 {
+            let mut e = [0f32; 256];
+            e[b] = 1.0;
+            fwht256(&mut e);
+            for a in 0..256 {
+                assert_eq!(e[a].abs(), 0.0625);
+                r[a * 256 + b] = f64::from(e[a]);
+            }
+        }
+        let got = rotate_cov(&h, k);
+        let scale = h.iter().fold(0f64, |m, v| m.max(f64::from(v.abs())));
+        for (si, sj) in [(0, 0), (0, 1), (1, 0), (1, 1)] {
+            // T = H_ij R^T, then R T.
+            let mut t = vec![0f64; 256 * 256];
+            for i in 0..256 {
+                for a in 0..256 {
+                    t[i * 256 + a] = (0..256)
+                        .map(|b| f64::from(h[(si * 256 + i) * k + sj * 256 + b]) * r[a * 256 + b])
+                        .sum();
+                }
+            }
+            for a in 0..256 {
+                for c in 0..256 {
+                    let want: f64 = (0..256).map(|i| r[a * 256 + i] * t[i * 256 + c]).sum();
+                    let have = got[(si * 256 + a) * k + sj * 256 + c];
+                    assert!((have - want).abs() <= 1e-12 * scale, "({si},{sj}) {a} {c}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn uncorrelated_inputs_give_the_improved_bytes() {
+        // H = I (and so H_rot = I exactly): no error is propagated and every column weighs 1,
+        // so HFP4G32 / MFP4G32 gptq must write the improved encoder's bytes (no importance).
+        let (k, rows) = (512, 12);
+        let mut h = vec![0f32; k * k];
+        (0..k).for_each(|i| h[i * (k + 1)] = 1.0);
+        let w = weights(rows, k, 31);
+        for format in [FormatId::Hfp4G32, FormatId::Mfp4G32] {
+            let p = prepare_for(format, &h, k, DAMP_FRACTION).unwrap();
+            let rb = format.row_bytes(k).unwrap();
+            let mut g = vec![0u8; rows * rb];
+            encode_rows(format, &p, &w, &mut g).unwrap();
+            let mut r = vec![0u8; rows * rb];
+            let opts = EncodeOptions { rule: Rule::Improved, importance: None };
+            for (row, out) in w.chunks_exact(k).zip(r.chunks_exact_mut(rb)) {
+                codec::encode_row(format, row, &opts, out).unwrap();
+            }
+            assert_eq!(g, r, "{format}");
+        }
+    }
+
+    #[test]
     fn bytes_do_not_depend_on_the_batch() {
-        let (k, rows) = (64, 21);
-        let (_, h) = correlated(k, 256, 3);
-        let w = weights(rows, k, 4);
-        let p = prepare(&h, k, DAMP_FRACTION).unwrap();
-        for format in [FormatId::RocmFp2, FormatId::RocmFp3, FormatId::Hfp4G32] {
+        for format in [FormatId::RocmFp2, FormatId::RocmFp3, FormatId::Hfp4G32, FormatId::Mfp4G32] {
+            let (k, rows) = if format == FormatId::Mfp4G32 { (256, 21) } else { (64, 21) };
+            let (_, h) = correlated(k, 256, 3);
+            let w = weights(rows, k, 4);
+            let p = prepare_for(format, &h, k, DAMP_FRACTION).unwrap();
             let rb = format.row_bytes(k).unwrap();
             let mut all = vec![0u8; rows * rb];
             encode_rows(format, &p, &w, &mut all).unwrap();
@@ -648,5 +858,19 @@ mod tests {
         assert!(e.contains("no GPTQ encoder"), "{e}");
         let e = encode_rows(FormatId::RocmFp2, &p, &[f32::NAN; 32], &mut [0u8; 10]).unwrap_err();
         assert!(e.contains("row 0 element 0 is NaN"), "{e}");
+        // A rotated format needs the rotated covariance, and whole 256-segments.
+        let mut id = vec![0f32; 256 * 256];
+        (0..256).for_each(|i| id[i * 257] = 1.0);
+        let plain = prepare(&id, 256, DAMP_FRACTION).unwrap();
+        let mut out = vec![0u8; FormatId::Mfp4G32.row_bytes(256).unwrap()];
+        let e = encode_rows(FormatId::Mfp4G32, &plain, &[0.0; 256], &mut out).unwrap_err();
+        assert!(e.contains("prepared for unrotated rows"), "{e}");
+        let rot = prepare_for(FormatId::Mfp4G32, &id, 256, DAMP_FRACTION).unwrap();
+        let e = encode_rows(FormatId::Hfp4G32, &rot, &[0.0; 256], &mut out).unwrap_err();
+        assert!(e.contains("prepared for rotated rows"), "{e}");
+        let mut id = vec![0f32; 96 * 96];
+        (0..96).for_each(|i| id[i * 97] = 1.0);
+        let e = prepare_for(FormatId::Mfp4G32, &id, 96, DAMP_FRACTION).unwrap_err();
+        assert!(e.contains("not whole 256-segments"), "{e}");
     }
 }

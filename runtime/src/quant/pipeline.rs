@@ -406,8 +406,9 @@ fn gptq_tensor(
                         .into(),
                 )
             })?;
-        let _pg = mem.hold(3 * k * k * 8); // prepare's three k x k f64 matrices
-        let prep = gptq::prepare(cov, k, damp)
+        // prepare's three k x k f64 matrices (a fourth: the rotated covariance of MFP4G32)
+        let _pg = mem.hold(4 * k * k * 8);
+        let prep = gptq::prepare_for(format, cov, k, damp)
             .map_err(|e| tensor_err(name, format!("matrix {m} of {n_mat}: {e}")))?;
         let first = m * per_mat;
         let mat_out = &mut out[first * rb..(first + per_mat) * rb];

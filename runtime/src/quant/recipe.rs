@@ -18,7 +18,7 @@
 //!   `improved` (lowbit's lower-error encoder of the same format) or `exhaustive`. A rule's
 //!   encoder applies to its fallbacks too; a format that does not offer the asked-for encoder
 //!   gets its reference encoder. `gptq` asks for the GPTQ encoder of [`super::gptq`] (ROCmFP2,
-//!   HFP4G32: the same formats' bytes, chosen to compensate errors across columns using the
+//!   ROCmFP3, HFP4G32, MFP4G32: the same formats' bytes, chosen to compensate errors across columns using the
 //!   importance matrix's input covariance `W.in_cov`); on other formats (fallbacks included)
 //!   it means `improved`. `gptq_damp` (only with `gptq`; default 0.01) is GPTQ's dampening,
 //!   the fraction of the covariance's mean diagonal added to its diagonal.
