@@ -352,6 +352,11 @@ fn gemm_prefill_shapes() {
                 check_case(&cpu, format, 301, 2048usize.next_multiple_of(kmin), &[17, 37, 64], 900);
             }
             check_case(&cpu, format, 7, kmin, &[33], 901 + format as u64);
+            // A panel over 512 KiB (K = 8192, 10 column groups): the GEMM runs K in blocks,
+            // carrying the accumulators across them.
+            if format != FormatId::Mxfp4 {
+                check_case(&cpu, format, 9, 8192usize.next_multiple_of(kmin), &[160], 902);
+            }
             ran += 1;
         }
     }

@@ -69,6 +69,8 @@ const REC: usize = 11;
 const Q_CORR: usize = 8;
 const Q_DA: usize = 9;
 const Q_DSUM: usize = 10;
+/// Panel bytes one K block of every column group may span (see `run`): about half a core's L2.
+const PANEL_BLOCK_BYTES: usize = 512 * 1024;
 
 /// One 64-byte, 64-byte-aligned vector of the panel.
 #[derive(Clone, Copy)]
@@ -739,53 +741,77 @@ fn run<const V: bool>(
             expected: rows * rb,
         });
     }
-    let mut codes = vec![0u8; R * k];
-    let mut scales = vec![0f32; R * nsub];
-    let mut mins = vec![0f32; R * nsub];
-    let mut r0 = 0;
-    while r0 < rows {
-        let here = (rows - r0).min(R);
-        for i in 0..R {
-            // Rows past the end repeat the last one (results discarded).
-            let row = &w[(r0 + i.min(here - 1)) * rb..][..rb];
-            // SAFETY: as for `tile` below (the same detection); `row` is whole blocks, the
-            // code, scale and min slices hold `k` and `nsub` entries.
-            unsafe {
-                (gf.unpack)(
-                    row,
-                    &mut codes[i * k..][..k],
-                    &mut scales[i * nsub..][..nsub],
-                    &mut mins[i * nsub..][..nsub],
-                )
+    // Every row of the chunk unpacked once (rows padded to a multiple of R by repeating the
+    // last one; their results are discarded).
+    let padded = rows.div_ceil(R) * R;
+    let mut codes = vec![0u8; padded * k];
+    let mut scales = vec![0f32; padded * nsub];
+    let mut mins = vec![0f32; padded * nsub];
+    for r in 0..padded {
+        let row = &w[r.min(rows.saturating_sub(1)) * rb..][..rb];
+        // SAFETY: as for `tile` below (the same detection); `row` is whole blocks, the code,
+        // scale and min slices hold `k` and `nsub` entries.
+        unsafe {
+            (gf.unpack)(
+                row,
+                &mut codes[r * k..][..k],
+                &mut scales[r * nsub..][..nsub],
+                &mut mins[r * nsub..][..nsub],
+            )
+        };
+    }
+    // Sub-blocks per K block: the panel's slice of one K block for all column groups stays
+    // within [`PANEL_BLOCK_BYTES`]; the accumulators of every (row, column) carry over from
+    // one K block to the next through `accs` (stored and reloaded exactly, so the result is
+    // the same as one pass over K).
+    let groups = p.n.div_ceil(LANES);
+    let per_sub = groups * REC * std::mem::size_of::<V64>();
+    let kb = (PANEL_BLOCK_BYTES / per_sub).clamp(1, nsub);
+    let mut accs = vec![[[0f32; LANES]; 2 * R]; padded / R * groups.div_ceil(2)];
+    let mut b0 = 0;
+    while b0 < nsub {
+        let b1 = (b0 + kb).min(nsub);
+        for (rg, row_accs) in accs.chunks_exact_mut(groups.div_ceil(2)).enumerate() {
+            let r0 = rg * R;
+            let w = Weights {
+                codes: &codes[r0 * k..][..R * k],
+                scales: &scales[r0 * nsub..][..R * nsub],
+                mins: &mins[r0 * nsub..][..R * nsub],
+                nsub,
+                subs: b0..b1,
             };
-        }
-        let groups = p.n.div_ceil(LANES);
-        let mut g = 0;
-        while g < groups {
-            let cg = (groups - g).min(2);
-            let mut acc = [[0f32; LANES]; 2 * R];
-            let w = Weights { codes: &codes, scales: &scales, mins: &mins, nsub };
-            // SAFETY: reachable only through `kernel`, which `x86::extras` offers only for
-            // `Isa::Avx512Vnni` (V) or `Isa::Avx512` (!V) after `available()` detected AVX-512
-            // F/BW/VL (and VNNI); `codes`
-            // holds `R * k` bytes, `scales` and `mins` `R * nsub` values, and the panel's
-            // records of groups `g .. g + cg` exist (`g + cg <= groups`, checked length above).
-            unsafe {
-                let recs = p.recs.as_ptr().add(g * nsub * REC);
-                match (cg, gf.sub, gf.min) {
-                    (2, 32, false) => tile_v::<2, 8, false, V>(&w, recs, &mut acc),
-                    (2, 32, true) => tile_v::<2, 8, true, V>(&w, recs, &mut acc),
-                    (2, _, false) => tile_v::<2, 4, false, V>(&w, recs, &mut acc),
-                    (2, _, true) => tile_v::<2, 4, true, V>(&w, recs, &mut acc),
-                    (_, 32, false) => tile_v::<1, 8, false, V>(&w, recs, &mut acc),
-                    (_, 32, true) => tile_v::<1, 8, true, V>(&w, recs, &mut acc),
-                    (_, _, false) => tile_v::<1, 4, false, V>(&w, recs, &mut acc),
-                    (_, _, true) => tile_v::<1, 4, true, V>(&w, recs, &mut acc),
+            for (gp, acc) in row_accs.iter_mut().enumerate() {
+                let g = 2 * gp;
+                let cg = (groups - g).min(2);
+                // SAFETY: reachable only through `kernel`, which `x86::extras` offers only for
+                // `Isa::Avx512Vnni` (V) or `Isa::Avx512` (!V) after `available()` detected
+                // AVX-512 F/BW/VL (and VNNI); `w` holds `R` rows of `k` codes and `nsub`
+                // scales and mins, its sub-blocks `b0..b1 <= nsub`; the panel's records of
+                // groups `g .. g + cg` exist (`g + cg <= groups`, checked length above).
+                unsafe {
+                    let recs = p.recs.as_ptr().add(g * nsub * REC);
+                    match (cg, gf.sub, gf.min) {
+                        (2, 32, false) => tile_v::<2, 8, false, V>(&w, recs, acc),
+                        (2, 32, true) => tile_v::<2, 8, true, V>(&w, recs, acc),
+                        (2, _, false) => tile_v::<2, 4, false, V>(&w, recs, acc),
+                        (2, _, true) => tile_v::<2, 4, true, V>(&w, recs, acc),
+                        (_, 32, false) => tile_v::<1, 8, false, V>(&w, recs, acc),
+                        (_, 32, true) => tile_v::<1, 8, true, V>(&w, recs, acc),
+                        (_, _, false) => tile_v::<1, 4, false, V>(&w, recs, acc),
+                        (_, _, true) => tile_v::<1, 4, true, V>(&w, recs, acc),
+                    }
                 }
             }
-            for c in 0..cg {
+        }
+        b0 = b1;
+    }
+    for (rg, row_accs) in accs.chunks_exact(groups.div_ceil(2)).enumerate() {
+        let r0 = rg * R;
+        let here = rows.saturating_sub(r0).min(R);
+        for (gp, acc) in row_accs.iter().enumerate() {
+            for c in 0..(groups - 2 * gp).min(2) {
                 for lane in 0..LANES {
-                    let j = (g + c) * LANES + lane;
+                    let j = (2 * gp + c) * LANES + lane;
                     if j >= p.n {
                         break;
                     }
@@ -794,9 +820,7 @@ fn run<const V: bool>(
                     }
                 }
             }
-            g += cg;
         }
-        r0 += R;
     }
     Ok(())
 }
@@ -807,6 +831,8 @@ struct Weights<'a> {
     scales: &'a [f32],
     mins: &'a [f32],
     nsub: usize,
+    /// The sub-blocks this call runs (one K block).
+    subs: std::ops::Range<usize>,
 }
 
 /// [`tile`] with `vpdpbusd` (`V`) or its plain AVX-512 form.
@@ -844,12 +870,12 @@ unsafe fn tile_plain<const CG: usize, const SQ: usize, const MIN: bool>(
 }
 
 /// `R` rows against `CG` column groups whose records start at `recs`, sub-blocks of `4 * SQ`
-/// elements (`MIN`: with the min term); `acc[c * R + i]` receives row `i` x group `c`'s 16
-/// columns.
+/// elements (`MIN`: with the min term), over the sub-blocks `w.subs`: `acc[c * R + i]` holds
+/// row `i` x group `c`'s 16 columns, accumulated further.
 ///
 /// # Safety
 /// AVX-512 F/BW/VL and VNNI are available; `w` holds `R` rows of `4 * SQ * nsub` codes and
-/// `nsub` scales and mins; `recs` holds `CG * nsub * REC` vectors.
+/// `nsub` scales and mins, `w.subs` lies in `0..nsub`; `recs` holds `CG * nsub * REC` vectors.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni")]
 unsafe fn tile<const CG: usize, const SQ: usize, const MIN: bool>(
     w: &Weights<'_>,
@@ -876,8 +902,13 @@ unsafe fn tile_body<const CG: usize, const SQ: usize, const MIN: bool, const V: 
     // `q < SQ`, group `c < CG`, row `i < R`).
     unsafe {
         let mut facc = [[_mm512_setzero_ps(); CG]; R];
+        for c in 0..CG {
+            for i in 0..R {
+                facc[i][c] = _mm512_loadu_ps(acc[c * R + i].as_ptr());
+            }
+        }
         let cp = w.codes.as_ptr();
-        for b in 0..nsub {
+        for b in w.subs.clone() {
             let mut iacc = [[_mm512_setzero_si512(); CG]; R];
             let mut rec = [recs; CG];
             for c in 0..CG {
