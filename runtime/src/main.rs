@@ -610,6 +610,36 @@ fn emit(text: &str) -> Result<(), CliError> {
     }
 }
 
+/// Runs a benchmark body that streams its report lines to stdout, then writes its JSON to
+/// `json` (temp file + rename) if given. A failed body prints its error and gives `None`.
+fn streamed_report<R>(
+    json: Option<&std::path::Path>,
+    body: impl FnOnce(&mut dyn FnMut(&str)) -> Result<R, String>,
+    to_json: impl Fn(&R) -> String,
+) -> Result<Option<R>, CliError> {
+    let mut write_err = None;
+    let report = body(&mut |l| {
+        if write_err.is_none() {
+            write_err = emit(&format!("{l}\n")).err();
+        }
+    });
+    if let Some(e) = write_err {
+        return Err(e);
+    }
+    let report = match report {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return Ok(None);
+        }
+    };
+    if let Some(path) = json {
+        lowbit_runtime::rawcodec::write_atomic(path, to_json(&report).as_bytes())?;
+        emit(&format!("wrote {}\n", path.display()))?;
+    }
+    Ok(Some(report))
+}
+
 fn run(cli: Cli) -> Result<ExitCode, CliError> {
     match cli.cmd.unwrap_or(Cmd::Quantize(QuantizeArgs::default())) {
         Cmd::Quantize(a) => return finish(run_quantize(a)),
@@ -939,27 +969,8 @@ fn run_bench_vulkan(
             return Ok(Some(ExitCode::FAILURE));
         }
     };
-    let mut write_err = None;
-    let report = bench_vulkan::run(&vk, cfg, sweep, &mut |l| {
-        if write_err.is_none() {
-            write_err = emit(&format!("{l}\n")).err();
-        }
-    });
-    if let Some(e) = write_err {
-        return Err(e);
-    }
-    let report = match report {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return Ok(Some(ExitCode::FAILURE));
-        }
-    };
-    if let Some(path) = json {
-        lowbit_runtime::rawcodec::write_atomic(path, report.to_json().as_bytes())?;
-        emit(&format!("wrote {}\n", path.display()))?;
-    }
-    Ok(Some(ExitCode::SUCCESS))
+    let report = streamed_report(json, |l| bench_vulkan::run(&vk, cfg, sweep, l), |r| r.to_json())?;
+    Ok(Some(if report.is_some() { ExitCode::SUCCESS } else { ExitCode::FAILURE }))
 }
 
 #[cfg(not(feature = "vulkan"))]
@@ -1006,26 +1017,11 @@ fn run_bench(a: BenchArgs) -> Result<ExitCode, CliError> {
             return Ok(code);
         }
     }
-    let mut write_err = None;
-    let report = bench::run(&cfg, &mut |l| {
-        if write_err.is_none() {
-            write_err = emit(&format!("{l}\n")).err();
-        }
-    });
-    if let Some(e) = write_err {
-        return Err(e);
-    }
-    let report = match report {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return Ok(ExitCode::FAILURE);
-        }
+    let Some(report) =
+        streamed_report(a.json.as_deref(), |l| bench::run(&cfg, l), |r| r.to_json())?
+    else {
+        return Ok(ExitCode::FAILURE);
     };
-    if let Some(path) = a.json {
-        lowbit_runtime::rawcodec::write_atomic(&path, report.to_json().as_bytes())?;
-        emit(&format!("wrote {}\n", path.display()))?;
-    }
     let bad_search = report.search.iter().any(|s| !s.identical);
     Ok(if bad_search { ExitCode::FAILURE } else { ExitCode::SUCCESS })
 }
@@ -1039,27 +1035,12 @@ fn run_bench_hip(a: BenchArgs) -> Result<ExitCode, CliError> {
         a.ns.into_iter().map(|n| n as usize).collect()
     };
     let cmd = std::env::args().collect::<Vec<_>>().join(" ");
-    let mut write_err = None;
-    let report = lowbit_runtime::bench_hip::run(&a.formats, &shapes, &ns, &cmd, &mut |l| {
-        if write_err.is_none() {
-            write_err = emit(&format!("{l}\n")).err();
-        }
-    });
-    if let Some(e) = write_err {
-        return Err(e);
-    }
-    let json = match report {
-        Ok(j) => j,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return Ok(ExitCode::FAILURE);
-        }
-    };
-    if let Some(path) = a.json {
-        lowbit_runtime::rawcodec::write_atomic(&path, json.as_bytes())?;
-        emit(&format!("wrote {}\n", path.display()))?;
-    }
-    Ok(ExitCode::SUCCESS)
+    let report = streamed_report(
+        a.json.as_deref(),
+        |l| lowbit_runtime::bench_hip::run(&a.formats, &shapes, &ns, &cmd, l),
+        String::clone,
+    )?;
+    Ok(if report.is_some() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
 }
 
 #[cfg(not(feature = "hip"))]

@@ -39,8 +39,12 @@ pub const FWHT_SIGNS1: [f32; 256] = gen_signs(42);
 /// The second sign vector (seed 1042), applied (times 1/16) after the butterflies.
 pub const FWHT_SIGNS2: [f32; 256] = gen_signs(1042);
 
-/// The unnormalised Walsh-Hadamard butterflies, strides 1, 2, ..., 128, in place.
-fn butterflies(x: &mut [f32; 256]) {
+/// The unnormalised Walsh-Hadamard butterflies, strides 1, 2, ..., 128, in place: the middle
+/// step of [`fwht256`] and [`fwht256_inverse`], generic so that callers needing it in another
+/// precision (the f64 covariance rotation of the GPTQ encoder) run the same order of pairs.
+pub fn butterflies<T: Copy + core::ops::Add<Output = T> + core::ops::Sub<Output = T>>(
+    x: &mut [T; 256],
+) {
     let mut h = 1;
     while h < 256 {
         for pair in x.chunks_exact_mut(2 * h) {

@@ -58,7 +58,7 @@ use lowbit_core::format::hipfire::block::{e2m1_round, pack_codes, ue8m0};
 use lowbit_core::format::hipfire::header::{expected_flags, HEADER_BYTES};
 use lowbit_core::format::hipfire::RowHeader;
 use lowbit_core::registry::Rotation;
-use lowbit_core::rotate::{fwht256, FWHT_SIGNS1, FWHT_SIGNS2};
+use lowbit_core::rotate::{butterflies, fwht256, FWHT_SIGNS1, FWHT_SIGNS2};
 use lowbit_core::scalar::{ue4m3_b8_table, E2M1_VALUES};
 use lowbit_core::{codec, EncodeOptions, FormatId, Rule};
 
@@ -144,22 +144,11 @@ fn check_cov(h: &[f32], k: usize) -> Result<(), String> {
 
 /// hipfire's forward FWHT-256 ([`fwht256`]: `x *= signs1`, butterflies, `x *= signs2 / 16`)
 /// in f64, in place.
-fn fwht256_f64(x: &mut [f64]) {
+fn fwht256_f64(x: &mut [f64; 256]) {
     for (v, s) in x.iter_mut().zip(&FWHT_SIGNS1) {
         *v *= f64::from(*s);
     }
-    let mut h = 1;
-    while h < 256 {
-        for pair in x.chunks_exact_mut(2 * h) {
-            let (lo, hi) = pair.split_at_mut(h);
-            for (a, b) in lo.iter_mut().zip(hi.iter_mut()) {
-                let (u, v) = (*a, *b);
-                *a = u + v;
-                *b = u - v;
-            }
-        }
-        h <<= 1;
-    }
+    butterflies(x);
     for (v, s) in x.iter_mut().zip(&FWHT_SIGNS2) {
         *v *= 0.0625 * f64::from(*s);
     }
@@ -172,7 +161,10 @@ fn rotate_cov(h: &[f32], k: usize) -> Vec<f64> {
     let mut m: Vec<f64> = h.iter().map(|&v| f64::from(v)).collect();
     let rotate_rows = |m: &mut [f64]| {
         for seg in m.chunks_exact_mut(256) {
-            fwht256_f64(seg);
+            // `chunks_exact_mut(256)` yields only whole 256-segments.
+            if let Ok(seg) = <&mut [f64; 256]>::try_from(seg) {
+                fwht256_f64(seg);
+            }
         }
     };
     rotate_rows(&mut m);
