@@ -113,6 +113,48 @@ pub(crate) fn extras(isa: Isa, format: FormatId) -> crate::kernels::Extras {
     e
 }
 
+/// How a driver prefetches a weight stream: how many bytes ahead, and into which cache level.
+///
+/// Q8_0's n = 1 kernel does so little work per byte that prefetches into L1 2 KiB ahead left it
+/// at 60-65% of the read bandwidth on SmolLM2's decode matrices; prefetching into L2 8 KiB ahead
+/// (the L2 has the room; L1 misses to L2 are cheap next to its few operations per line) took
+/// the tied 49152 x 576 output matrix from 14 to 21-23 GB/s and the whole Q8_0 model's decode
+/// from 82-90 to 112-123 tok/s, 2 threads (`lowbit speed --profile`, interleaved runs,
+/// 2026-12-01). The kernels with more work per byte (4-bit decodes) measured slower with L2
+/// prefetches in the same runs, and keep L1 at 2 KiB.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Prefetch {
+    /// `_MM_HINT_T0`, this many bytes ahead.
+    L1(usize),
+    /// `_MM_HINT_T1`, this many bytes ahead.
+    L2(usize),
+}
+
+impl Prefetch {
+    /// Prefetches every cache line of `p + ahead .. p + ahead + len` (`len >= 1`) as
+    /// [`prefetch_span`] does, into the level named.
+    ///
+    /// # Safety
+    /// None beyond the call (as [`prefetch_span`]).
+    #[inline(always)]
+    pub(crate) unsafe fn span(self, p: *const u8, len: usize) {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T1};
+        match self {
+            // SAFETY: prefetch hints never fault.
+            Prefetch::L1(ahead) => unsafe { prefetch_span(p, ahead, len) },
+            // SAFETY: prefetch hints never fault; addresses are only computed.
+            Prefetch::L2(ahead) => unsafe {
+                let mut off = 0;
+                while off < len {
+                    _mm_prefetch::<_MM_HINT_T1>(p.wrapping_add(ahead + off).cast());
+                    off += 64;
+                }
+                _mm_prefetch::<_MM_HINT_T1>(p.wrapping_add(ahead + len - 1).cast());
+            },
+        }
+    }
+}
+
 /// Prefetches (into L1) every cache line of `p + ahead .. p + ahead + len` (`len >= 1`): the
 /// lines at 64-byte steps and the one holding the last byte. Drivers whose weight group is
 /// longer than a line call this once per group and row stream; one prefetch per group left a

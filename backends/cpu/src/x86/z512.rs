@@ -111,6 +111,8 @@ pub(crate) trait Lanes {
     /// Whether a decoded group fills so many registers (K-quants: 9-10) that one- and
     /// two-column tiles use row groups of 2 instead of 4 (measured faster).
     const WIDE: bool = false;
+    /// How [`drive`] prefetches each row stream (see [`super::Prefetch`]).
+    const PREFETCH: super::Prefetch = super::Prefetch::L1(PF);
     /// One row's decoded group.
     type W: Copy;
     /// Writes the record of group `g` of column `j` into `rec` (`REC` vectors). Blocks past
@@ -258,7 +260,7 @@ unsafe fn drive<F: Lanes, const R: usize, const CT: usize, const V: bool>(
                     let mut dec = [F::decode(rp[0].add(g * gbytes)); R];
                     for i in 0..R {
                         let p = rp[i].add(g * gbytes);
-                        super::prefetch_span(p, PF, gbytes);
+                        F::PREFETCH.span(p, gbytes);
                         if i > 0 {
                             dec[i] = F::decode(p);
                         }
