@@ -37,6 +37,7 @@ mod matmul;
 mod scalar;
 mod shape;
 pub mod vecops;
+mod weights;
 #[cfg(target_arch = "x86_64")]
 mod x86;
 
@@ -57,6 +58,8 @@ pub struct CpuBackend {
     name: String,
     table: KernelTable,
     pool: Option<rayon::ThreadPool>,
+    /// Where uploaded matrices are stored (huge-page-advised chunks, `weights`).
+    arena: weights::Arena,
 }
 
 /// A matrix uploaded to the CPU backend: the bytes, every block validated, in canonical layout
@@ -64,7 +67,7 @@ pub struct CpuBackend {
 #[derive(Clone, Debug)]
 pub struct CpuMatrix {
     desc: MatrixDesc,
-    bytes: Vec<u8>,
+    bytes: weights::WeightBuf,
     /// The kernel whose layout `bytes` is in, if not canonical.
     repacked_for: Option<&'static str>,
 }
@@ -99,6 +102,7 @@ impl CpuBackend {
             name: format!("cpu-{}", isa.name()),
             table: KernelTable::new(isa)?,
             pool: None,
+            arena: weights::Arena::default(),
         })
     }
 
@@ -198,14 +202,17 @@ impl Backend for CpuBackend {
         if let Some(e) = bad {
             return Err(e.into());
         }
-        let mut bytes = bytes.to_vec();
         let mut repacked_for = None;
-        if let (Some(repack), Some(k)) =
-            (self.table.extras(desc.format).repack, self.table.kernel_name(desc.format))
-        {
-            self.run(|| bytes.par_chunks_exact_mut(rb).for_each(repack));
-            repacked_for = Some(k);
-        }
+        let bytes =
+            match (self.table.extras(desc.format).repack, self.table.kernel_name(desc.format)) {
+                (Some(repack), Some(k)) => {
+                    let mut packed = bytes.to_vec();
+                    self.run(|| packed.par_chunks_exact_mut(rb).for_each(repack));
+                    repacked_for = Some(k);
+                    self.arena.store(&packed)
+                }
+                _ => self.arena.store(bytes),
+            };
         Ok(CpuMatrix { desc, bytes, repacked_for })
     }
 
