@@ -249,21 +249,26 @@ fn split_run<R: Send>(buf: &[u64], threads: usize, f: impl Fn(&[u64]) -> R + Syn
     })
 }
 
-/// Allocates and writes the probe buffer (`bytes`, rounded down to whole u64).
-pub fn probe_buffer(bytes: usize, threads: usize) -> Vec<u64> {
-    let mut buf = vec![0u64; bytes / 8];
-    let chunk = buf.len().div_ceil(threads.max(1)).max(1);
-    std::thread::scope(|s| {
-        for (i, p) in buf.chunks_mut(chunk).enumerate() {
-            s.spawn(move || {
-                let base = (i * chunk) as u64;
-                for (j, v) in p.iter_mut().enumerate() {
-                    *v = (base + j as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-                }
-            });
-        }
-    });
-    buf
+/// Allocates and writes the probe buffer (`bytes`, rounded down to whole u64). It lives in
+/// the same kind of memory as the weights the kernels read ([`lowbit_cpu::weights::Arena`]:
+/// 2 MiB-aligned, advised for transparent huge pages), so the ratio of a kernel's weight
+/// bandwidth to this probe compares like with like.
+pub fn probe_buffer(bytes: usize, threads: usize) -> lowbit_cpu::weights::WeightBuf {
+    let arena = lowbit_cpu::weights::Arena::default();
+    arena.store_with(bytes / 8 * 8, |dst| {
+        let chunk = dst.len().div_ceil(threads.max(1)).div_ceil(8).max(1) * 8;
+        std::thread::scope(|s| {
+            for (i, p) in dst.chunks_mut(chunk).enumerate() {
+                s.spawn(move || {
+                    let base = (i * chunk / 8) as u64;
+                    for (j, v) in p.chunks_exact_mut(8).enumerate() {
+                        let x = (base + j as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+                        v.copy_from_slice(&x.to_le_bytes());
+                    }
+                });
+            }
+        });
+    })
 }
 
 /// Best read bandwidth (GB/s) over `passes` sums of `buf` by `threads` threads.
@@ -480,7 +485,7 @@ pub fn run(cfg: &BenchConfig, line: &mut dyn FnMut(&str)) -> Result<BenchReport,
     let buf = probe_buffer(report.bandwidth_buffer_bytes, report.cores);
     let passes = if cfg.quick { 3 } else { 6 };
     for &t in &threads {
-        let gb_s = read_bandwidth(&buf, t, passes);
+        let gb_s = read_bandwidth(buf.as_u64s().expect("the probe is whole u64s"), t, passes);
         report.bandwidth.push(Bandwidth { threads: t, gb_s });
         line(&format!(
             "read bandwidth, {t} thread(s): {gb_s:.1} GB/s (best of {passes}, {} MiB buffer)",
@@ -771,5 +776,17 @@ mod tests {
         assert_eq!(sum_streams(&buf), 1003 * 1002 / 2);
         let parts = split_run(&buf, 3, sum_streams);
         assert_eq!(parts.into_iter().sum::<u64>(), 1003 * 1002 / 2);
+    }
+
+    #[test]
+    fn probe_buffer_holds_its_pattern() {
+        for (bytes, threads) in [(8 * 1003 + 5, 3), (64, 1), (8 * 4096, 2)] {
+            let buf = probe_buffer(bytes, threads);
+            let v = buf.as_u64s().expect("whole u64s");
+            assert_eq!(v.len(), bytes / 8);
+            for (j, &x) in v.iter().enumerate() {
+                assert_eq!(x, (j as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15), "word {j}");
+            }
+        }
     }
 }

@@ -37,7 +37,7 @@ mod matmul;
 mod scalar;
 mod shape;
 pub mod vecops;
-mod weights;
+pub mod weights;
 #[cfg(target_arch = "x86_64")]
 mod x86;
 

@@ -102,8 +102,19 @@ impl Arena {
     /// # Panics
     /// Like `Vec`, aborts through [`alloc::handle_alloc_error`] if an allocation fails.
     pub fn store(&self, bytes: &[u8]) -> WeightBuf {
-        let len = bytes.len();
+        self.store_with(bytes.len(), |dst| dst.copy_from_slice(bytes))
+    }
+
+    /// `len` bytes in the arena, zeroed, then written by `fill`.
+    ///
+    /// `fill` runs under the arena's lock: uploads to the same backend wait for it.
+    ///
+    /// # Panics
+    /// Like `Vec`, aborts through [`alloc::handle_alloc_error`] if an allocation fails; a
+    /// panic in `fill` propagates (the range is then never handed out).
+    pub fn store_with(&self, len: usize, fill: impl FnOnce(&mut [u8])) -> WeightBuf {
         if len == 0 {
+            fill(&mut []);
             return WeightBuf { chunk: None, off: 0, len: 0 };
         }
         let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
@@ -114,9 +125,16 @@ impl Arena {
             None => (Arc::new(Chunk::new(len.max(CHUNK).next_multiple_of(HUGE_PAGE))), 0),
         };
         // SAFETY: `off + len <= chunk size` (checked by `fits`, or a fresh chunk of at least
-        // `len` bytes); no `WeightBuf` covers bytes at or past the chunk's `used` mark, so this
-        // write races with no reader; `bytes` is a live slice elsewhere, so no overlap.
-        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), chunk.ptr.as_ptr().add(off), len) };
+        // `len` bytes), so the range is inside the allocation; no `WeightBuf` covers bytes at
+        // or past the chunk's `used` mark and we hold the lock, so nothing else reads or
+        // writes the range while this exclusive slice lives. It is zeroed before `fill` sees
+        // it, so every byte is initialised.
+        let dst = unsafe {
+            let p = chunk.ptr.as_ptr().add(off);
+            p.write_bytes(0, len);
+            std::slice::from_raw_parts_mut(p, len)
+        };
+        fill(dst);
         // A chunk that a matrix filled past `CHUNK` is not reused; others stay open.
         *open = Some((chunk.clone(), off + len));
         WeightBuf { chunk: Some(chunk), off, len }
@@ -130,6 +148,14 @@ pub struct WeightBuf {
     chunk: Option<Arc<Chunk>>,
     off: usize,
     len: usize,
+}
+
+impl WeightBuf {
+    /// The bytes as `u64`s: `None` unless the length is a multiple of 8 (the start always is
+    /// aligned: chunks are 2 MiB-aligned and buffers start at multiples of 64).
+    pub fn as_u64s(&self) -> Option<&[u64]> {
+        bytemuck::try_cast_slice(self).ok()
+    }
 }
 
 impl Deref for WeightBuf {
