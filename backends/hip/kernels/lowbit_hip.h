@@ -77,7 +77,27 @@ LB_DEV void lb_lut16(const lb_u32 t[4], lb_u32 v, lb_u32& lo, lb_u32& hi) {
     lo = __byte_perm(r[0], r[1], 0x6420u);
     hi = __byte_perm(r[0], r[1], 0x7531u);
 }
+// 8-entry byte table lookup (t_lo: entries 0-3, t_hi: 4-7) over the nibbles of v, every
+// nibble below 8: byte k of lo = t[low nibble of byte k], of hi = t[high nibble]. PRMT takes
+// the nibbles in place (v's low half: lo0 hi0 lo1 hi1), two more PRMTs restore byte order:
+// five instructions per eight codes.
+LB_DEV void lb_lut8(lb_u32 t_lo, lb_u32 t_hi, lb_u32 v, lb_u32& lo, lb_u32& hi) {
+    lb_u32 r0 = __byte_perm(t_lo, t_hi, v), r1 = __byte_perm(t_lo, t_hi, v >> 16);
+    lo = __byte_perm(r0, r1, 0x6420u);
+    hi = __byte_perm(r0, r1, 0x7531u);
+}
 #define LB_DEVM __device__ __forceinline__
+// binary16 bits -> f32 on the conversion unit (exact; subnormals kept). The host emulation
+// uses the written-out conversion below.
+#if defined(LB_HOST_EMULATION)
+#define LB_SOFT_H2F 1
+#else
+LB_DEV float lb_h2f(lb_u32 h) {
+    float f;
+    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"((unsigned short)h));
+    return f;
+}
+#endif
 // Weight loads that should not evict the (reused) activations from L1: cache-streaming
 // (evict-first) 16- and 8-byte loads.
 #if defined(LB_HOST_EMULATION)
@@ -163,7 +183,14 @@ LB_DEV void lb_lut16(const lb_u32 t[4], lb_u32 v, lb_u32& lo, lb_u32& hi) {
     lo = out[0];
     hi = out[1];
 }
+// As on NVIDIA: v_perm_b32 takes a byte selector per result byte.
+LB_DEV void lb_lut8(lb_u32 t_lo, lb_u32 t_hi, lb_u32 v, lb_u32& lo, lb_u32& hi) {
+    lo = __builtin_amdgcn_perm(t_hi, t_lo, v & 0x07070707u);
+    hi = __builtin_amdgcn_perm(t_hi, t_lo, (v >> 4) & 0x07070707u);
+}
 #define LB_DEVM __attribute__((device)) __attribute__((always_inline)) inline
+// binary16 bits -> f32 (v_cvt_f32_f16: exact, f16 denormals kept in the default mode).
+LB_DEV float lb_h2f(lb_u32 h) { return (float)__builtin_bit_cast(_Float16, (lb_u16)h); }
 // Weight loads that should not evict the (reused) activations: nontemporal loads.
 typedef unsigned lb_u32x2 __attribute__((ext_vector_type(2)));
 LB_DEV lb_i32x4 lb_ld_stream16(const void* p) { return __builtin_nontemporal_load((const lb_i32x4*)p); }
@@ -249,6 +276,10 @@ LB_DEV float lb_f16_to_f32(lb_u32 h) {
     // multiplying by 2^112 rebiases exactly (also for f16 subnormals).
     return lb_as_float(sign | lb_as_u32(lb_as_float(em << 13) * 0x1p112f));
 }
+
+#if defined(LB_SOFT_H2F)
+LB_DEV float lb_h2f(lb_u32 h) { return lb_f16_to_f32(h & 0xffffu); }
+#endif
 
 // f32 -> binary16 bits, round to nearest even (ggml's GGML_FP32_TO_FP16 rule).
 LB_DEV lb_u32 lb_f32_to_f16(float f) {

@@ -13,7 +13,7 @@
 //
 // Work shapes: each warp (wavefront) owns R rows; each lane walks the row's units with a
 // stride of LB_WARP, decodes a unit once and applies it to NC activation columns (NC = 1 for
-// n = 1, where a lane may take U units per step; 2, 4, 8 or 16 for n = 2..16, activations
+// n = 1, where a lane keeps U units of loads in flight; 2, 4, 8 or 16 for n = 2..16, activations
 // staged in shared memory); larger n runs in tiles of 16 columns (grid y). Rows are
 // grid-strided, so a launch is correct for any warp width.
 //
@@ -244,11 +244,14 @@ template <int NC> struct StageOf<ActQ8, NC> { typedef StageQ8<NC> T; };
 template <int NC> struct StageOf<ActF32, NC> { typedef StageF32<NC> T; };
 
 // ------------------------------------------------------------------ weight decoders ---------
-// A decoder loads one unit (32 weights) of one row from the device planes (layout.rs):
+// A decoder takes one unit (32 weights) of one row from the device planes (layout.rs):
 // q (QB bytes per unit), s (per-unit scale bytes), g (per group of G units), r (per row), and
 // returns the unit's contribution for one activation column (`dot`), with the activations'
-// order matching its weight words. Integer parts are exact; the float association follows the
-// core reference per unit (only the order of unit sums differs, within the bound).
+// order matching its weight words. `fetch` issues the unit's global loads into raw words and
+// `decode` turns them into dot-ready words, so that the n = 1 skeleton can keep several
+// units' loads in flight (raw words only: few registers) while it decodes an earlier one;
+// `load` is the two together. Integer parts are exact; the float association follows the core
+// reference per unit (only the order of unit sums differs, within the bound).
 
 struct Mat {
     const lb_u8* q;
@@ -260,15 +263,12 @@ struct Mat {
 LB_DEV float lb_f16_at(const lb_u8* p, lb_u64 i) { return lb_f16_to_f32(((const lb_u16*)p)[i]); }
 
 // UE4M3-b8 (ROCmFPX scale): E = b >> 3, M = b & 7; E = 0: M * 2^-10, else (8 + M) * 2^(E-11)
-// = (1 + M/8) * 2^(E-8), i.e. f32 bits (E + 119) << 23 | M << 20 = b * 2^20 + (119 << 23).
-// E = 0 is the E = 1 value (b + 8) minus 2^-7 (exact), so no int-to-float conversion is
-// needed. ggml's UE4M3 (NVFP4), halved as ggml_ue4m3_to_fp32 returns it, is the same function
-// of b & 0x7f.
-LB_DEV float lb_ue4m3_b8(lb_u32 b) {
-    bool sub = b < 8u;
-    float v = lb_as_float((b + (sub ? 8u : 0u)) * 1048576u + 0x3b800000u);
-    return sub ? v - 0x1p-7f : v;
-}
+// = (1 + M/8) * 2^(E-8). The bits b << 20 read as f32 are (1 + M/8) * 2^(E-127) for E >= 1
+// and the f32 subnormal M * 2^-129 for E = 0, so one exact multiply by 2^119 gives both (f32
+// subnormals are kept: no flush-to-zero in these kernels). Also MFP4G32P's E4M3 block scale
+// (bias 7) halved, and ggml's UE4M3 (NVFP4, halved as ggml_ue4m3_to_fp32 returns it) as a function of
+// b & 0x7f.
+LB_DEV float lb_ue4m3_b8(lb_u32 b) { return lb_as_float(b << 20) * 0x1p119f; }
 
 // Nibbles of 16 bytes in ggml's Q4_0 order (byte j: element j low, j + 16 high) -> 8 words of
 // unsigned bytes, element order.
@@ -290,43 +290,61 @@ LB_DEV lb_i32 lb_sub_bytes(lb_i32 x, lb_u32 c) {
 // Q8_0: q plane in halves as the activations'; sumi * (dw * da).
 struct DecQ8_0 {
     lb_i32 w[8];
+    lb_u32 h;
     float dw;
-    LB_DEVM void load(const Mat& m, lb_u64 row, lb_u32 b, lb_u32 nu) {
+    LB_DEVM void fetch(const Mat& m, lb_u64 row, lb_u32 b, lb_u32 nu) {
         const lb_u8* base = m.q + row * nu * 32;
         lb_i32x4 u = lb_ld_stream16(base + b * 16ull);
         lb_i32x4 v = lb_ld_stream16(base + (lb_u64)(nu + b) * 16);
         w[0] = u.x; w[1] = u.y; w[2] = u.z; w[3] = u.w;
         w[4] = v.x; w[5] = v.y; w[6] = v.z; w[7] = v.w;
-        dw = lb_f16_at(m.s, row * nu + b);
+        h = ((const lb_u16*)m.s)[row * nu + b];
     }
+    LB_DEVM void decode() { dw = lb_h2f(h); }
+    LB_DEVM void load(const Mat& m, lb_u64 row, lb_u32 b, lb_u32 nu) { fetch(m, row, b, nu); decode(); }
     LB_DEVM float dot(const ActQ8& a) const { return lb_i2f(lb_dotn<8>(w, a.a)) * (dw * a.d); }
 };
 
+// The common raw part of the formats with 16 code bytes per unit and one scale word.
+struct Raw16 {
+    lb_i32x4 v;
+    lb_u32 sc;
+};
+
 // Q4_0: (q - 8) * d; sumi * dw * da (ggml's order).
-struct DecQ4_0 {
+struct DecQ4_0 : Raw16 {
     lb_i32 w[8];
     float dw;
-    LB_DEVM void load(const Mat& m, lb_u64 row, lb_u32 b, lb_u32 nu) {
+    LB_DEVM void fetch(const Mat& m, lb_u64 row, lb_u32 b, lb_u32 nu) {
         lb_u64 u = row * nu + b;
-        lb_nibbles(lb_ld_stream16(m.q + u * 16), w);
+        v = lb_ld_stream16(m.q + u * 16);
+        sc = ((const lb_u16*)m.s)[u];
+    }
+    LB_DEVM void decode() {
+        lb_nibbles(v, w);
 #pragma unroll
         for (int i = 0; i < 8; i++) w[i] = lb_sub_bytes(w[i], 8);
-        dw = lb_f16_at(m.s, u);
+        dw = lb_h2f(sc);
     }
+    LB_DEVM void load(const Mat& m, lb_u64 row, lb_u32 b, lb_u32 nu) { fetch(m, row, b, nu); decode(); }
     LB_DEVM float dot(const ActQ8& a) const { return lb_i2f(lb_dotn<8>(w, a.a)) * dw * a.d; }
 };
 
 // Q4_1 against Q8_1: (dw * da) * sumi + mw * sa (ggml_vec_dot_q4_1_q8_1's association).
-struct DecQ4_1 {
+struct DecQ4_1 : Raw16 {
     lb_i32 w[8];
     float dw, mw;
-    LB_DEVM void load(const Mat& m, lb_u64 row, lb_u32 b, lb_u32 nu) {
+    LB_DEVM void fetch(const Mat& m, lb_u64 row, lb_u32 b, lb_u32 nu) {
         lb_u64 u = row * nu + b;
-        lb_nibbles(lb_ld_stream16(m.q + u * 16), w);
-        lb_u32 dm = ((const lb_u32*)m.s)[u];
-        dw = lb_f16_to_f32(dm & 0xffffu);
-        mw = lb_f16_to_f32(dm >> 16);
+        v = lb_ld_stream16(m.q + u * 16);
+        sc = ((const lb_u32*)m.s)[u];
     }
+    LB_DEVM void decode() {
+        lb_nibbles(v, w);
+        dw = lb_h2f(sc & 0xffffu);
+        mw = lb_h2f(sc >> 16);
+    }
+    LB_DEVM void load(const Mat& m, lb_u64 row, lb_u32 b, lb_u32 nu) { fetch(m, row, b, nu); decode(); }
     LB_DEVM float dot(const ActQ8& a) const {
         return (dw * a.d) * lb_i2f(lb_dotn<8>(w, a.a)) + mw * lb_as_float(a.e);
     }
@@ -336,42 +354,47 @@ struct DecQ4_1 {
 #define LB_KVALUES_MXFP4 {0x03020100u, 0x0c080604u, 0xfdfeff00u, 0xf4f8fafcu}
 
 // MXFP4: kvalues * 2^(e - 128); (da * 2^(e-128)) * sumi (ggml_vec_dot_mxfp4_q8_0's order).
-struct DecMxfp4 {
+struct DecMxfp4 : Raw16 {
     lb_i32 w[8];
     float dx;
-    LB_DEVM void load(const Mat& m, lb_u64 row, lb_u32 b, lb_u32 nu) {
+    LB_DEVM void fetch(const Mat& m, lb_u64 row, lb_u32 b, lb_u32 nu) {
         lb_u64 u = row * nu + b;
-        lb_i32x4 v = lb_ld_stream16(m.q + u * 16);
+        v = lb_ld_stream16(m.q + u * 16);
+        sc = m.s[u];
+    }
+    LB_DEVM void decode() {
         const lb_u32 t[4] = LB_KVALUES_MXFP4;
         lb_u32 q[4] = {(lb_u32)v.x, (lb_u32)v.y, (lb_u32)v.z, (lb_u32)v.w};
 #pragma unroll
         for (int i = 0; i < 4; i++) lb_lut16(t, q[i], (lb_u32&)w[i], (lb_u32&)w[i + 4]);
-        lb_u32 e = m.s[u];
         // 2^(e-128): normal for e >= 2, else the subnormals 2^-127 (e = 1) and 2^-128 (e = 0).
-        dx = lb_as_float(e >= 2 ? (e - 1) << 23 : 0x00200000u << e);
+        dx = lb_as_float(sc >= 2 ? (sc - 1) << 23 : 0x00200000u << sc);
     }
+    LB_DEVM void load(const Mat& m, lb_u64 row, lb_u32 b, lb_u32 nu) { fetch(m, row, b, nu); decode(); }
     LB_DEVM float dot(const ActQ8& a) const { return (a.d * dx) * lb_i2f(lb_dotn<8>(w, a.a)); }
 };
 
 // NVFP4: a unit is two 16-element sub-blocks (8 code bytes each: low nibbles elements 0-7, high
 // 8-15) with a UE4M3 scale each; per sub-block (da * scale/2) * sumi (ggml's order).
-struct DecNvfp4 {
+struct DecNvfp4 : Raw16 {
     lb_i32 w[8];
     float s0, s1;
-    LB_DEVM void load(const Mat& m, lb_u64 row, lb_u32 b, lb_u32 nu) {
+    LB_DEVM void fetch(const Mat& m, lb_u64 row, lb_u32 b, lb_u32 nu) {
         lb_u64 u = row * nu + b;
-        lb_i32x4 v = lb_ld_stream16(m.q + u * 16);
+        v = lb_ld_stream16(m.q + u * 16);
+        sc = ((const lb_u16*)m.s)[u];
+    }
+    LB_DEVM void decode() {
         const lb_u32 t[4] = LB_KVALUES_MXFP4;
-        lb_u32 q[4] = {(lb_u32)v.x, (lb_u32)v.y, (lb_u32)v.z, (lb_u32)v.w};
-        // Word k of the codes: low nibbles = elements 4k' .. (k' = k, k + 2 ... see below).
-        lb_lut16(t, q[0], (lb_u32&)w[0], (lb_u32&)w[2]);
-        lb_lut16(t, q[1], (lb_u32&)w[1], (lb_u32&)w[3]);
-        lb_lut16(t, q[2], (lb_u32&)w[4], (lb_u32&)w[6]);
-        lb_lut16(t, q[3], (lb_u32&)w[5], (lb_u32&)w[7]);
-        lb_u32 sc = ((const lb_u16*)m.s)[u];
+        // Code word k: low nibbles elements 4(k&1) + 16(k>>1) .., high nibbles 8 further.
+        lb_lut16(t, (lb_u32)v.x, (lb_u32&)w[0], (lb_u32&)w[2]);
+        lb_lut16(t, (lb_u32)v.y, (lb_u32&)w[1], (lb_u32&)w[3]);
+        lb_lut16(t, (lb_u32)v.z, (lb_u32&)w[4], (lb_u32&)w[6]);
+        lb_lut16(t, (lb_u32)v.w, (lb_u32&)w[5], (lb_u32&)w[7]);
         s0 = lb_ue4m3_b8(sc & 0x7fu);
         s1 = lb_ue4m3_b8((sc >> 8) & 0x7fu);
     }
+    LB_DEVM void load(const Mat& m, lb_u64 row, lb_u32 b, lb_u32 nu) { fetch(m, row, b, nu); decode(); }
     LB_DEVM float dot(const ActQ8& a) const {
         return (a.d * s0) * lb_i2f(lb_dotn<4>(w, a.a)) + (a.d * s1) * lb_i2f(lb_dotn<4>(w + 4, a.a + 4));
     }
@@ -379,20 +402,23 @@ struct DecNvfp4 {
 
 // ROCmFP3, repacked on upload to one 3-bit code per nibble in Q4_0 order: levels
 // {0, 1, 2, 4, 0, -1, -2, -4}; d_act * (s0 * sum0 + s1 * sum1) (core rocmfpx/dot.rs).
-struct DecFp3 {
+struct DecFp3 : Raw16 {
     lb_i32 w[8];
     float s0, s1;
-    LB_DEVM void load(const Mat& m, lb_u64 row, lb_u32 b, lb_u32 nu) {
+    LB_DEVM void fetch(const Mat& m, lb_u64 row, lb_u32 b, lb_u32 nu) {
         lb_u64 u = row * nu + b;
-        lb_i32x4 v = lb_ld_stream16(m.q + u * 16);
-        const lb_u32 t[4] = {0x04020100u, 0xfcfeff00u, 0x04020100u, 0xfcfeff00u};
+        v = lb_ld_stream16(m.q + u * 16);
+        sc = ((const lb_u16*)m.s)[u];
+    }
+    LB_DEVM void decode() {
+        // Codes are 3-bit: an 8-entry table serves (lb_lut8).
         lb_u32 q[4] = {(lb_u32)v.x, (lb_u32)v.y, (lb_u32)v.z, (lb_u32)v.w};
 #pragma unroll
-        for (int i = 0; i < 4; i++) lb_lut16(t, q[i], (lb_u32&)w[i], (lb_u32&)w[i + 4]);
-        lb_u32 e = ((const lb_u16*)m.s)[u];
-        s0 = lb_ue4m3_b8(e & 0xffu);
-        s1 = lb_ue4m3_b8(e >> 8);
+        for (int i = 0; i < 4; i++) lb_lut8(0x04020100u, 0xfcfeff00u, q[i], (lb_u32&)w[i], (lb_u32&)w[i + 4]);
+        s0 = lb_ue4m3_b8(sc & 0xffu);
+        s1 = lb_ue4m3_b8(sc >> 8);
     }
+    LB_DEVM void load(const Mat& m, lb_u64 row, lb_u32 b, lb_u32 nu) { fetch(m, row, b, nu); decode(); }
     LB_DEVM float dot(const ActQ8& a) const {
         return a.d * (s0 * lb_i2f(lb_dotn<4>(w, a.a)) + s1 * lb_i2f(lb_dotn<4>(w + 4, a.a + 4)));
     }
@@ -412,17 +438,20 @@ LB_DEV void lb_codes2(lb_u32 table, lb_u32 p0, lb_u32 p1, lb_i32 w[8]) {
 
 // ROCmFP2: codebook {-4,-1,1,4}; d_act * (s0 * sum0 + s1 * sum1).
 struct DecFp2 {
+    lb_u32 p0, p1, sc;
     lb_i32 w[8];
     float s0, s1;
-    LB_DEVM void load(const Mat& m, lb_u64 row, lb_u32 b, lb_u32 nu) {
+    LB_DEVM void fetch(const Mat& m, lb_u64 row, lb_u32 b, lb_u32 nu) {
         lb_u64 u = row * nu + b;
-        lb_u32 p0, p1;
         lb_ld_stream8(m.q + u * 8, p0, p1);
-        lb_codes2(0x0401FFFCu, p0, p1, w);
-        lb_u32 e = ((const lb_u16*)m.s)[u];
-        s0 = lb_ue4m3_b8(e & 0xffu);
-        s1 = lb_ue4m3_b8(e >> 8);
+        sc = ((const lb_u16*)m.s)[u];
     }
+    LB_DEVM void decode() {
+        lb_codes2(0x0401FFFCu, p0, p1, w);
+        s0 = lb_ue4m3_b8(sc & 0xffu);
+        s1 = lb_ue4m3_b8(sc >> 8);
+    }
+    LB_DEVM void load(const Mat& m, lb_u64 row, lb_u32 b, lb_u32 nu) { fetch(m, row, b, nu); decode(); }
     LB_DEVM float dot(const ActQ8& a) const {
         return a.d * (s0 * lb_i2f(lb_dotn<4>(w, a.a)) + s1 * lb_i2f(lb_dotn<4>(w + 4, a.a + 4)));
     }
@@ -433,53 +462,66 @@ struct DecFp2 {
 // dw * (da * sumi).
 template <int G>
 struct DecTern {
+    lb_u32 p0, p1, sc;
     lb_i32 w[8];
     float dw;
-    LB_DEVM void load(const Mat& m, lb_u64 row, lb_u32 b, lb_u32 nu) {
+    LB_DEVM void fetch(const Mat& m, lb_u64 row, lb_u32 b, lb_u32 nu) {
         lb_u64 u = row * nu + b;
-        lb_u32 p0, p1;
         lb_ld_stream8(m.q + u * 8, p0, p1);
-        lb_codes2(0x020100FFu, p0, p1, w);
-        dw = lb_f16_at(m.g, u / G);
+        sc = ((const lb_u16*)m.g)[u / G];
     }
+    LB_DEVM void decode() {
+        lb_codes2(0x020100FFu, p0, p1, w);
+        dw = lb_h2f(sc);
+    }
+    LB_DEVM void load(const Mat& m, lb_u64 row, lb_u32 b, lb_u32 nu) { fetch(m, row, b, nu); decode(); }
     LB_DEVM float dot(const ActQ8& a) const { return dw * (a.d * lb_i2f(lb_dotn<8>(w, a.a))); }
 };
 
 // Q4_K against Q8_K, repacked: q = the unit's 32 nibbles in Q4_0 order, s = (scale, min) of the
 // unit's sub-block (6-bit values unpacked on upload), g = (d, dmin) f16 per 8 units;
 // (d*da) * (sc * sumi) - (dmin*da) * (m * asum), asum = the unit's quant sum (from Q8_K's bsums).
-struct DecQ4K {
+struct DecQ4K : Raw16 {
+    lb_u32 dd;
     lb_i32 w[8];
-    lb_i32 sc, mn;
     float d, dmin;
-    LB_DEVM void load(const Mat& m, lb_u64 row, lb_u32 b, lb_u32 nu) {
+    LB_DEVM void fetch(const Mat& m, lb_u64 row, lb_u32 b, lb_u32 nu) {
         lb_u64 u = row * nu + b;
-        lb_nibbles(lb_ld_stream16(m.q + u * 16), w);
-        lb_u32 sm = ((const lb_u16*)m.s)[u];
-        sc = (lb_i32)(sm & 0xffu);
-        mn = (lb_i32)(sm >> 8);
-        lb_u32 dd = ((const lb_u32*)m.g)[u / 8];
-        d = lb_f16_to_f32(dd & 0xffffu);
-        dmin = lb_f16_to_f32(dd >> 16);
+        v = lb_ld_stream16(m.q + u * 16);
+        sc = ((const lb_u16*)m.s)[u];
+        dd = ((const lb_u32*)m.g)[u / 8];
     }
+    LB_DEVM void decode() {
+        lb_nibbles(v, w);
+        d = lb_h2f(dd & 0xffffu);
+        dmin = lb_h2f(dd >> 16);
+    }
+    LB_DEVM void load(const Mat& m, lb_u64 row, lb_u32 b, lb_u32 nu) { fetch(m, row, b, nu); decode(); }
     LB_DEVM float dot(const ActQ8& a) const {
         lb_i32 asum = (lb_i32)(short)(a.e & 0xffffu) + (lb_i32)(short)(a.e >> 16);
-        return (d * a.d) * lb_i2f(sc * lb_dotn<8>(w, a.a)) - (dmin * a.d) * lb_i2f(mn * asum);
+        lb_i32 scale = (lb_i32)(sc & 0xffu), mn = (lb_i32)(sc >> 8);
+        return (d * a.d) * lb_i2f(scale * lb_dotn<8>(w, a.a)) - (dmin * a.d) * lb_i2f(mn * asum);
     }
 };
 
 // Q6_K against Q8_K, repacked: q = 16 bytes of low nibbles (Q4_0 order), s = 8 bytes of high
 // 2-bit pairs (word x, byte k, field t: element 4(4x + t) + k), g = 18 bytes per 8 units: d
 // f16, then the 16 int8 sub-block scales; (d*da) * (sc0 * sum0 + sc1 * sum1) with q - 32.
-struct DecQ6K {
+struct DecQ6K : Raw16 {
+    lb_u32 h[2], dh;
     lb_i32 w[8];
     lb_i32 sc0, sc1;
     float d;
-    LB_DEVM void load(const Mat& m, lb_u64 row, lb_u32 b, lb_u32 nu) {
+    LB_DEVM void fetch(const Mat& m, lb_u64 row, lb_u32 b, lb_u32 nu) {
         lb_u64 u = row * nu + b;
-        lb_nibbles(lb_ld_stream16(m.q + u * 16), w);
-        lb_u32 h[2];
+        v = lb_ld_stream16(m.q + u * 16);
         lb_ld_stream8(m.s + u * 8, h[0], h[1]);
+        const lb_u16* grp = (const lb_u16*)(m.g + (u / 8) * 18);
+        sc = grp[1 + u % 8];
+        dh = grp[0];
+    }
+    LB_DEVM void decode() {
+        lb_nibbles(v, w);
 #pragma unroll
         for (int i = 0; i < 8; i++) {
             lb_u32 x = h[i >> 2];
@@ -487,12 +529,11 @@ struct DecQ6K {
             lb_u32 hi = (t == 0 ? x << 4 : t == 1 ? x << 2 : t == 2 ? x : x >> 2) & 0x30303030u;
             w[i] = lb_sub_bytes((lb_i32)((lb_u32)w[i] | hi), 32);
         }
-        const lb_u16* grp = (const lb_u16*)(m.g + (u / 8) * 18);
-        lb_u32 s = grp[1 + u % 8];
-        sc0 = (lb_i32)(signed char)(s & 0xffu);
-        sc1 = (lb_i32)(signed char)(s >> 8);
-        d = lb_f16_to_f32(grp[0]);
+        sc0 = (lb_i32)(signed char)(sc & 0xffu);
+        sc1 = (lb_i32)(signed char)(sc >> 8);
+        d = lb_h2f(dh);
     }
+    LB_DEVM void load(const Mat& m, lb_u64 row, lb_u32 b, lb_u32 nu) { fetch(m, row, b, nu); decode(); }
     LB_DEVM float dot(const ActQ8& a) const {
         lb_i32 s = sc0 * lb_dotn<4>(w, a.a) + sc1 * lb_dotn<4>(w + 4, a.a + 4);
         return (d * a.d) * (float)s;
@@ -502,17 +543,20 @@ struct DecQ6K {
 // HFP4G32 / MFP4G32 (block factor 2^(e-127)) and MFP4G32P (E4M3 block scale); f32 activations:
 // s = sum E2M1 * x over the block, acc += s * factor; the row scale multiplies the row total.
 // Each code goes through lb_lut16 to kvalues + 12 (twice the E2M1 value, biased to a byte
-// 0..24), then to f32 by lb_byte_f32, once per weight in `load`; `dot` is one FMA per weight
-// and column. The 1/2 is folded into the block factor (exact).
+// 0..24), then to f32 by lb_byte_f32 (one PRMT and one FADD per weight) in `decode`; `dot` is
+// one FMA per weight and column. The 1/2 is folded into the block factor (exact).
 template <bool E4M3>
-struct DecHfp4 {
+struct DecHfp4 : Raw16 {
     float w[32];
     float f;
-    LB_DEVM void load(const Mat& m, lb_u64 row, lb_u32 b, lb_u32 nu) {
+    LB_DEVM void fetch(const Mat& m, lb_u64 row, lb_u32 b, lb_u32 nu) {
         lb_u64 u = row * nu + b;
-        lb_i32x4 x = lb_ld_stream16(m.q + u * 16);
+        v = lb_ld_stream16(m.q + u * 16);
+        sc = m.s[u];
+    }
+    LB_DEVM void decode() {
         const lb_u32 t[4] = {0x0f0e0d0cu, 0x18141210u, 0x090a0b0cu, 0x00040608u};
-        lb_u32 q[4] = {(lb_u32)x.x, (lb_u32)x.y, (lb_u32)x.z, (lb_u32)x.w};
+        lb_u32 q[4] = {(lb_u32)v.x, (lb_u32)v.y, (lb_u32)v.z, (lb_u32)v.w};
         // Byte j of the block holds elements 2j (low nibble) and 2j + 1 (high nibble).
 #pragma unroll
         for (int i = 0; i < 4; i++) {
@@ -524,15 +568,12 @@ struct DecHfp4 {
                 w[8 * i + 2 * k + 1] = lb_byte_f32(hi, k, 12.0f);
             }
         }
-        lb_u32 sb = m.s[u];
-        if (E4M3) {
-            lb_u32 e = sb >> 3, mm = sb & 7u;
-            f = e == 0 ? (float)mm * 0x1p-10f : (float)(8u + mm) * lb_as_float((e + 116u) << 23);
-        } else {
-            // 2^(e-128): e >= 2 normal, e = 1 and e = 0 the subnormals 2^-127, 2^-128.
-            f = lb_as_float(sb >= 2 ? (sb - 1) << 23 : 0x00200000u << sb);
-        }
+        // E4M3 (bias 7) halved is UE4M3-b8 of the same byte; else 2^(e-128): e >= 2 normal,
+        // e = 1 and e = 0 the subnormals 2^-127, 2^-128.
+        if (E4M3) f = lb_ue4m3_b8(sc);
+        else f = lb_as_float(sc >= 2 ? (sc - 1) << 23 : 0x00200000u << sc);
     }
+    LB_DEVM void load(const Mat& m, lb_u64 row, lb_u32 b, lb_u32 nu) { fetch(m, row, b, nu); decode(); }
     LB_DEVM float dot(const ActF32& a) const {
         float acc[2] = {0.0f, 0.0f};
 #pragma unroll
@@ -544,18 +585,81 @@ struct DecHfp4 {
     }
 };
 
-// ------------------------------------------------------------------ matvec skeleton -----------
+// ------------------------------------------------------------------ matvec skeletons ----------
 
-// y[col*rows + row] = sum over units of dec.dot(activations of col) (times the row's f16
-// scale when ROWSCALE). Each warp owns R consecutive rows; a block owns LB_ROWS_PER_CTA * R
-// rows, grid-strided. Each lane decodes a unit of its R rows once and applies it to NC
-// columns. STAGE: the block copies the activations of LB_WARP units x NC columns to shared
-// memory once and every warp reads them there (n >= 2); else each lane loads its own (n = 1,
-// where they stay in L1) and takes U units per step, all their weight loads issued first
-// (more bytes in flight per lane for the low-bit formats).
-template <int NC, int R, int U, bool STAGE, class Dec, class Act, bool ROWSCALE>
+// n = 1: y[row] = sum over units of dec.dot(activations) (times the row's f16 scale when
+// ROWSCALE). Each warp owns R consecutive rows (a block LB_ROWS_PER_CTA * R, grid-strided);
+// lane l takes units l, l + LB_WARP, ... of its rows. Software-pipelined P deep: the raw
+// weight words (and the activations) of the next P - 1 steps are in flight while a step is
+// decoded, so a lane keeps P units x R rows of loads outstanding with raw words only in
+// registers (P = 1: load, then decode). The ring of P slots is indexed by compile-time
+// constants (the step loop is unrolled P times).
+template <int R, int P, class Dec, class Act, bool ROWSCALE>
+LB_DEV void lb_mv1(const Mat& m, const ActPtrs& ap, float* y, lb_u32 rows, lb_u32 nu) {
+    lb_u32 warp = lb_tid() / LB_WARP, lane = lb_tid() % LB_WARP;
+    lb_u32 groups = (rows + R - 1) / R;
+    lb_u32 steps = (nu + LB_WARP - 1) / LB_WARP;
+    for (lb_u32 g0 = lb_bid_x() * LB_ROWS_PER_CTA; g0 < groups; g0 += lb_grid_x() * LB_ROWS_PER_CTA) {
+        lb_u32 g = g0 + warp;
+        if (g >= groups) continue;  // no barriers in this skeleton
+        lb_u32 row0 = g * R;
+        lb_u64 rowc[R];
+#pragma unroll
+        for (int r = 0; r < R; r++) rowc[r] = row0 + r < rows ? row0 + r : rows - 1;  // loads stay in bounds
+        float acc[R];
+#pragma unroll
+        for (int r = 0; r < R; r++) acc[r] = 0.0f;
+        Dec ring[P][R];
+        Act act[P];
+        // Prologue: steps 0 .. P - 2 into slots 0 .. P - 2.
+#pragma unroll
+        for (int k = 0; k < P - 1; k++) {
+            lb_u32 b = (lb_u32)k * LB_WARP + lane;
+            if (b < nu) {
+                act[k].load(ap, 0, b, nu);
+#pragma unroll
+                for (int r = 0; r < R; r++) ring[k][r].fetch(m, rowc[r], b, nu);
+            }
+        }
+        for (lb_u32 s0 = 0; s0 < steps; s0 += P) {
+#pragma unroll
+            for (int k = 0; k < P; k++) {
+                // Issue step s0 + k + P - 1 into slot (k + P - 1) % P, then use slot k.
+                const int f = (k + P - 1) % P;
+                lb_u32 bf = (s0 + k + P - 1) * LB_WARP + lane;
+                if (bf < nu) {
+                    act[f].load(ap, 0, bf, nu);
+#pragma unroll
+                    for (int r = 0; r < R; r++) ring[f][r].fetch(m, rowc[r], bf, nu);
+                }
+                if ((s0 + k) * LB_WARP + lane < nu) {
+#pragma unroll
+                    for (int r = 0; r < R; r++) {
+                        Dec d = ring[k][r];
+                        d.decode();
+                        acc[r] += d.dot(act[k]);
+                    }
+                }
+            }
+        }
+#pragma unroll
+        for (int r = 0; r < R; r++) {
+            lb_u32 row = row0 + r;
+            float v = lb_warp_sum(acc[r]);
+            if (ROWSCALE && row < rows) v *= lb_f16_at(m.r, row);
+            if (lane == 0 && row < rows) y[row] = v;
+        }
+    }
+}
+
+// n >= 2: y[col*rows + row] = sum over units of dec.dot(activations of col) (times the row's
+// f16 scale when ROWSCALE). Each warp owns R consecutive rows; a block owns LB_ROWS_PER_CTA * R
+// rows, grid-strided. Each lane decodes a unit of its R rows once and applies it to NC columns,
+// whose activations (LB_WARP units x NC columns) the block stages in shared memory once per
+// chunk; every warp reads them there.
+template <int NC, int R, class Dec, class Act, bool ROWSCALE>
 LB_DEV void lb_mv(const Mat& m, const ActPtrs& ap, float* y, lb_u32 rows, lb_u32 nu, lb_u32 ncols) {
-    LB_SHARED typename StageOf<Act, STAGE ? NC : 1>::T st;
+    LB_SHARED typename StageOf<Act, NC>::T st;
     lb_u32 warp = lb_tid() / LB_WARP, lane = lb_tid() % LB_WARP;
     lb_u32 col0 = lb_bid_y() * NC;
     lb_u32 nc = ncols - col0 < (lb_u32)NC ? ncols - col0 : (lb_u32)NC;
@@ -569,37 +673,27 @@ LB_DEV void lb_mv(const Mat& m, const ActPtrs& ap, float* y, lb_u32 rows, lb_u32
         for (int r = 0; r < R; r++)
 #pragma unroll
             for (int c = 0; c < NC; c++) acc[r][c] = 0.0f;
-        for (lb_u32 c0 = 0; c0 < nu; c0 += LB_WARP * U) {
-            Dec dec[U][R];
+        for (lb_u32 c0 = 0; c0 < nu; c0 += LB_WARP) {
+            Dec dec[R];
+            lb_u32 b = c0 + lane;
+            if (active && b < nu) {
 #pragma unroll
-            for (int u = 0; u < U; u++) {
-                lb_u32 b = c0 + u * LB_WARP + lane;
-                if (active && b < nu) {
-#pragma unroll
-                    for (int r = 0; r < R; r++) {
-                        lb_u32 row = row0 + r < rows ? row0 + r : rows - 1;  // clamp: loads stay in bounds
-                        dec[u][r].load(m, row, b, nu);
-                    }
+                for (int r = 0; r < R; r++) {
+                    lb_u32 row = row0 + r < rows ? row0 + r : rows - 1;  // clamp: loads stay in bounds
+                    dec[r].load(m, row, b, nu);
                 }
             }
-            if (STAGE) {
-                lb_barrier();
-                st.fill(ap, col0, nc, c0, nu);
-                lb_barrier();
-            }
+            lb_barrier();
+            st.fill(ap, col0, nc, c0, nu);
+            lb_barrier();
+            if (active && b < nu) {
 #pragma unroll
-            for (int u = 0; u < U; u++) {
-                lb_u32 b = c0 + u * LB_WARP + lane;
-                if (active && b < nu) {
+                for (int c = 0; c < NC; c++) {
+                    if ((lb_u32)c < nc) {
+                        Act a;
+                        st.get(a, c, lane);
 #pragma unroll
-                    for (int c = 0; c < NC; c++) {
-                        if ((lb_u32)c < nc) {
-                            Act a;
-                            if (STAGE) st.get(a, c, lane);
-                            else a.load(ap, col0 + c, b, nu);
-#pragma unroll
-                            for (int r = 0; r < R; r++) acc[r][c] += dec[u][r].dot(a);
-                        }
+                        for (int r = 0; r < R; r++) acc[r][c] += dec[r].dot(a);
                     }
                 }
             }
@@ -619,7 +713,15 @@ LB_DEV void lb_mv(const Mat& m, const ActPtrs& ap, float* y, lb_u32 rows, lb_u32
     }
 }
 
-// One kernel per (format stem, column tile NC, rows per warp R, units per step U; U > 1 only
+// NC = 1: the pipelined skeleton, else the staged one (a template, so only the chosen one is
+// instantiated).
+template <int NC, int R, int U, class Dec, class Act, bool ROWSCALE>
+LB_DEV void lb_mv_any(const Mat& m, const ActPtrs& ap, float* y, lb_u32 rows, lb_u32 nu, lb_u32 ncols) {
+    if constexpr (NC == 1) lb_mv1<R, U, Dec, Act, ROWSCALE>(m, ap, y, rows, nu);
+    else lb_mv<NC, R, Dec, Act, ROWSCALE>(m, ap, y, rows, nu, ncols);
+}
+
+// One kernel per (format stem, column tile NC, rows per warp R, pipeline depth U; U > 1 only
 // for NC = 1); every kernel has the same parameters, unused ones are 0.
 #define LB_MV(fmt, Dec, Act, ROWSCALE, NC, R, U)                                                   \
     LB_KERNEL void lb_mv_##fmt##_##NC##_r##R##_u##U(const lb_u8* q, const lb_u8* s, const lb_u8* g, \
@@ -628,12 +730,13 @@ LB_DEV void lb_mv(const Mat& m, const ActPtrs& ap, float* y, lb_u32 rows, lb_u32
                                               lb_u32 rows, lb_u32 nu, lb_u32 ncols) {                \
         Mat m = {q, s, g, r};                                                                      \
         ActPtrs ap = {aq, ad, ae, x};                                                              \
-        lb_mv<NC, R, U, (NC > 1), Dec, Act, ROWSCALE>(m, ap, y, rows, nu, ncols);                   \
+        lb_mv_any<NC, R, U, Dec, Act, ROWSCALE>(m, ap, y, rows, nu, ncols);                         \
     }
 #define LB_MV_R(fmt, Dec, Act, RS, NC, U) \
     LB_MV(fmt, Dec, Act, RS, NC, 1, U) LB_MV(fmt, Dec, Act, RS, NC, 2, U) LB_MV(fmt, Dec, Act, RS, NC, 4, U)
-#define LB_MV_1(fmt, Dec, Act, RS) \
-    LB_MV_R(fmt, Dec, Act, RS, 1, 1) LB_MV_R(fmt, Dec, Act, RS, 1, 2) LB_MV_R(fmt, Dec, Act, RS, 1, 4)
+#define LB_MV_1(fmt, Dec, Act, RS)                                    \
+    LB_MV_R(fmt, Dec, Act, RS, 1, 1) LB_MV_R(fmt, Dec, Act, RS, 1, 2) \
+    LB_MV_R(fmt, Dec, Act, RS, 1, 4) LB_MV_R(fmt, Dec, Act, RS, 1, 8)
 // Column tiles 1, 2, 4, 8, 16 (f32 activations: up to 8, the stage's shared-memory limit).
 #define LB_MV_Q8(fmt, Dec)                                                                         \
     LB_MV_1(fmt, Dec, ActQ8, false) LB_MV_R(fmt, Dec, ActQ8, false, 2, 1)                          \

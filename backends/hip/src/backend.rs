@@ -23,7 +23,7 @@ const BLOCK: u32 = 256;
 /// Warps per block for 32-wide warps; kernels grid-stride rows, so wave64 is also correct.
 const WARPS_PER_CTA: usize = 8;
 
-/// (rows per warp, units per lane step) for a matrix and a column tile of `nc`: the format's
+/// (rows per warp, units in flight per lane) for a matrix and a column tile of `nc`: the format's
 /// n = 1 choice (layout.rs) for `nc == 1`, else (4, 1) for Q8 activations and (2, 1) for f32
 /// ones (their decoded weights take 32 registers per row). `forced` (from
 /// [`HipBackend::set_rows_per_warp`] / `set_units_per_step`, 0 = not forced) or
@@ -45,7 +45,7 @@ fn work_shape(sp: &Split, nc: usize, forced: (usize, usize)) -> (usize, usize) {
             r = f;
         }
     }
-    if [1, 2, 4].contains(&forced.1) {
+    if [1, 2, 4, 8].contains(&forced.1) {
         u = forced.1;
     }
     (r, if nc == 1 { u } else { 1 })
@@ -271,8 +271,8 @@ impl HipBackend {
         self.forced_rows.store(rows, std::sync::atomic::Ordering::Relaxed);
     }
 
-    /// Forces the units each lane takes per step at n = 1 (1, 2 or 4; anything else restores
-    /// the default), for tuning sweeps.
+    /// Forces the pipeline depth at n = 1: the units whose loads each lane keeps in flight (1,
+    /// 2, 4 or 8; anything else restores the default), for tuning sweeps.
     pub fn set_units_per_step(&self, units: usize) {
         self.forced_units.store(units, std::sync::atomic::Ordering::Relaxed);
     }
@@ -514,7 +514,7 @@ fn kernel_names() -> Vec<String> {
         let tiles: &[usize] = if f32_act { &[1, 2, 4, 8] } else { &[1, 2, 4, 8, 16] };
         for &nc in tiles {
             for r in [1, 2, 4] {
-                let units: &[usize] = if nc == 1 { &[1, 2, 4] } else { &[1] };
+                let units: &[usize] = if nc == 1 { &[1, 2, 4, 8] } else { &[1] };
                 for u in units {
                     v.push(format!("lb_mv_{stem}_{nc}_r{r}_u{u}"));
                 }
