@@ -247,6 +247,16 @@ LB_DEV lb_i32 lb_dotn(const lb_i32* w, const lb_i32* a) {
     return s;
 }
 
+// lb_i2f(lb_dotn<N>(w, a)) with the conversion's magic number as the dot's starting value, so
+// only the subtraction is left (bit-identical; |sum| < 2^22).
+template <int N>
+LB_DEV float lb_dotf(const lb_i32* w, const lb_i32* a) {
+    lb_i32 s = 0x4b400000;
+#pragma unroll
+    for (int i = 0; i < N; i++) s = lb_dot4(w[i], a[i], s);
+    return lb_as_float((lb_u32)s) - 12582912.0f;
+}
+
 // Sum over groups of 16 lanes (every lane of the group gets it).
 LB_DEV float lb_sum16(float v) {
 #pragma unroll

@@ -302,7 +302,7 @@ struct DecQ8_0 {
     }
     LB_DEVM void decode() { dw = lb_h2f(h); }
     LB_DEVM void load(const Mat& m, lb_u64 row, lb_u32 b, lb_u32 nu) { fetch(m, row, b, nu); decode(); }
-    LB_DEVM float dot(const ActQ8& a) const { return lb_i2f(lb_dotn<8>(w, a.a)) * (dw * a.d); }
+    LB_DEVM float dot(const ActQ8& a) const { return lb_dotf<8>(w, a.a) * (dw * a.d); }
 };
 
 // The common raw part of the formats with 16 code bytes per unit and one scale word.
@@ -327,7 +327,7 @@ struct DecQ4_0 : Raw16 {
         dw = lb_h2f(sc);
     }
     LB_DEVM void load(const Mat& m, lb_u64 row, lb_u32 b, lb_u32 nu) { fetch(m, row, b, nu); decode(); }
-    LB_DEVM float dot(const ActQ8& a) const { return lb_i2f(lb_dotn<8>(w, a.a)) * dw * a.d; }
+    LB_DEVM float dot(const ActQ8& a) const { return lb_dotf<8>(w, a.a) * dw * a.d; }
 };
 
 // Q4_1 against Q8_1: (dw * da) * sumi + mw * sa (ggml_vec_dot_q4_1_q8_1's association).
@@ -346,7 +346,7 @@ struct DecQ4_1 : Raw16 {
     }
     LB_DEVM void load(const Mat& m, lb_u64 row, lb_u32 b, lb_u32 nu) { fetch(m, row, b, nu); decode(); }
     LB_DEVM float dot(const ActQ8& a) const {
-        return (dw * a.d) * lb_i2f(lb_dotn<8>(w, a.a)) + mw * lb_as_float(a.e);
+        return (dw * a.d) * lb_dotf<8>(w, a.a) + mw * lb_as_float(a.e);
     }
 };
 
@@ -371,7 +371,7 @@ struct DecMxfp4 : Raw16 {
         dx = lb_as_float(sc >= 2 ? (sc - 1) << 23 : 0x00200000u << sc);
     }
     LB_DEVM void load(const Mat& m, lb_u64 row, lb_u32 b, lb_u32 nu) { fetch(m, row, b, nu); decode(); }
-    LB_DEVM float dot(const ActQ8& a) const { return (a.d * dx) * lb_i2f(lb_dotn<8>(w, a.a)); }
+    LB_DEVM float dot(const ActQ8& a) const { return (a.d * dx) * lb_dotf<8>(w, a.a); }
 };
 
 // NVFP4: a unit is two 16-element sub-blocks (8 code bytes each: low nibbles elements 0-7, high
@@ -396,7 +396,7 @@ struct DecNvfp4 : Raw16 {
     }
     LB_DEVM void load(const Mat& m, lb_u64 row, lb_u32 b, lb_u32 nu) { fetch(m, row, b, nu); decode(); }
     LB_DEVM float dot(const ActQ8& a) const {
-        return (a.d * s0) * lb_i2f(lb_dotn<4>(w, a.a)) + (a.d * s1) * lb_i2f(lb_dotn<4>(w + 4, a.a + 4));
+        return (a.d * s0) * lb_dotf<4>(w, a.a) + (a.d * s1) * lb_dotf<4>(w + 4, a.a + 4);
     }
 };
 
@@ -420,7 +420,7 @@ struct DecFp3 : Raw16 {
     }
     LB_DEVM void load(const Mat& m, lb_u64 row, lb_u32 b, lb_u32 nu) { fetch(m, row, b, nu); decode(); }
     LB_DEVM float dot(const ActQ8& a) const {
-        return a.d * (s0 * lb_i2f(lb_dotn<4>(w, a.a)) + s1 * lb_i2f(lb_dotn<4>(w + 4, a.a + 4)));
+        return a.d * (s0 * lb_dotf<4>(w, a.a) + s1 * lb_dotf<4>(w + 4, a.a + 4));
     }
 };
 
@@ -453,7 +453,7 @@ struct DecFp2 {
     }
     LB_DEVM void load(const Mat& m, lb_u64 row, lb_u32 b, lb_u32 nu) { fetch(m, row, b, nu); decode(); }
     LB_DEVM float dot(const ActQ8& a) const {
-        return a.d * (s0 * lb_i2f(lb_dotn<4>(w, a.a)) + s1 * lb_i2f(lb_dotn<4>(w + 4, a.a + 4)));
+        return a.d * (s0 * lb_dotf<4>(w, a.a) + s1 * lb_dotf<4>(w + 4, a.a + 4));
     }
 };
 
@@ -475,7 +475,7 @@ struct DecTern {
         dw = lb_h2f(sc);
     }
     LB_DEVM void load(const Mat& m, lb_u64 row, lb_u32 b, lb_u32 nu) { fetch(m, row, b, nu); decode(); }
-    LB_DEVM float dot(const ActQ8& a) const { return dw * (a.d * lb_i2f(lb_dotn<8>(w, a.a))); }
+    LB_DEVM float dot(const ActQ8& a) const { return dw * (a.d * lb_dotf<8>(w, a.a)); }
 };
 
 // Q4_K against Q8_K, repacked: q = the unit's 32 nibbles in Q4_0 order, s = (scale, min) of the
@@ -590,11 +590,12 @@ struct DecHfp4 : Raw16 {
 // n = 1: y[row] = sum over units of dec.dot(activations) (times the row's f16 scale when
 // ROWSCALE). Each warp owns R consecutive rows (a block LB_ROWS_PER_CTA * R, grid-strided);
 // lane l takes units l, l + LB_WARP, ... of its rows. Software-pipelined P deep: the raw
-// weight words (and the activations) of the next P - 1 steps are in flight while a step is
-// decoded, so a lane keeps P units x R rows of loads outstanding with raw words only in
-// registers (P = 1: load, then decode). The ring of P slots is indexed by compile-time
+// weight words of the next P - 1 steps (with AP, their activations too) are in flight while a
+// step is decoded, so a lane keeps P units x R rows of loads outstanding with raw words only
+// in registers (P = 1: load, then decode). Without AP the activations (L1 hits) are loaded
+// when used, which keeps the ring small. The ring of P slots is indexed by compile-time
 // constants (the step loop is unrolled P times).
-template <int R, int P, class Dec, class Act, bool ROWSCALE>
+template <int R, int P, bool AP, class Dec, class Act, bool ROWSCALE>
 LB_DEV void lb_mv1(const Mat& m, const ActPtrs& ap, float* y, lb_u32 rows, lb_u32 nu) {
     lb_u32 warp = lb_tid() / LB_WARP, lane = lb_tid() % LB_WARP;
     lb_u32 groups = (rows + R - 1) / R;
@@ -610,13 +611,13 @@ LB_DEV void lb_mv1(const Mat& m, const ActPtrs& ap, float* y, lb_u32 rows, lb_u3
 #pragma unroll
         for (int r = 0; r < R; r++) acc[r] = 0.0f;
         Dec ring[P][R];
-        Act act[P];
+        Act act[AP ? P : 1];
         // Prologue: steps 0 .. P - 2 into slots 0 .. P - 2.
 #pragma unroll
         for (int k = 0; k < P - 1; k++) {
             lb_u32 b = (lb_u32)k * LB_WARP + lane;
             if (b < nu) {
-                act[k].load(ap, 0, b, nu);
+                if (AP) act[AP ? k : 0].load(ap, 0, b, nu);
 #pragma unroll
                 for (int r = 0; r < R; r++) ring[k][r].fetch(m, rowc[r], b, nu);
             }
@@ -628,16 +629,18 @@ LB_DEV void lb_mv1(const Mat& m, const ActPtrs& ap, float* y, lb_u32 rows, lb_u3
                 const int f = (k + P - 1) % P;
                 lb_u32 bf = (s0 + k + P - 1) * LB_WARP + lane;
                 if (bf < nu) {
-                    act[f].load(ap, 0, bf, nu);
+                    if (AP) act[AP ? f : 0].load(ap, 0, bf, nu);
 #pragma unroll
                     for (int r = 0; r < R; r++) ring[f][r].fetch(m, rowc[r], bf, nu);
                 }
-                if ((s0 + k) * LB_WARP + lane < nu) {
+                lb_u32 b = (s0 + k) * LB_WARP + lane;
+                if (b < nu) {
+                    if (!AP) act[0].load(ap, 0, b, nu);
 #pragma unroll
                     for (int r = 0; r < R; r++) {
                         Dec d = ring[k][r];
                         d.decode();
-                        acc[r] += d.dot(act[k]);
+                        acc[r] += d.dot(act[AP ? k : 0]);
                     }
                 }
             }
@@ -714,14 +717,15 @@ LB_DEV void lb_mv(const Mat& m, const ActPtrs& ap, float* y, lb_u32 rows, lb_u32
 }
 
 // NC = 1: the pipelined skeleton, else the staged one (a template, so only the chosen one is
-// instantiated).
+// instantiated). U = P (1, 2, 4, 8): P deep with the activations in the ring; U = 10 + P:
+// weights only (activations loaded when used).
 template <int NC, int R, int U, class Dec, class Act, bool ROWSCALE>
 LB_DEV void lb_mv_any(const Mat& m, const ActPtrs& ap, float* y, lb_u32 rows, lb_u32 nu, lb_u32 ncols) {
-    if constexpr (NC == 1) lb_mv1<R, U, Dec, Act, ROWSCALE>(m, ap, y, rows, nu);
+    if constexpr (NC == 1) lb_mv1<R, (U > 10 ? U - 10 : U), (U < 10), Dec, Act, ROWSCALE>(m, ap, y, rows, nu);
     else lb_mv<NC, R, Dec, Act, ROWSCALE>(m, ap, y, rows, nu, ncols);
 }
 
-// One kernel per (format stem, column tile NC, rows per warp R, pipeline depth U; U > 1 only
+// One kernel per (format stem, column tile NC, rows per warp R, pipeline code U; U > 1 only
 // for NC = 1); every kernel has the same parameters, unused ones are 0.
 #define LB_MV(fmt, Dec, Act, ROWSCALE, NC, R, U)                                                   \
     LB_KERNEL void lb_mv_##fmt##_##NC##_r##R##_u##U(const lb_u8* q, const lb_u8* s, const lb_u8* g, \
@@ -734,9 +738,11 @@ LB_DEV void lb_mv_any(const Mat& m, const ActPtrs& ap, float* y, lb_u32 rows, lb
     }
 #define LB_MV_R(fmt, Dec, Act, RS, NC, U) \
     LB_MV(fmt, Dec, Act, RS, NC, 1, U) LB_MV(fmt, Dec, Act, RS, NC, 2, U) LB_MV(fmt, Dec, Act, RS, NC, 4, U)
-#define LB_MV_1(fmt, Dec, Act, RS)                                    \
-    LB_MV_R(fmt, Dec, Act, RS, 1, 1) LB_MV_R(fmt, Dec, Act, RS, 1, 2) \
-    LB_MV_R(fmt, Dec, Act, RS, 1, 4) LB_MV_R(fmt, Dec, Act, RS, 1, 8)
+#define LB_MV_1(fmt, Dec, Act, RS)                                      \
+    LB_MV_R(fmt, Dec, Act, RS, 1, 1) LB_MV_R(fmt, Dec, Act, RS, 1, 2)   \
+    LB_MV_R(fmt, Dec, Act, RS, 1, 4) LB_MV_R(fmt, Dec, Act, RS, 1, 8)   \
+    LB_MV_R(fmt, Dec, Act, RS, 1, 12) LB_MV_R(fmt, Dec, Act, RS, 1, 14) \
+    LB_MV_R(fmt, Dec, Act, RS, 1, 18)
 // Column tiles 1, 2, 4, 8, 16 (f32 activations: up to 8, the stage's shared-memory limit).
 #define LB_MV_Q8(fmt, Dec)                                                                         \
     LB_MV_1(fmt, Dec, ActQ8, false) LB_MV_R(fmt, Dec, ActQ8, false, 2, 1)                          \

@@ -20,6 +20,9 @@ use crate::layout::{self, Split};
 
 /// Threads per block in every launch (the kernels' LB_BLOCK).
 const BLOCK: u32 = 256;
+/// The n = 1 pipeline codes (kernels/lowbit_kernels.hip, `lb_mv_any`): depth P = 1, 2, 4, 8
+/// with the activations in the ring, 10 + P without.
+pub(crate) const PIPELINES: [usize; 7] = [1, 2, 4, 8, 12, 14, 18];
 /// Warps per block for 32-wide warps; kernels grid-stride rows, so wave64 is also correct.
 const WARPS_PER_CTA: usize = 8;
 
@@ -45,7 +48,7 @@ fn work_shape(sp: &Split, nc: usize, forced: (usize, usize)) -> (usize, usize) {
             r = f;
         }
     }
-    if [1, 2, 4, 8].contains(&forced.1) {
+    if PIPELINES.contains(&forced.1) {
         u = forced.1;
     }
     (r, if nc == 1 { u } else { 1 })
@@ -271,8 +274,9 @@ impl HipBackend {
         self.forced_rows.store(rows, std::sync::atomic::Ordering::Relaxed);
     }
 
-    /// Forces the pipeline depth at n = 1: the units whose loads each lane keeps in flight (1,
-    /// 2, 4 or 8; anything else restores the default), for tuning sweeps.
+    /// Forces the n = 1 pipeline, for tuning sweeps: P = 1, 2, 4 or 8 keeps the loads of P
+    /// units (weights and activations) in flight per lane; 10 + P the weights' only, the
+    /// activations loaded when used; anything else restores the default.
     pub fn set_units_per_step(&self, units: usize) {
         self.forced_units.store(units, std::sync::atomic::Ordering::Relaxed);
     }
@@ -514,7 +518,7 @@ fn kernel_names() -> Vec<String> {
         let tiles: &[usize] = if f32_act { &[1, 2, 4, 8] } else { &[1, 2, 4, 8, 16] };
         for &nc in tiles {
             for r in [1, 2, 4] {
-                let units: &[usize] = if nc == 1 { &[1, 2, 4, 8] } else { &[1] };
+                let units: &[usize] = if nc == 1 { &PIPELINES } else { &[1] };
                 for u in units {
                     v.push(format!("lb_mv_{stem}_{nc}_r{r}_u{u}"));
                 }
