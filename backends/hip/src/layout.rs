@@ -149,15 +149,15 @@ pub(crate) fn split(format: FormatId) -> Option<Split> {
     })
 }
 
-/// (rows per warp, units per lane step) at n = 1: the fastest of the nine (R, U) in {1, 2, 4}^2
-/// at 16384x16384 on an H200 (docs/bench/hip-h200-2026-12-01-s5-sweep.json), restricted to
-/// U = 1 (more units per step was slower or within 5% for every format).
+/// (rows per warp, pipeline code) at n = 1 (backend.rs `PIPELINES`): the fastest point of the
+/// session-6 sweeps at 16384x16384 on an H200 (docs/bench/hip-h200-2026-12-01-s6-sweep{1,2}.json:
+/// rows 1, 2, 4 x pipelines 1, 2, 4, 8, then 2, 12, 14).
 fn n1_shape(format: FormatId) -> (usize, usize) {
     match format {
-        FormatId::Q4_0 | FormatId::Q4_1 | FormatId::Q6K => (1, 1),
-        FormatId::Hfp4G32 | FormatId::Mfp4G32 | FormatId::Mfp4G32P => (1, 1),
-        FormatId::Q8_0 | FormatId::Q4K => (2, 1),
-        _ => (4, 1),
+        FormatId::Q8_0 | FormatId::Q6K => (4, 2),
+        FormatId::RocmFp2 => (2, 14),
+        FormatId::RocmFp3 => (1, 14),
+        _ => (2, 12),
     }
 }
 
