@@ -116,6 +116,30 @@ LB_DEV void lb_ld_stream8(const void* p, lb_u32& a, lb_u32& b) {
     asm("ld.global.cs.v2.u32 {%0, %1}, [%2];" : "=r"(a), "=r"(b) : "l"(p));
 }
 #endif
+// Warp-collective int8 tensor-core MMA, m16n8k32 (D = A B + c, s32; mma.sync, sm_80+), on
+// per-lane fragment arrays of LB_SIM lanes: one (the calling lane's) on the device, all 32 in
+// the host emulation (tests/host_shim.h computes the product from the fragments). Fragments as
+// the PTX ISA lays them out, lane = 4 g + t: a[0] = A[g][4t..4t+3], a[1] = A[g+8][4t..],
+// a[2] = A[g][16+4t..], a[3] = A[g+8][16+4t..] (row-major bytes); b[0] = B[4t..4t+3][g],
+// b[1] = B[16+4t..][g]; d[0] = D[g][2t], d[1] = D[g][2t+1], d[2] = D[g+8][2t],
+// d[3] = D[g+8][2t+1]. c is added to every element (the i2f magic number, lb_i2f).
+#define LB_MMA 1
+#if defined(LB_HOST_EMULATION)
+#define LB_SIM 32
+LB_DEV void lb_syncwarp() {}
+LB_DEV void lb_mma16832(lb_i32 (*d)[4], const lb_u32 (*a)[4], const lb_u32 (*b)[2], lb_i32 c) {
+    lb_host_mma16832(d, a, b, c);
+}
+#else
+#define LB_SIM 1
+LB_DEV void lb_syncwarp() { __syncwarp(); }
+LB_DEV void lb_mma16832(lb_i32 (*d)[4], const lb_u32 (*a)[4], const lb_u32 (*b)[2], lb_i32 c) {
+    asm("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%10,%10,%10,%10};"
+        : "=r"(d[0][0]), "=r"(d[0][1]), "=r"(d[0][2]), "=r"(d[0][3])
+        : "r"(a[0][0]), "r"(a[0][1]), "r"(a[0][2]), "r"(a[0][3]), "r"(b[0][0]), "r"(b[0][1]), "r"(c));
+}
+#endif
 #define LB_SHARED __shared__
 LB_DEV void lb_barrier() { __syncthreads(); }
 LB_DEV float lb_roundf(float x) { return roundf(x); }

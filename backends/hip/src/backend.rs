@@ -84,7 +84,12 @@ pub(crate) fn validated_planes(
     Ok((sp, planes))
 }
 
-/// The matvec kernel for `n` columns: (name, column tile, rows per warp).
+/// Rows per warp of the tensor-core kernels (the MMA's M).
+const MMA_ROWS: usize = 16;
+
+/// The matvec kernel for `n` columns: (name, column tile, rows per warp). Column tiles of 8
+/// and 16 use the tensor-core kernel where the format has one (layout.rs `MMA_STEMS`), unless
+/// rows per warp are forced (tuning: the dp4a kernels).
 pub(crate) fn kernel_choice(
     sp: &Split,
     n: usize,
@@ -100,6 +105,9 @@ pub(crate) fn kernel_choice(
         _ => 16,
     }
     .min(max_nc);
+    if nc >= 8 && forced.0 == 0 && layout::MMA_STEMS.contains(&sp.stem) {
+        return (format!("lb_mv_{}_{nc}_mma", sp.stem), nc, MMA_ROWS);
+    }
     let (rpw, ups) = work_shape(sp, nc, forced);
     (format!("lb_mv_{}_{nc}_r{rpw}_u{ups}", sp.stem), nc, rpw)
 }
@@ -516,6 +524,9 @@ fn kernel_names() -> Vec<String> {
             .to_vec();
     for (stem, f32_act) in layout::STEMS {
         let tiles: &[usize] = if f32_act { &[1, 2, 4, 8] } else { &[1, 2, 4, 8, 16] };
+        if layout::MMA_STEMS.contains(&stem) {
+            v.extend([8, 16].map(|nc| format!("lb_mv_{stem}_{nc}_mma")));
+        }
         for &nc in tiles {
             for r in [1, 2, 4] {
                 let units: &[usize] = if nc == 1 { &PIPELINES } else { &[1] };

@@ -96,6 +96,11 @@ pub(crate) const STEMS: [(&str, bool); 13] = [
     ("hfp4p", true),
 ];
 
+/// The stems with tensor-core kernels for column tiles of 8 and 16 (`lb_mv_<stem>_<nc>_mma`:
+/// their decoders give `scales`, kernels/lowbit_kernels.hip).
+pub(crate) const MMA_STEMS: [&str; 8] =
+    ["q8_0", "q4_0", "mxfp4", "nvfp4", "rocmfp2", "rocmfp3", "pq2", "tq2_0"];
+
 /// The split of `format`, or None if the HIP backend has no kernel for it.
 pub(crate) fn split(format: FormatId) -> Option<Split> {
     let base = |stem, unit_q, unit_s, repack| Split {
