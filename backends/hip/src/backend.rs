@@ -84,12 +84,22 @@ pub(crate) fn validated_planes(
     Ok((sp, planes))
 }
 
-/// Rows per warp of the tensor-core kernels (the MMA's M).
-const MMA_ROWS: usize = 16;
+/// Rows per warp of the tensor-core kernels (the MMA's M); as a forced rows-per-warp value it
+/// selects them.
+pub(crate) const MMA_ROWS: usize = 16;
+
+/// Whether column tiles of 8 and 16 use the tensor-core kernels by default:
+/// `LOWBIT_HIP_MMA=1`. Off otherwise: on the H200 they are correct but slower than the dp4a
+/// kernels so far (docs/BENCHMARKS.md, session 6).
+fn mma_by_default() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var("LOWBIT_HIP_MMA").is_ok_and(|v| v == "1"))
+}
 
 /// The matvec kernel for `n` columns: (name, column tile, rows per warp). Column tiles of 8
-/// and 16 use the tensor-core kernel where the format has one (layout.rs `MMA_STEMS`), unless
-/// rows per warp are forced (tuning: the dp4a kernels).
+/// and 16 use the tensor-core kernel where the format has one (layout.rs `MMA_STEMS`) when
+/// rows per warp are forced to [`MMA_ROWS`], or by default under `LOWBIT_HIP_MMA=1`; else the
+/// dp4a kernels.
 pub(crate) fn kernel_choice(
     sp: &Split,
     n: usize,
@@ -105,7 +115,8 @@ pub(crate) fn kernel_choice(
         _ => 16,
     }
     .min(max_nc);
-    if nc >= 8 && forced.0 == 0 && layout::MMA_STEMS.contains(&sp.stem) {
+    let mma = forced.0 == MMA_ROWS || (forced.0 == 0 && mma_by_default());
+    if nc >= 8 && mma && layout::MMA_STEMS.contains(&sp.stem) {
         return (format!("lb_mv_{}_{nc}_mma", sp.stem), nc, MMA_ROWS);
     }
     let (rpw, ups) = work_shape(sp, nc, forced);
@@ -276,8 +287,8 @@ impl HipBackend {
         &self.arch
     }
 
-    /// Forces the rows each warp owns (1, 2 or 4; anything else restores the default), for
-    /// tuning sweeps.
+    /// Forces the rows each warp owns (1, 2 or 4; 16: the tensor-core kernels for n >= 5 where
+    /// the format has them; anything else restores the default), for tuning sweeps.
     pub fn set_rows_per_warp(&self, rows: usize) {
         self.forced_rows.store(rows, std::sync::atomic::Ordering::Relaxed);
     }

@@ -338,11 +338,11 @@ fn host_emulation_matches_reference() {
                 let (aq, ad, ae, xt) =
                     lowbit_hip::testing::activations(format, &x, k, pos).unwrap();
                 let units: &[usize] = if n == 1 { &[1, 2, 4, 8, 12, 14, 18] } else { &[1] };
-                // The defaults (n >= 5: the tensor-core kernels where a format has them),
-                // then every forced (rows per warp, pipeline).
+                // The defaults, the tensor-core kernels (rows per warp 16: n >= 5, where a
+                // format has them), then every forced (rows per warp, pipeline).
                 let forced =
                     [1usize, 2, 4].iter().flat_map(|&r| units.iter().map(move |&u| (r, u)));
-                for (r, u) in std::iter::once((0, 0)).chain(forced) {
+                for (r, u) in [(0, 0), (16, 0)].into_iter().chain(forced) {
                     let (name, nc, rpw) = lowbit_hip::testing::kernel(format, n, (r, u)).unwrap();
                     // SAFETY: every lb_mv kernel has the Kernel signature (kernels/lowbit_kernels.hip).
                     let f: libloading::Symbol<Kernel> =
