@@ -20,9 +20,9 @@ use crate::layout::{self, Split};
 
 /// Threads per block in every launch (the kernels' LB_BLOCK).
 const BLOCK: u32 = 256;
-/// The n = 1 pipeline codes (kernels/lowbit_kernels.hip, `lb_mv_any`): depth P = 1, 2, 4, 8
-/// with the activations in the ring, 10 + P without.
-pub(crate) const PIPELINES: [usize; 7] = [1, 2, 4, 8, 12, 14, 18];
+/// The n = 1 pipeline codes (kernels/lowbit_kernels.hip, `lb_mv_any`): depth P = 1, 2, 4
+/// with the activations in the ring, 10 + P (12, 14) without.
+pub(crate) const PIPELINES: [usize; 5] = [1, 2, 4, 12, 14];
 /// Warps per block for 32-wide warps; kernels grid-stride rows, so wave64 is also correct.
 const WARPS_PER_CTA: usize = 8;
 
@@ -293,8 +293,8 @@ impl HipBackend {
         self.forced_rows.store(rows, std::sync::atomic::Ordering::Relaxed);
     }
 
-    /// Forces the n = 1 pipeline, for tuning sweeps: P = 1, 2, 4 or 8 keeps the loads of P
-    /// units (weights and activations) in flight per lane; 10 + P the weights' only, the
+    /// Forces the n = 1 pipeline, for tuning sweeps: P = 1, 2 or 4 keeps the loads of P units
+    /// (weights and activations) in flight per lane; 10 + P (12, 14) the weights' only, the
     /// activations loaded when used; anything else restores the default.
     pub fn set_units_per_step(&self, units: usize) {
         self.forced_units.store(units, std::sync::atomic::Ordering::Relaxed);

@@ -337,7 +337,7 @@ fn host_emulation_matches_reference() {
                 let terms = abs_terms(format, &w, rows, k, &x, n);
                 let (aq, ad, ae, xt) =
                     lowbit_hip::testing::activations(format, &x, k, pos).unwrap();
-                let units: &[usize] = if n == 1 { &[1, 2, 4, 8, 12, 14, 18] } else { &[1] };
+                let units: &[usize] = if n == 1 { &[1, 2, 4, 12, 14] } else { &[1] };
                 // The defaults, the tensor-core kernels (rows per warp 16: n >= 5, where a
                 // format has them), then every forced (rows per warp, pipeline).
                 let forced =
