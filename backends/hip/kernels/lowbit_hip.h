@@ -8,8 +8,9 @@
 //  * NVIDIA: NVRTC. The same names map to CUDA's threadIdx/__shfl_xor_sync/__dp4a/__byte_perm,
 //    the way HIP itself runs on NVIDIA.
 //
-// What lives here: ids, shuffles, integer dot products, byte permutes, bit casts and the
-// f16 conversions (bit-exact, written out so no vendor half header is needed). What must not
+// What lives here: ids, shuffles, integer dot products, byte permutes and table lookups, bit
+// casts, the f16 conversions (bit-exact, written out so no vendor half header is needed), and
+// on NVIDIA the int8 tensor-core MMA (LB_MMA; emulated over 32 lanes by the host tests). What must not
 // live here: anything that knows a weight format (that is the kernels' job).
 #pragma once
 

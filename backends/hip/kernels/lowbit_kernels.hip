@@ -15,7 +15,8 @@
 // stride of LB_WARP, decodes a unit once and applies it to NC activation columns (NC = 1 for
 // n = 1, where a lane keeps U units of loads in flight; 2, 4, 8 or 16 for n = 2..16, activations
 // staged in shared memory); larger n runs in tiles of 16 columns (grid y). Rows are
-// grid-strided, so a launch is correct for any warp width.
+// grid-strided, so a launch is correct for any warp width. On NVIDIA, tiles of 8 and 16 also
+// have tensor-core kernels (lb_mvq, opt-in on the host side).
 //
 // What must not live here: host logic, format validation (the host validates on upload).
 #include "lowbit_hip.h"
