@@ -26,7 +26,7 @@ pub(crate) const PIPELINES: [usize; 5] = [1, 2, 4, 12, 14];
 /// Warps per block for 32-wide warps; kernels grid-stride rows, so wave64 is also correct.
 const WARPS_PER_CTA: usize = 8;
 
-/// (rows per warp, units in flight per lane) for a matrix and a column tile of `nc`: the format's
+/// (rows per warp, n = 1 pipeline code) for a matrix and a column tile of `nc`: the format's
 /// n = 1 choice (layout.rs) for `nc == 1`, else (4, 1) for Q8 activations and (2, 1) for f32
 /// ones (their decoded weights take 32 registers per row). `forced` (from
 /// [`HipBackend::set_rows_per_warp`] / `set_units_per_step`, 0 = not forced) or

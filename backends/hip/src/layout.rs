@@ -71,7 +71,7 @@ pub(crate) struct Split {
     pub group_bytes: usize,
     /// Bytes per row kept in the r plane (from the start of the row header).
     pub r_bytes: usize,
-    /// (rows per warp, units in flight per lane) at n = 1 (see backend.rs `work_shape`).
+    /// (rows per warp, pipeline code) at n = 1 (see backend.rs `work_shape`, `PIPELINES`).
     pub n1: (usize, usize),
     /// The q plane holds each row's first 16 code bytes of every unit, then the last 16
     /// (Q8_0: matches the activation layout, keeps 16-byte loads contiguous across a warp).
