@@ -18,3 +18,4 @@ extern "C" __device__ float fmaxf(float, float);
 extern "C" __device__ float __uint_as_float(unsigned);
 extern "C" __device__ unsigned __float_as_uint(float);
 extern "C" __device__ void __syncthreads();
+extern "C" __device__ void __syncwarp(unsigned = 0xffffffffu);

@@ -9,7 +9,9 @@
 //! (1e12 bytes/s); `vs n=1` = this n's time over the n = 1 time of the same format and shape.
 //! `LOWBIT_HIP_BENCH_ROWS_PER_WARP=1,2,4` and `LOWBIT_HIP_BENCH_UNITS=1,2,4` time every point
 //! once per rows-per-warp and (n = 1 only) units-per-step setting: a tuning sweep; the JSON's
-//! `rows_per_warp` / `units_per_step` are 0 for the backend's default.
+//! `rows_per_warp` / `units_per_step` are 0 for the backend's default. Units per step are the
+//! n = 1 pipeline codes (lowbit-hip's `set_units_per_step`: 1, 2, 4, 12, 14); rows per
+//! warp 16 selects the tensor-core kernels for n >= 5 where a format has them.
 //!
 //! What must not live here: kernels or device code (lowbit-hip's).
 

@@ -8,8 +8,9 @@
 //  * NVIDIA: NVRTC. The same names map to CUDA's threadIdx/__shfl_xor_sync/__dp4a/__byte_perm,
 //    the way HIP itself runs on NVIDIA.
 //
-// What lives here: ids, shuffles, integer dot products, byte permutes, bit casts and the
-// f16 conversions (bit-exact, written out so no vendor half header is needed). What must not
+// What lives here: ids, shuffles, integer dot products, byte permutes and table lookups, bit
+// casts, the f16 conversions (bit-exact, written out so no vendor half header is needed), and
+// on NVIDIA the int8 tensor-core MMA (LB_MMA; emulated over 32 lanes by the host tests). What must not
 // live here: anything that knows a weight format (that is the kernels' job).
 #pragma once
 
@@ -77,7 +78,27 @@ LB_DEV void lb_lut16(const lb_u32 t[4], lb_u32 v, lb_u32& lo, lb_u32& hi) {
     lo = __byte_perm(r[0], r[1], 0x6420u);
     hi = __byte_perm(r[0], r[1], 0x7531u);
 }
+// 8-entry byte table lookup (t_lo: entries 0-3, t_hi: 4-7) over the nibbles of v, every
+// nibble below 8: byte k of lo = t[low nibble of byte k], of hi = t[high nibble]. PRMT takes
+// the nibbles in place (v's low half: lo0 hi0 lo1 hi1), two more PRMTs restore byte order:
+// five instructions per eight codes.
+LB_DEV void lb_lut8(lb_u32 t_lo, lb_u32 t_hi, lb_u32 v, lb_u32& lo, lb_u32& hi) {
+    lb_u32 r0 = __byte_perm(t_lo, t_hi, v), r1 = __byte_perm(t_lo, t_hi, v >> 16);
+    lo = __byte_perm(r0, r1, 0x6420u);
+    hi = __byte_perm(r0, r1, 0x7531u);
+}
 #define LB_DEVM __device__ __forceinline__
+// binary16 bits -> f32 on the conversion unit (exact; subnormals kept). The host emulation
+// uses the written-out conversion below.
+#if defined(LB_HOST_EMULATION)
+#define LB_SOFT_H2F 1
+#else
+LB_DEV float lb_h2f(lb_u32 h) {
+    float f;
+    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"((unsigned short)h));
+    return f;
+}
+#endif
 // Weight loads that should not evict the (reused) activations from L1: cache-streaming
 // (evict-first) 16- and 8-byte loads.
 #if defined(LB_HOST_EMULATION)
@@ -94,6 +115,30 @@ LB_DEV lb_i32x4 lb_ld_stream16(const void* p) {
 }
 LB_DEV void lb_ld_stream8(const void* p, lb_u32& a, lb_u32& b) {
     asm("ld.global.cs.v2.u32 {%0, %1}, [%2];" : "=r"(a), "=r"(b) : "l"(p));
+}
+#endif
+// Warp-collective int8 tensor-core MMA, m16n8k32 (D = A B + c, s32; mma.sync, sm_80+), on
+// per-lane fragment arrays of LB_SIM lanes: one (the calling lane's) on the device, all 32 in
+// the host emulation (tests/host_shim.h computes the product from the fragments). Fragments as
+// the PTX ISA lays them out, lane = 4 g + t: a[0] = A[g][4t..4t+3], a[1] = A[g+8][4t..],
+// a[2] = A[g][16+4t..], a[3] = A[g+8][16+4t..] (row-major bytes); b[0] = B[4t..4t+3][g],
+// b[1] = B[16+4t..][g]; d[0] = D[g][2t], d[1] = D[g][2t+1], d[2] = D[g+8][2t],
+// d[3] = D[g+8][2t+1]. c is added to every element (the i2f magic number, lb_i2f).
+#define LB_MMA 1
+#if defined(LB_HOST_EMULATION)
+#define LB_SIM 32
+LB_DEV void lb_syncwarp() {}
+LB_DEV void lb_mma16832(lb_i32 (*d)[4], const lb_u32 (*a)[4], const lb_u32 (*b)[2], lb_i32 c) {
+    lb_host_mma16832(d, a, b, c);
+}
+#else
+#define LB_SIM 1
+LB_DEV void lb_syncwarp() { __syncwarp(); }
+LB_DEV void lb_mma16832(lb_i32 (*d)[4], const lb_u32 (*a)[4], const lb_u32 (*b)[2], lb_i32 c) {
+    asm("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%10,%10,%10,%10};"
+        : "=r"(d[0][0]), "=r"(d[0][1]), "=r"(d[0][2]), "=r"(d[0][3])
+        : "r"(a[0][0]), "r"(a[0][1]), "r"(a[0][2]), "r"(a[0][3]), "r"(b[0][0]), "r"(b[0][1]), "r"(c));
 }
 #endif
 #define LB_SHARED __shared__
@@ -163,7 +208,14 @@ LB_DEV void lb_lut16(const lb_u32 t[4], lb_u32 v, lb_u32& lo, lb_u32& hi) {
     lo = out[0];
     hi = out[1];
 }
+// As on NVIDIA: v_perm_b32 takes a byte selector per result byte.
+LB_DEV void lb_lut8(lb_u32 t_lo, lb_u32 t_hi, lb_u32 v, lb_u32& lo, lb_u32& hi) {
+    lo = __builtin_amdgcn_perm(t_hi, t_lo, v & 0x07070707u);
+    hi = __builtin_amdgcn_perm(t_hi, t_lo, (v >> 4) & 0x07070707u);
+}
 #define LB_DEVM __attribute__((device)) __attribute__((always_inline)) inline
+// binary16 bits -> f32 (v_cvt_f32_f16: exact, f16 denormals kept in the default mode).
+LB_DEV float lb_h2f(lb_u32 h) { return (float)__builtin_bit_cast(_Float16, (lb_u16)h); }
 // Weight loads that should not evict the (reused) activations: nontemporal loads.
 typedef unsigned lb_u32x2 __attribute__((ext_vector_type(2)));
 LB_DEV lb_i32x4 lb_ld_stream16(const void* p) { return __builtin_nontemporal_load((const lb_i32x4*)p); }
@@ -220,6 +272,16 @@ LB_DEV lb_i32 lb_dotn(const lb_i32* w, const lb_i32* a) {
     return s;
 }
 
+// lb_i2f(lb_dotn<N>(w, a)) with the conversion's magic number as the dot's starting value, so
+// only the subtraction is left (bit-identical; |sum| < 2^22).
+template <int N>
+LB_DEV float lb_dotf(const lb_i32* w, const lb_i32* a) {
+    lb_i32 s = 0x4b400000;
+#pragma unroll
+    for (int i = 0; i < N; i++) s = lb_dot4(w[i], a[i], s);
+    return lb_as_float((lb_u32)s) - 12582912.0f;
+}
+
 // Sum over groups of 16 lanes (every lane of the group gets it).
 LB_DEV float lb_sum16(float v) {
 #pragma unroll
@@ -249,6 +311,10 @@ LB_DEV float lb_f16_to_f32(lb_u32 h) {
     // multiplying by 2^112 rebiases exactly (also for f16 subnormals).
     return lb_as_float(sign | lb_as_u32(lb_as_float(em << 13) * 0x1p112f));
 }
+
+#if defined(LB_SOFT_H2F)
+LB_DEV float lb_h2f(lb_u32 h) { return lb_f16_to_f32(h & 0xffffu); }
+#endif
 
 // f32 -> binary16 bits, round to nearest even (ggml's GGML_FP32_TO_FP16 rule).
 LB_DEV lb_u32 lb_f32_to_f16(float f) {

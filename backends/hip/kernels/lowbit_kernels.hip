@@ -13,9 +13,10 @@
 //
 // Work shapes: each warp (wavefront) owns R rows; each lane walks the row's units with a
 // stride of LB_WARP, decodes a unit once and applies it to NC activation columns (NC = 1 for
-// n = 1, where a lane may take U units per step; 2, 4, 8 or 16 for n = 2..16, activations
+// n = 1, where a lane keeps U units of loads in flight; 2, 4, 8 or 16 for n = 2..16, activations
 // staged in shared memory); larger n runs in tiles of 16 columns (grid y). Rows are
-// grid-strided, so a launch is correct for any warp width.
+// grid-strided, so a launch is correct for any warp width. On NVIDIA, tiles of 8 and 16 also
+// have tensor-core kernels (lb_mvq, opt-in on the host side).
 //
 // What must not live here: host logic, format validation (the host validates on upload).
 #include "lowbit_hip.h"
@@ -244,11 +245,16 @@ template <int NC> struct StageOf<ActQ8, NC> { typedef StageQ8<NC> T; };
 template <int NC> struct StageOf<ActF32, NC> { typedef StageF32<NC> T; };
 
 // ------------------------------------------------------------------ weight decoders ---------
-// A decoder loads one unit (32 weights) of one row from the device planes (layout.rs):
+// A decoder takes one unit (32 weights) of one row from the device planes (layout.rs):
 // q (QB bytes per unit), s (per-unit scale bytes), g (per group of G units), r (per row), and
 // returns the unit's contribution for one activation column (`dot`), with the activations'
-// order matching its weight words. Integer parts are exact; the float association follows the
-// core reference per unit (only the order of unit sums differs, within the bound).
+// order matching its weight words. `fetch` issues the unit's global loads into raw words and
+// `decode` turns them into dot-ready words, so that the n = 1 skeleton can keep several
+// units' loads in flight (raw words only: few registers) while it decodes an earlier one;
+// `load` is the two together. Decoders whose unit dot is d_act * (a0 * sum0 + a1 * sum1) (sum0
+// over words 0-3, sum1 over 4-7; SPLIT: two scales, else a0 = a1) also give `scales`, for the
+// tensor-core kernels. Integer parts are exact; the float association follows the core
+// reference per unit (only the order of unit sums differs, within the bound).
 
 struct Mat {
     const lb_u8* q;
@@ -260,15 +266,12 @@ struct Mat {
 LB_DEV float lb_f16_at(const lb_u8* p, lb_u64 i) { return lb_f16_to_f32(((const lb_u16*)p)[i]); }
 
 // UE4M3-b8 (ROCmFPX scale): E = b >> 3, M = b & 7; E = 0: M * 2^-10, else (8 + M) * 2^(E-11)
-// = (1 + M/8) * 2^(E-8), i.e. f32 bits (E + 119) << 23 | M << 20 = b * 2^20 + (119 << 23).
-// E = 0 is the E = 1 value (b + 8) minus 2^-7 (exact), so no int-to-float conversion is
-// needed. ggml's UE4M3 (NVFP4), halved as ggml_ue4m3_to_fp32 returns it, is the same function
-// of b & 0x7f.
-LB_DEV float lb_ue4m3_b8(lb_u32 b) {
-    bool sub = b < 8u;
-    float v = lb_as_float((b + (sub ? 8u : 0u)) * 1048576u + 0x3b800000u);
-    return sub ? v - 0x1p-7f : v;
-}
+// = (1 + M/8) * 2^(E-8). The bits b << 20 read as f32 are (1 + M/8) * 2^(E-127) for E >= 1
+// and the f32 subnormal M * 2^-129 for E = 0, so one exact multiply by 2^119 gives both (f32
+// subnormals are kept: no flush-to-zero in these kernels). Also MFP4G32P's E4M3 block scale
+// (bias 7) halved, and ggml's UE4M3 (NVFP4, halved as ggml_ue4m3_to_fp32 returns it) as a function of
+// b & 0x7f.
+LB_DEV float lb_ue4m3_b8(lb_u32 b) { return lb_as_float(b << 20) * 0x1p119f; }
 
 // Nibbles of 16 bytes in ggml's Q4_0 order (byte j: element j low, j + 16 high) -> 8 words of
 // unsigned bytes, element order.
@@ -290,45 +293,67 @@ LB_DEV lb_i32 lb_sub_bytes(lb_i32 x, lb_u32 c) {
 // Q8_0: q plane in halves as the activations'; sumi * (dw * da).
 struct DecQ8_0 {
     lb_i32 w[8];
+    lb_u32 h;
     float dw;
-    LB_DEVM void load(const Mat& m, lb_u64 row, lb_u32 b, lb_u32 nu) {
+    LB_DEVM void fetch(const Mat& m, lb_u64 row, lb_u32 b, lb_u32 nu) {
         const lb_u8* base = m.q + row * nu * 32;
         lb_i32x4 u = lb_ld_stream16(base + b * 16ull);
         lb_i32x4 v = lb_ld_stream16(base + (lb_u64)(nu + b) * 16);
         w[0] = u.x; w[1] = u.y; w[2] = u.z; w[3] = u.w;
         w[4] = v.x; w[5] = v.y; w[6] = v.z; w[7] = v.w;
-        dw = lb_f16_at(m.s, row * nu + b);
+        h = ((const lb_u16*)m.s)[row * nu + b];
     }
-    LB_DEVM float dot(const ActQ8& a) const { return lb_i2f(lb_dotn<8>(w, a.a)) * (dw * a.d); }
+    LB_DEVM void decode() { dw = lb_h2f(h); }
+    LB_DEVM void load(const Mat& m, lb_u64 row, lb_u32 b, lb_u32 nu) { fetch(m, row, b, nu); decode(); }
+    static constexpr bool SPLIT = false;
+    LB_DEVM void scales(float& a0, float& a1) const { a0 = a1 = dw; }
+    LB_DEVM float dot(const ActQ8& a) const { return lb_dotf<8>(w, a.a) * (dw * a.d); }
+};
+
+// The common raw part of the formats with 16 code bytes per unit and one scale word.
+struct Raw16 {
+    lb_i32x4 v;
+    lb_u32 sc;
 };
 
 // Q4_0: (q - 8) * d; sumi * dw * da (ggml's order).
-struct DecQ4_0 {
+struct DecQ4_0 : Raw16 {
     lb_i32 w[8];
     float dw;
-    LB_DEVM void load(const Mat& m, lb_u64 row, lb_u32 b, lb_u32 nu) {
+    LB_DEVM void fetch(const Mat& m, lb_u64 row, lb_u32 b, lb_u32 nu) {
         lb_u64 u = row * nu + b;
-        lb_nibbles(lb_ld_stream16(m.q + u * 16), w);
+        v = lb_ld_stream16(m.q + u * 16);
+        sc = ((const lb_u16*)m.s)[u];
+    }
+    LB_DEVM void decode() {
+        lb_nibbles(v, w);
 #pragma unroll
         for (int i = 0; i < 8; i++) w[i] = lb_sub_bytes(w[i], 8);
-        dw = lb_f16_at(m.s, u);
+        dw = lb_h2f(sc);
     }
-    LB_DEVM float dot(const ActQ8& a) const { return lb_i2f(lb_dotn<8>(w, a.a)) * dw * a.d; }
+    LB_DEVM void load(const Mat& m, lb_u64 row, lb_u32 b, lb_u32 nu) { fetch(m, row, b, nu); decode(); }
+    static constexpr bool SPLIT = false;
+    LB_DEVM void scales(float& a0, float& a1) const { a0 = a1 = dw; }
+    LB_DEVM float dot(const ActQ8& a) const { return lb_dotf<8>(w, a.a) * dw * a.d; }
 };
 
 // Q4_1 against Q8_1: (dw * da) * sumi + mw * sa (ggml_vec_dot_q4_1_q8_1's association).
-struct DecQ4_1 {
+struct DecQ4_1 : Raw16 {
     lb_i32 w[8];
     float dw, mw;
-    LB_DEVM void load(const Mat& m, lb_u64 row, lb_u32 b, lb_u32 nu) {
+    LB_DEVM void fetch(const Mat& m, lb_u64 row, lb_u32 b, lb_u32 nu) {
         lb_u64 u = row * nu + b;
-        lb_nibbles(lb_ld_stream16(m.q + u * 16), w);
-        lb_u32 dm = ((const lb_u32*)m.s)[u];
-        dw = lb_f16_to_f32(dm & 0xffffu);
-        mw = lb_f16_to_f32(dm >> 16);
+        v = lb_ld_stream16(m.q + u * 16);
+        sc = ((const lb_u32*)m.s)[u];
     }
+    LB_DEVM void decode() {
+        lb_nibbles(v, w);
+        dw = lb_h2f(sc & 0xffffu);
+        mw = lb_h2f(sc >> 16);
+    }
+    LB_DEVM void load(const Mat& m, lb_u64 row, lb_u32 b, lb_u32 nu) { fetch(m, row, b, nu); decode(); }
     LB_DEVM float dot(const ActQ8& a) const {
-        return (dw * a.d) * lb_i2f(lb_dotn<8>(w, a.a)) + mw * lb_as_float(a.e);
+        return (dw * a.d) * lb_dotf<8>(w, a.a) + mw * lb_as_float(a.e);
     }
 };
 
@@ -336,65 +361,79 @@ struct DecQ4_1 {
 #define LB_KVALUES_MXFP4 {0x03020100u, 0x0c080604u, 0xfdfeff00u, 0xf4f8fafcu}
 
 // MXFP4: kvalues * 2^(e - 128); (da * 2^(e-128)) * sumi (ggml_vec_dot_mxfp4_q8_0's order).
-struct DecMxfp4 {
+struct DecMxfp4 : Raw16 {
     lb_i32 w[8];
     float dx;
-    LB_DEVM void load(const Mat& m, lb_u64 row, lb_u32 b, lb_u32 nu) {
+    LB_DEVM void fetch(const Mat& m, lb_u64 row, lb_u32 b, lb_u32 nu) {
         lb_u64 u = row * nu + b;
-        lb_i32x4 v = lb_ld_stream16(m.q + u * 16);
+        v = lb_ld_stream16(m.q + u * 16);
+        sc = m.s[u];
+    }
+    LB_DEVM void decode() {
         const lb_u32 t[4] = LB_KVALUES_MXFP4;
         lb_u32 q[4] = {(lb_u32)v.x, (lb_u32)v.y, (lb_u32)v.z, (lb_u32)v.w};
 #pragma unroll
         for (int i = 0; i < 4; i++) lb_lut16(t, q[i], (lb_u32&)w[i], (lb_u32&)w[i + 4]);
-        lb_u32 e = m.s[u];
         // 2^(e-128): normal for e >= 2, else the subnormals 2^-127 (e = 1) and 2^-128 (e = 0).
-        dx = lb_as_float(e >= 2 ? (e - 1) << 23 : 0x00200000u << e);
+        dx = lb_as_float(sc >= 2 ? (sc - 1) << 23 : 0x00200000u << sc);
     }
-    LB_DEVM float dot(const ActQ8& a) const { return (a.d * dx) * lb_i2f(lb_dotn<8>(w, a.a)); }
+    LB_DEVM void load(const Mat& m, lb_u64 row, lb_u32 b, lb_u32 nu) { fetch(m, row, b, nu); decode(); }
+    static constexpr bool SPLIT = false;
+    LB_DEVM void scales(float& a0, float& a1) const { a0 = a1 = dx; }
+    LB_DEVM float dot(const ActQ8& a) const { return (a.d * dx) * lb_dotf<8>(w, a.a); }
 };
 
 // NVFP4: a unit is two 16-element sub-blocks (8 code bytes each: low nibbles elements 0-7, high
 // 8-15) with a UE4M3 scale each; per sub-block (da * scale/2) * sumi (ggml's order).
-struct DecNvfp4 {
+struct DecNvfp4 : Raw16 {
     lb_i32 w[8];
     float s0, s1;
-    LB_DEVM void load(const Mat& m, lb_u64 row, lb_u32 b, lb_u32 nu) {
+    LB_DEVM void fetch(const Mat& m, lb_u64 row, lb_u32 b, lb_u32 nu) {
         lb_u64 u = row * nu + b;
-        lb_i32x4 v = lb_ld_stream16(m.q + u * 16);
+        v = lb_ld_stream16(m.q + u * 16);
+        sc = ((const lb_u16*)m.s)[u];
+    }
+    LB_DEVM void decode() {
         const lb_u32 t[4] = LB_KVALUES_MXFP4;
-        lb_u32 q[4] = {(lb_u32)v.x, (lb_u32)v.y, (lb_u32)v.z, (lb_u32)v.w};
-        // Word k of the codes: low nibbles = elements 4k' .. (k' = k, k + 2 ... see below).
-        lb_lut16(t, q[0], (lb_u32&)w[0], (lb_u32&)w[2]);
-        lb_lut16(t, q[1], (lb_u32&)w[1], (lb_u32&)w[3]);
-        lb_lut16(t, q[2], (lb_u32&)w[4], (lb_u32&)w[6]);
-        lb_lut16(t, q[3], (lb_u32&)w[5], (lb_u32&)w[7]);
-        lb_u32 sc = ((const lb_u16*)m.s)[u];
+        // Code word k: low nibbles elements 4(k&1) + 16(k>>1) .., high nibbles 8 further.
+        lb_lut16(t, (lb_u32)v.x, (lb_u32&)w[0], (lb_u32&)w[2]);
+        lb_lut16(t, (lb_u32)v.y, (lb_u32&)w[1], (lb_u32&)w[3]);
+        lb_lut16(t, (lb_u32)v.z, (lb_u32&)w[4], (lb_u32&)w[6]);
+        lb_lut16(t, (lb_u32)v.w, (lb_u32&)w[5], (lb_u32&)w[7]);
         s0 = lb_ue4m3_b8(sc & 0x7fu);
         s1 = lb_ue4m3_b8((sc >> 8) & 0x7fu);
     }
+    LB_DEVM void load(const Mat& m, lb_u64 row, lb_u32 b, lb_u32 nu) { fetch(m, row, b, nu); decode(); }
+    static constexpr bool SPLIT = true;
+    LB_DEVM void scales(float& a0, float& a1) const { a0 = s0; a1 = s1; }
     LB_DEVM float dot(const ActQ8& a) const {
-        return (a.d * s0) * lb_i2f(lb_dotn<4>(w, a.a)) + (a.d * s1) * lb_i2f(lb_dotn<4>(w + 4, a.a + 4));
+        return (a.d * s0) * lb_dotf<4>(w, a.a) + (a.d * s1) * lb_dotf<4>(w + 4, a.a + 4);
     }
 };
 
 // ROCmFP3, repacked on upload to one 3-bit code per nibble in Q4_0 order: levels
 // {0, 1, 2, 4, 0, -1, -2, -4}; d_act * (s0 * sum0 + s1 * sum1) (core rocmfpx/dot.rs).
-struct DecFp3 {
+struct DecFp3 : Raw16 {
     lb_i32 w[8];
     float s0, s1;
-    LB_DEVM void load(const Mat& m, lb_u64 row, lb_u32 b, lb_u32 nu) {
+    LB_DEVM void fetch(const Mat& m, lb_u64 row, lb_u32 b, lb_u32 nu) {
         lb_u64 u = row * nu + b;
-        lb_i32x4 v = lb_ld_stream16(m.q + u * 16);
-        const lb_u32 t[4] = {0x04020100u, 0xfcfeff00u, 0x04020100u, 0xfcfeff00u};
+        v = lb_ld_stream16(m.q + u * 16);
+        sc = ((const lb_u16*)m.s)[u];
+    }
+    LB_DEVM void decode() {
+        // Codes are 3-bit: an 8-entry table serves (lb_lut8).
         lb_u32 q[4] = {(lb_u32)v.x, (lb_u32)v.y, (lb_u32)v.z, (lb_u32)v.w};
 #pragma unroll
-        for (int i = 0; i < 4; i++) lb_lut16(t, q[i], (lb_u32&)w[i], (lb_u32&)w[i + 4]);
-        lb_u32 e = ((const lb_u16*)m.s)[u];
-        s0 = lb_ue4m3_b8(e & 0xffu);
-        s1 = lb_ue4m3_b8(e >> 8);
+        for (int i = 0; i < 4; i++) lb_lut8(0x04020100u, 0xfcfeff00u, q[i], (lb_u32&)w[i], (lb_u32&)w[i + 4]);
+        s0 = lb_ue4m3_b8(sc & 0xffu);
+        s1 = lb_ue4m3_b8(sc >> 8);
     }
+    LB_DEVM void load(const Mat& m, lb_u64 row, lb_u32 b, lb_u32 nu) { fetch(m, row, b, nu); decode(); }
+    static constexpr bool SPLIT = true;
+    LB_DEVM void scales(float& a0, float& a1) const { a0 = s0; a1 = s1; }
     LB_DEVM float dot(const ActQ8& a) const {
-        return a.d * (s0 * lb_i2f(lb_dotn<4>(w, a.a)) + s1 * lb_i2f(lb_dotn<4>(w + 4, a.a + 4)));
+        return a.d * (s0 * lb_dotf<4>(w, a.a) + s1 * lb_dotf<4>(w + 4, a.a + 4));
     }
 };
 
@@ -412,19 +451,24 @@ LB_DEV void lb_codes2(lb_u32 table, lb_u32 p0, lb_u32 p1, lb_i32 w[8]) {
 
 // ROCmFP2: codebook {-4,-1,1,4}; d_act * (s0 * sum0 + s1 * sum1).
 struct DecFp2 {
+    lb_u32 p0, p1, sc;
     lb_i32 w[8];
     float s0, s1;
-    LB_DEVM void load(const Mat& m, lb_u64 row, lb_u32 b, lb_u32 nu) {
+    LB_DEVM void fetch(const Mat& m, lb_u64 row, lb_u32 b, lb_u32 nu) {
         lb_u64 u = row * nu + b;
-        lb_u32 p0, p1;
         lb_ld_stream8(m.q + u * 8, p0, p1);
-        lb_codes2(0x0401FFFCu, p0, p1, w);
-        lb_u32 e = ((const lb_u16*)m.s)[u];
-        s0 = lb_ue4m3_b8(e & 0xffu);
-        s1 = lb_ue4m3_b8(e >> 8);
+        sc = ((const lb_u16*)m.s)[u];
     }
+    LB_DEVM void decode() {
+        lb_codes2(0x0401FFFCu, p0, p1, w);
+        s0 = lb_ue4m3_b8(sc & 0xffu);
+        s1 = lb_ue4m3_b8(sc >> 8);
+    }
+    LB_DEVM void load(const Mat& m, lb_u64 row, lb_u32 b, lb_u32 nu) { fetch(m, row, b, nu); decode(); }
+    static constexpr bool SPLIT = true;
+    LB_DEVM void scales(float& a0, float& a1) const { a0 = s0; a1 = s1; }
     LB_DEVM float dot(const ActQ8& a) const {
-        return a.d * (s0 * lb_i2f(lb_dotn<4>(w, a.a)) + s1 * lb_i2f(lb_dotn<4>(w + 4, a.a + 4)));
+        return a.d * (s0 * lb_dotf<4>(w, a.a) + s1 * lb_dotf<4>(w + 4, a.a + 4));
     }
 };
 
@@ -433,53 +477,68 @@ struct DecFp2 {
 // dw * (da * sumi).
 template <int G>
 struct DecTern {
+    lb_u32 p0, p1, sc;
     lb_i32 w[8];
     float dw;
-    LB_DEVM void load(const Mat& m, lb_u64 row, lb_u32 b, lb_u32 nu) {
+    LB_DEVM void fetch(const Mat& m, lb_u64 row, lb_u32 b, lb_u32 nu) {
         lb_u64 u = row * nu + b;
-        lb_u32 p0, p1;
         lb_ld_stream8(m.q + u * 8, p0, p1);
-        lb_codes2(0x020100FFu, p0, p1, w);
-        dw = lb_f16_at(m.g, u / G);
+        sc = ((const lb_u16*)m.g)[u / G];
     }
-    LB_DEVM float dot(const ActQ8& a) const { return dw * (a.d * lb_i2f(lb_dotn<8>(w, a.a))); }
+    LB_DEVM void decode() {
+        lb_codes2(0x020100FFu, p0, p1, w);
+        dw = lb_h2f(sc);
+    }
+    LB_DEVM void load(const Mat& m, lb_u64 row, lb_u32 b, lb_u32 nu) { fetch(m, row, b, nu); decode(); }
+    static constexpr bool SPLIT = false;
+    LB_DEVM void scales(float& a0, float& a1) const { a0 = a1 = dw; }
+    LB_DEVM float dot(const ActQ8& a) const { return dw * (a.d * lb_dotf<8>(w, a.a)); }
 };
 
 // Q4_K against Q8_K, repacked: q = the unit's 32 nibbles in Q4_0 order, s = (scale, min) of the
 // unit's sub-block (6-bit values unpacked on upload), g = (d, dmin) f16 per 8 units;
 // (d*da) * (sc * sumi) - (dmin*da) * (m * asum), asum = the unit's quant sum (from Q8_K's bsums).
-struct DecQ4K {
+struct DecQ4K : Raw16 {
+    lb_u32 dd;
     lb_i32 w[8];
-    lb_i32 sc, mn;
     float d, dmin;
-    LB_DEVM void load(const Mat& m, lb_u64 row, lb_u32 b, lb_u32 nu) {
+    LB_DEVM void fetch(const Mat& m, lb_u64 row, lb_u32 b, lb_u32 nu) {
         lb_u64 u = row * nu + b;
-        lb_nibbles(lb_ld_stream16(m.q + u * 16), w);
-        lb_u32 sm = ((const lb_u16*)m.s)[u];
-        sc = (lb_i32)(sm & 0xffu);
-        mn = (lb_i32)(sm >> 8);
-        lb_u32 dd = ((const lb_u32*)m.g)[u / 8];
-        d = lb_f16_to_f32(dd & 0xffffu);
-        dmin = lb_f16_to_f32(dd >> 16);
+        v = lb_ld_stream16(m.q + u * 16);
+        sc = ((const lb_u16*)m.s)[u];
+        dd = ((const lb_u32*)m.g)[u / 8];
     }
+    LB_DEVM void decode() {
+        lb_nibbles(v, w);
+        d = lb_h2f(dd & 0xffffu);
+        dmin = lb_h2f(dd >> 16);
+    }
+    LB_DEVM void load(const Mat& m, lb_u64 row, lb_u32 b, lb_u32 nu) { fetch(m, row, b, nu); decode(); }
     LB_DEVM float dot(const ActQ8& a) const {
         lb_i32 asum = (lb_i32)(short)(a.e & 0xffffu) + (lb_i32)(short)(a.e >> 16);
-        return (d * a.d) * lb_i2f(sc * lb_dotn<8>(w, a.a)) - (dmin * a.d) * lb_i2f(mn * asum);
+        lb_i32 scale = (lb_i32)(sc & 0xffu), mn = (lb_i32)(sc >> 8);
+        return (d * a.d) * lb_i2f(scale * lb_dotn<8>(w, a.a)) - (dmin * a.d) * lb_i2f(mn * asum);
     }
 };
 
 // Q6_K against Q8_K, repacked: q = 16 bytes of low nibbles (Q4_0 order), s = 8 bytes of high
 // 2-bit pairs (word x, byte k, field t: element 4(4x + t) + k), g = 18 bytes per 8 units: d
 // f16, then the 16 int8 sub-block scales; (d*da) * (sc0 * sum0 + sc1 * sum1) with q - 32.
-struct DecQ6K {
+struct DecQ6K : Raw16 {
+    lb_u32 h[2], dh;
     lb_i32 w[8];
     lb_i32 sc0, sc1;
     float d;
-    LB_DEVM void load(const Mat& m, lb_u64 row, lb_u32 b, lb_u32 nu) {
+    LB_DEVM void fetch(const Mat& m, lb_u64 row, lb_u32 b, lb_u32 nu) {
         lb_u64 u = row * nu + b;
-        lb_nibbles(lb_ld_stream16(m.q + u * 16), w);
-        lb_u32 h[2];
+        v = lb_ld_stream16(m.q + u * 16);
         lb_ld_stream8(m.s + u * 8, h[0], h[1]);
+        const lb_u16* grp = (const lb_u16*)(m.g + (u / 8) * 18);
+        sc = grp[1 + u % 8];
+        dh = grp[0];
+    }
+    LB_DEVM void decode() {
+        lb_nibbles(v, w);
 #pragma unroll
         for (int i = 0; i < 8; i++) {
             lb_u32 x = h[i >> 2];
@@ -487,12 +546,11 @@ struct DecQ6K {
             lb_u32 hi = (t == 0 ? x << 4 : t == 1 ? x << 2 : t == 2 ? x : x >> 2) & 0x30303030u;
             w[i] = lb_sub_bytes((lb_i32)((lb_u32)w[i] | hi), 32);
         }
-        const lb_u16* grp = (const lb_u16*)(m.g + (u / 8) * 18);
-        lb_u32 s = grp[1 + u % 8];
-        sc0 = (lb_i32)(signed char)(s & 0xffu);
-        sc1 = (lb_i32)(signed char)(s >> 8);
-        d = lb_f16_to_f32(grp[0]);
+        sc0 = (lb_i32)(signed char)(sc & 0xffu);
+        sc1 = (lb_i32)(signed char)(sc >> 8);
+        d = lb_h2f(dh);
     }
+    LB_DEVM void load(const Mat& m, lb_u64 row, lb_u32 b, lb_u32 nu) { fetch(m, row, b, nu); decode(); }
     LB_DEVM float dot(const ActQ8& a) const {
         lb_i32 s = sc0 * lb_dotn<4>(w, a.a) + sc1 * lb_dotn<4>(w + 4, a.a + 4);
         return (d * a.d) * (float)s;
@@ -502,17 +560,20 @@ struct DecQ6K {
 // HFP4G32 / MFP4G32 (block factor 2^(e-127)) and MFP4G32P (E4M3 block scale); f32 activations:
 // s = sum E2M1 * x over the block, acc += s * factor; the row scale multiplies the row total.
 // Each code goes through lb_lut16 to kvalues + 12 (twice the E2M1 value, biased to a byte
-// 0..24), then to f32 by lb_byte_f32, once per weight in `load`; `dot` is one FMA per weight
-// and column. The 1/2 is folded into the block factor (exact).
+// 0..24), then to f32 by lb_byte_f32 (one PRMT and one FADD per weight) in `decode`; `dot` is
+// one FMA per weight and column. The 1/2 is folded into the block factor (exact).
 template <bool E4M3>
-struct DecHfp4 {
+struct DecHfp4 : Raw16 {
     float w[32];
     float f;
-    LB_DEVM void load(const Mat& m, lb_u64 row, lb_u32 b, lb_u32 nu) {
+    LB_DEVM void fetch(const Mat& m, lb_u64 row, lb_u32 b, lb_u32 nu) {
         lb_u64 u = row * nu + b;
-        lb_i32x4 x = lb_ld_stream16(m.q + u * 16);
+        v = lb_ld_stream16(m.q + u * 16);
+        sc = m.s[u];
+    }
+    LB_DEVM void decode() {
         const lb_u32 t[4] = {0x0f0e0d0cu, 0x18141210u, 0x090a0b0cu, 0x00040608u};
-        lb_u32 q[4] = {(lb_u32)x.x, (lb_u32)x.y, (lb_u32)x.z, (lb_u32)x.w};
+        lb_u32 q[4] = {(lb_u32)v.x, (lb_u32)v.y, (lb_u32)v.z, (lb_u32)v.w};
         // Byte j of the block holds elements 2j (low nibble) and 2j + 1 (high nibble).
 #pragma unroll
         for (int i = 0; i < 4; i++) {
@@ -524,15 +585,12 @@ struct DecHfp4 {
                 w[8 * i + 2 * k + 1] = lb_byte_f32(hi, k, 12.0f);
             }
         }
-        lb_u32 sb = m.s[u];
-        if (E4M3) {
-            lb_u32 e = sb >> 3, mm = sb & 7u;
-            f = e == 0 ? (float)mm * 0x1p-10f : (float)(8u + mm) * lb_as_float((e + 116u) << 23);
-        } else {
-            // 2^(e-128): e >= 2 normal, e = 1 and e = 0 the subnormals 2^-127, 2^-128.
-            f = lb_as_float(sb >= 2 ? (sb - 1) << 23 : 0x00200000u << sb);
-        }
+        // E4M3 (bias 7) halved is UE4M3-b8 of the same byte; else 2^(e-128): e >= 2 normal,
+        // e = 1 and e = 0 the subnormals 2^-127, 2^-128.
+        if (E4M3) f = lb_ue4m3_b8(sc);
+        else f = lb_as_float(sc >= 2 ? (sc - 1) << 23 : 0x00200000u << sc);
     }
+    LB_DEVM void load(const Mat& m, lb_u64 row, lb_u32 b, lb_u32 nu) { fetch(m, row, b, nu); decode(); }
     LB_DEVM float dot(const ActF32& a) const {
         float acc[2] = {0.0f, 0.0f};
 #pragma unroll
@@ -544,18 +602,84 @@ struct DecHfp4 {
     }
 };
 
-// ------------------------------------------------------------------ matvec skeleton -----------
+// ------------------------------------------------------------------ matvec skeletons ----------
 
-// y[col*rows + row] = sum over units of dec.dot(activations of col) (times the row's f16
-// scale when ROWSCALE). Each warp owns R consecutive rows; a block owns LB_ROWS_PER_CTA * R
-// rows, grid-strided. Each lane decodes a unit of its R rows once and applies it to NC
-// columns. STAGE: the block copies the activations of LB_WARP units x NC columns to shared
-// memory once and every warp reads them there (n >= 2); else each lane loads its own (n = 1,
-// where they stay in L1) and takes U units per step, all their weight loads issued first
-// (more bytes in flight per lane for the low-bit formats).
-template <int NC, int R, int U, bool STAGE, class Dec, class Act, bool ROWSCALE>
+// n = 1: y[row] = sum over units of dec.dot(activations) (times the row's f16 scale when
+// ROWSCALE). Each warp owns R consecutive rows (a block LB_ROWS_PER_CTA * R, grid-strided);
+// lane l takes units l, l + LB_WARP, ... of its rows. Software-pipelined P deep: the raw
+// weight words of the next P - 1 steps (with AP, their activations too) are in flight while a
+// step is decoded, so a lane keeps P units x R rows of loads outstanding with raw words only
+// in registers (P = 1: load, then decode). Without AP the activations (L1 hits) are loaded
+// when used, which keeps the ring small. The ring of P slots is indexed by compile-time
+// constants (the step loop is unrolled P times).
+template <int R, int P, bool AP, class Dec, class Act, bool ROWSCALE>
+LB_DEV void lb_mv1(const Mat& m, const ActPtrs& ap, float* y, lb_u32 rows, lb_u32 nu) {
+    lb_u32 warp = lb_tid() / LB_WARP, lane = lb_tid() % LB_WARP;
+    lb_u32 groups = (rows + R - 1) / R;
+    lb_u32 steps = (nu + LB_WARP - 1) / LB_WARP;
+    for (lb_u32 g0 = lb_bid_x() * LB_ROWS_PER_CTA; g0 < groups; g0 += lb_grid_x() * LB_ROWS_PER_CTA) {
+        lb_u32 g = g0 + warp;
+        if (g >= groups) continue;  // no barriers in this skeleton
+        lb_u32 row0 = g * R;
+        lb_u64 rowc[R];
+#pragma unroll
+        for (int r = 0; r < R; r++) rowc[r] = row0 + r < rows ? row0 + r : rows - 1;  // loads stay in bounds
+        float acc[R];
+#pragma unroll
+        for (int r = 0; r < R; r++) acc[r] = 0.0f;
+        Dec ring[P][R];
+        Act act[AP ? P : 1];
+        // Prologue: steps 0 .. P - 2 into slots 0 .. P - 2.
+#pragma unroll
+        for (int k = 0; k < P - 1; k++) {
+            lb_u32 b = (lb_u32)k * LB_WARP + lane;
+            if (b < nu) {
+                if (AP) act[AP ? k : 0].load(ap, 0, b, nu);
+#pragma unroll
+                for (int r = 0; r < R; r++) ring[k][r].fetch(m, rowc[r], b, nu);
+            }
+        }
+        for (lb_u32 s0 = 0; s0 < steps; s0 += P) {
+#pragma unroll
+            for (int k = 0; k < P; k++) {
+                // Issue step s0 + k + P - 1 into slot (k + P - 1) % P, then use slot k.
+                const int f = (k + P - 1) % P;
+                lb_u32 bf = (s0 + k + P - 1) * LB_WARP + lane;
+                if (bf < nu) {
+                    if (AP) act[AP ? f : 0].load(ap, 0, bf, nu);
+#pragma unroll
+                    for (int r = 0; r < R; r++) ring[f][r].fetch(m, rowc[r], bf, nu);
+                }
+                lb_u32 b = (s0 + k) * LB_WARP + lane;
+                if (b < nu) {
+                    if (!AP) act[0].load(ap, 0, b, nu);
+#pragma unroll
+                    for (int r = 0; r < R; r++) {
+                        Dec d = ring[k][r];
+                        d.decode();
+                        acc[r] += d.dot(act[AP ? k : 0]);
+                    }
+                }
+            }
+        }
+#pragma unroll
+        for (int r = 0; r < R; r++) {
+            lb_u32 row = row0 + r;
+            float v = lb_warp_sum(acc[r]);
+            if (ROWSCALE && row < rows) v *= lb_f16_at(m.r, row);
+            if (lane == 0 && row < rows) y[row] = v;
+        }
+    }
+}
+
+// n >= 2: y[col*rows + row] = sum over units of dec.dot(activations of col) (times the row's
+// f16 scale when ROWSCALE). Each warp owns R consecutive rows; a block owns LB_ROWS_PER_CTA * R
+// rows, grid-strided. Each lane decodes a unit of its R rows once and applies it to NC columns,
+// whose activations (LB_WARP units x NC columns) the block stages in shared memory once per
+// chunk; every warp reads them there.
+template <int NC, int R, class Dec, class Act, bool ROWSCALE>
 LB_DEV void lb_mv(const Mat& m, const ActPtrs& ap, float* y, lb_u32 rows, lb_u32 nu, lb_u32 ncols) {
-    LB_SHARED typename StageOf<Act, STAGE ? NC : 1>::T st;
+    LB_SHARED typename StageOf<Act, NC>::T st;
     lb_u32 warp = lb_tid() / LB_WARP, lane = lb_tid() % LB_WARP;
     lb_u32 col0 = lb_bid_y() * NC;
     lb_u32 nc = ncols - col0 < (lb_u32)NC ? ncols - col0 : (lb_u32)NC;
@@ -569,37 +693,27 @@ LB_DEV void lb_mv(const Mat& m, const ActPtrs& ap, float* y, lb_u32 rows, lb_u32
         for (int r = 0; r < R; r++)
 #pragma unroll
             for (int c = 0; c < NC; c++) acc[r][c] = 0.0f;
-        for (lb_u32 c0 = 0; c0 < nu; c0 += LB_WARP * U) {
-            Dec dec[U][R];
+        for (lb_u32 c0 = 0; c0 < nu; c0 += LB_WARP) {
+            Dec dec[R];
+            lb_u32 b = c0 + lane;
+            if (active && b < nu) {
 #pragma unroll
-            for (int u = 0; u < U; u++) {
-                lb_u32 b = c0 + u * LB_WARP + lane;
-                if (active && b < nu) {
-#pragma unroll
-                    for (int r = 0; r < R; r++) {
-                        lb_u32 row = row0 + r < rows ? row0 + r : rows - 1;  // clamp: loads stay in bounds
-                        dec[u][r].load(m, row, b, nu);
-                    }
+                for (int r = 0; r < R; r++) {
+                    lb_u32 row = row0 + r < rows ? row0 + r : rows - 1;  // clamp: loads stay in bounds
+                    dec[r].load(m, row, b, nu);
                 }
             }
-            if (STAGE) {
-                lb_barrier();
-                st.fill(ap, col0, nc, c0, nu);
-                lb_barrier();
-            }
+            lb_barrier();
+            st.fill(ap, col0, nc, c0, nu);
+            lb_barrier();
+            if (active && b < nu) {
 #pragma unroll
-            for (int u = 0; u < U; u++) {
-                lb_u32 b = c0 + u * LB_WARP + lane;
-                if (active && b < nu) {
+                for (int c = 0; c < NC; c++) {
+                    if ((lb_u32)c < nc) {
+                        Act a;
+                        st.get(a, c, lane);
 #pragma unroll
-                    for (int c = 0; c < NC; c++) {
-                        if ((lb_u32)c < nc) {
-                            Act a;
-                            if (STAGE) st.get(a, c, lane);
-                            else a.load(ap, col0 + c, b, nu);
-#pragma unroll
-                            for (int r = 0; r < R; r++) acc[r][c] += dec[u][r].dot(a);
-                        }
+                        for (int r = 0; r < R; r++) acc[r][c] += dec[r].dot(a);
                     }
                 }
             }
@@ -619,7 +733,221 @@ LB_DEV void lb_mv(const Mat& m, const ActPtrs& ap, float* y, lb_u32 rows, lb_u32
     }
 }
 
-// One kernel per (format stem, column tile NC, rows per warp R, units per step U; U > 1 only
+// n = 5..16 on NVIDIA: int8 tensor-core MMA (lb_mma16832) for the decoders with `scales`.
+// Each warp owns 16 rows (the MMA's M), a block LB_MMA_WARPS * 16, grid-strided; columns in
+// tiles of 8 (the MMA's N), NC per block (grid y). The block stages the Q8 activations of 32
+// units x NC columns in shared memory (StageMma: B-fragment order, no bank conflicts). Per
+// step of 4 units, lane 4g + t fetches and decodes unit t of rows g and g + 8 (the next step's
+// raw words already in flight: a ring of 2) into the warp's shared tile; then per unit one
+// MMA per column tile (two for SPLIT: one per half, the other half's A words zero) gives the
+// integer sums of 16 rows x 8 columns with the i2f magic number added, so the epilogue per
+// (row, column, unit) is one FADD and one or two FMAs in the lane that owns the output. Each
+// (row, column) is accumulated in one lane: no reduction.
+#if defined(LB_MMA)
+#define LB_MMA_WARPS (LB_BLOCK >= 32 ? LB_BLOCK / 32 : 1)
+
+template <int NC>
+struct StageMma {
+    lb_i32x4 q[2][32][NC];  // [half][unit][column]: words 0-3 / 4-7 of the unit's quants
+    float d[32][NC];
+    LB_DEVM void fill(const ActPtrs& p, lb_u32 col0, lb_u32 nc, lb_u32 c0, lb_u32 nu) {
+        for (lb_u32 i = lb_tid(); i < 2u * 32 * NC; i += LB_BLOCK) {
+            lb_u32 h = i / (32 * NC), j = (i / NC) % 32, c = i % NC, b = c0 + j;
+            lb_i32x4 v = {0, 0, 0, 0};
+            float dv = 0.0f;
+            if (c < nc && b < nu) {
+                lb_u64 col = col0 + c;
+                v = *(const lb_i32x4*)(p.aq + col * nu * 32 + (lb_u64)(h * nu + b) * 16);
+                dv = p.ad[col * nu + b];
+            }
+            q[h][j][c] = v;
+            if (h == 0) d[j][c] = dv;
+        }
+    }
+};
+
+// The warp's decoded tile of 4 units x 16 rows: 8 words per row, the two halves swapped in
+// rows 4-7 and 12-15 (word w at w ^ 4), so the A-fragment reads hit 32 distinct banks.
+struct TileMma {
+    lb_u32 w[4][16][8];
+    float s[4][16][2];
+};
+
+LB_DEV lb_u32 lb_mma_swz(lb_u32 row) { return ((row >> 2) & 1u) << 2; }
+
+template <int NC, class Dec>
+LB_DEV void lb_mvq(const Mat& m, const ActPtrs& ap, float* y, lb_u32 rows, lb_u32 nu, lb_u32 ncols) {
+    constexpr int NT = NC / 8;
+    LB_SHARED StageMma<NC> st;
+    LB_SHARED TileMma tiles[LB_MMA_WARPS];
+    lb_u32 warp = lb_tid() / 32 % LB_MMA_WARPS, lane0 = lb_tid() % 32;
+    TileMma& tl = tiles[warp];
+    lb_u32 col0 = lb_bid_y() * NC;
+    lb_u32 nc = ncols - col0 < (lb_u32)NC ? ncols - col0 : (lb_u32)NC;
+    lb_u32 groups = (rows + 15) / 16;
+    lb_u32 nq = (nu + 3) / 4;  // steps of 4 units
+    for (lb_u32 g0 = lb_bid_x() * LB_MMA_WARPS; g0 < groups; g0 += lb_grid_x() * LB_MMA_WARPS) {
+        lb_u32 grp = g0 + warp;
+        bool active = grp < groups;  // uniform per warp; inactive warps still fill and sync
+        lb_u32 row0 = grp * 16;
+        float acc[LB_SIM][NT][4];
+        for (int li = 0; li < LB_SIM; li++)
+#pragma unroll
+            for (int t = 0; t < NT; t++)
+#pragma unroll
+                for (int i = 0; i < 4; i++) acc[li][t][i] = 0.0f;
+        Dec ring[2][LB_SIM][2];
+        // Fetch step q (units 4q .. 4q + 3) into ring slot k: lane 4g + t takes unit 4q + t of
+        // rows g and g + 8.
+        auto fetch = [&](int k, lb_u32 q) {
+            for (int li = 0; li < LB_SIM; li++) {
+                lb_u32 l = LB_SIM > 1 ? (lb_u32)li : lane0, b = 4 * q + (l & 3u);
+                if (active && b < nu) {
+#pragma unroll
+                    for (int h = 0; h < 2; h++) {
+                        lb_u32 row = row0 + (l >> 2) + 8 * h;
+                        ring[k][li][h].fetch(m, row < rows ? row : rows - 1, b, nu);
+                    }
+                }
+            }
+        };
+        fetch(0, 0);
+        for (lb_u32 q0 = 0; q0 < nq; q0 += 2) {
+#pragma unroll
+            for (int k = 0; k < 2; k++) {
+                lb_u32 q = q0 + k;
+                if (q >= nq) break;  // uniform
+                if (q % 8 == 0) {    // a new chunk of 32 units: stage its activations
+                    lb_barrier();
+                    st.fill(ap, col0, nc, q * 4, nu);
+                    lb_barrier();
+                }
+                if (q + 1 < nq) fetch(k ^ 1, q + 1);
+                if (!active) continue;
+                // Decode into the tile (zeros for units past the row's end).
+                lb_syncwarp();
+                for (int li = 0; li < LB_SIM; li++) {
+                    lb_u32 l = LB_SIM > 1 ? (lb_u32)li : lane0, j = l & 3u, b = 4 * q + j;
+#pragma unroll
+                    for (int h = 0; h < 2; h++) {
+                        lb_u32 r = (l >> 2) + 8 * h, sw = lb_mma_swz(r);
+                        lb_u32 w[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+                        float a0 = 0.0f, a1 = 0.0f;
+                        if (b < nu) {
+                            Dec d = ring[k][li][h];
+                            d.decode();
+#pragma unroll
+                            for (int i = 0; i < 8; i++) w[i] = (lb_u32)d.w[i];
+                            d.scales(a0, a1);
+                        }
+#pragma unroll
+                        for (int i = 0; i < 8; i++) tl.w[j][r][i ^ sw] = w[i];
+                        tl.s[j][r][0] = a0;
+                        tl.s[j][r][1] = a1;
+                    }
+                }
+                lb_syncwarp();
+                // Per unit of the step: fragments, MMA per column tile, epilogue.
+                lb_u32 jc = (q % 8) * 4;  // the step's first unit in the stage
+#pragma unroll
+                for (int j = 0; j < 4; j++) {
+                    lb_u32 fa[2][LB_SIM][4];
+                    float sg[LB_SIM][2][2];
+                    for (int li = 0; li < LB_SIM; li++) {
+                        lb_u32 l = LB_SIM > 1 ? (lb_u32)li : lane0, g = l >> 2, t = l & 3u;
+                        lb_u32 s0 = lb_mma_swz(g), s1 = lb_mma_swz(g + 8);
+                        lb_u32 x0 = tl.w[j][g][t ^ s0], x1 = tl.w[j][g + 8][t ^ s1];
+                        lb_u32 x2 = tl.w[j][g][(4 + t) ^ s0], x3 = tl.w[j][g + 8][(4 + t) ^ s1];
+                        // SPLIT: fa[0] holds words 0-3 only, fa[1] words 4-7 only.
+                        fa[0][li][0] = x0; fa[0][li][1] = x1;
+                        fa[0][li][2] = Dec::SPLIT ? 0u : x2; fa[0][li][3] = Dec::SPLIT ? 0u : x3;
+                        fa[1][li][0] = 0u; fa[1][li][1] = 0u; fa[1][li][2] = x2; fa[1][li][3] = x3;
+#pragma unroll
+                        for (int h = 0; h < 2; h++) {
+                            sg[li][h][0] = tl.s[j][g + 8 * h][0];
+                            sg[li][h][1] = tl.s[j][g + 8 * h][1];
+                        }
+                    }
+#pragma unroll
+                    for (int tt = 0; tt < NT; tt++) {
+                        lb_u32 fb[LB_SIM][2];
+                        float da[LB_SIM][2];
+                        for (int li = 0; li < LB_SIM; li++) {
+                            lb_u32 l = LB_SIM > 1 ? (lb_u32)li : lane0, g = l >> 2, t = l & 3u;
+                            const lb_u32* q0w = (const lb_u32*)&st.q[0][jc + j][tt * 8 + g];
+                            const lb_u32* q1w = (const lb_u32*)&st.q[1][jc + j][tt * 8 + g];
+                            fb[li][0] = q0w[t];
+                            fb[li][1] = q1w[t];
+                            da[li][0] = st.d[jc + j][tt * 8 + 2 * t];
+                            da[li][1] = st.d[jc + j][tt * 8 + 2 * t + 1];
+                        }
+                        lb_i32 d0[LB_SIM][4], d1[LB_SIM][4];
+                        lb_mma16832(d0, fa[0], fb, 0x4b400000);
+                        if (Dec::SPLIT) lb_mma16832(d1, fa[1], fb, 0x4b400000);
+                        for (int li = 0; li < LB_SIM; li++) {
+#pragma unroll
+                            for (int i = 0; i < 4; i++) {
+                                const float* sr = sg[li][i >> 1];
+                                float f0 = lb_as_float((lb_u32)d0[li][i]) - 12582912.0f;
+                                float dc = da[li][i & 1];
+                                if (Dec::SPLIT) {
+                                    float f1 = lb_as_float((lb_u32)d1[li][i]) - 12582912.0f;
+                                    acc[li][tt][i] += dc * (sr[0] * f0 + sr[1] * f1);
+                                } else {
+                                    acc[li][tt][i] += f0 * (sr[0] * dc);
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        if (active) {
+            for (int li = 0; li < LB_SIM; li++) {
+                lb_u32 l = LB_SIM > 1 ? (lb_u32)li : lane0, g = l >> 2, t = l & 3u;
+#pragma unroll
+                for (int tt = 0; tt < NT; tt++)
+#pragma unroll
+                    for (int i = 0; i < 4; i++) {
+                        lb_u32 row = row0 + g + 8 * (i >> 1), c = tt * 8 + 2 * t + (i & 1);
+                        if (row < rows && c < nc) y[(lb_u64)(col0 + c) * rows + row] = acc[li][tt][i];
+                    }
+            }
+        }
+    }
+}
+#endif
+
+// The tensor-core kernels (lb_mv_<stem>_<NC>_mma, NC = 8 or 16); without LB_MMA (AMD) the same
+// names run the staged dp4a skeleton with 4 rows per warp (correct for the host's grid, which
+// assumes 16 rows per warp: rows are grid-strided).
+#if defined(LB_MMA)
+#define LB_MVQ_BODY(Dec, NC) lb_mvq<NC, Dec>(m, ap, y, rows, nu, ncols)
+#else
+#define LB_MVQ_BODY(Dec, NC) lb_mv<NC, 4, Dec, ActQ8, false>(m, ap, y, rows, nu, ncols)
+#endif
+#define LB_MVQ(fmt, Dec, NC)                                                                       \
+    LB_KERNEL void lb_mv_##fmt##_##NC##_mma(const lb_u8* q, const lb_u8* s, const lb_u8* g,        \
+                                            const lb_u8* r, const lb_i8* aq, const float* ad,      \
+                                            const lb_u32* ae, const float* x, float* y,            \
+                                            lb_u32 rows, lb_u32 nu, lb_u32 ncols) {                \
+        Mat m = {q, s, g, r};                                                                      \
+        ActPtrs ap = {aq, ad, ae, x};                                                              \
+        LB_MVQ_BODY(Dec, NC);                                                                      \
+    }
+#define LB_MVQ_ALL(fmt, Dec) LB_MVQ(fmt, Dec, 8) LB_MVQ(fmt, Dec, 16)
+
+// NC = 1: the pipelined skeleton, else the staged one (a template, so only the chosen one is
+// instantiated). U = P (1, 2, 4): P deep with the activations in the ring; U = 10 + P (12,
+// 14): weights only (activations loaded when used). Deeper rings lost to register pressure on
+// the H200 (docs/BENCHMARKS.md, session 6) and are not instantiated.
+template <int NC, int R, int U, class Dec, class Act, bool ROWSCALE>
+LB_DEV void lb_mv_any(const Mat& m, const ActPtrs& ap, float* y, lb_u32 rows, lb_u32 nu, lb_u32 ncols) {
+    if constexpr (NC == 1) lb_mv1<R, (U > 10 ? U - 10 : U), (U < 10), Dec, Act, ROWSCALE>(m, ap, y, rows, nu);
+    else lb_mv<NC, R, Dec, Act, ROWSCALE>(m, ap, y, rows, nu, ncols);
+}
+
+// One kernel per (format stem, column tile NC, rows per warp R, pipeline code U; U > 1 only
 // for NC = 1); every kernel has the same parameters, unused ones are 0.
 #define LB_MV(fmt, Dec, Act, ROWSCALE, NC, R, U)                                                   \
     LB_KERNEL void lb_mv_##fmt##_##NC##_r##R##_u##U(const lb_u8* q, const lb_u8* s, const lb_u8* g, \
@@ -628,12 +956,13 @@ LB_DEV void lb_mv(const Mat& m, const ActPtrs& ap, float* y, lb_u32 rows, lb_u32
                                               lb_u32 rows, lb_u32 nu, lb_u32 ncols) {                \
         Mat m = {q, s, g, r};                                                                      \
         ActPtrs ap = {aq, ad, ae, x};                                                              \
-        lb_mv<NC, R, U, (NC > 1), Dec, Act, ROWSCALE>(m, ap, y, rows, nu, ncols);                   \
+        lb_mv_any<NC, R, U, Dec, Act, ROWSCALE>(m, ap, y, rows, nu, ncols);                         \
     }
 #define LB_MV_R(fmt, Dec, Act, RS, NC, U) \
     LB_MV(fmt, Dec, Act, RS, NC, 1, U) LB_MV(fmt, Dec, Act, RS, NC, 2, U) LB_MV(fmt, Dec, Act, RS, NC, 4, U)
-#define LB_MV_1(fmt, Dec, Act, RS) \
-    LB_MV_R(fmt, Dec, Act, RS, 1, 1) LB_MV_R(fmt, Dec, Act, RS, 1, 2) LB_MV_R(fmt, Dec, Act, RS, 1, 4)
+#define LB_MV_1(fmt, Dec, Act, RS)                                    \
+    LB_MV_R(fmt, Dec, Act, RS, 1, 1) LB_MV_R(fmt, Dec, Act, RS, 1, 2) \
+    LB_MV_R(fmt, Dec, Act, RS, 1, 4) LB_MV_R(fmt, Dec, Act, RS, 1, 12) LB_MV_R(fmt, Dec, Act, RS, 1, 14)
 // Column tiles 1, 2, 4, 8, 16 (f32 activations: up to 8, the stage's shared-memory limit).
 #define LB_MV_Q8(fmt, Dec)                                                                         \
     LB_MV_1(fmt, Dec, ActQ8, false) LB_MV_R(fmt, Dec, ActQ8, false, 2, 1)                          \
@@ -656,3 +985,12 @@ LB_MV_Q8(q4_k, DecQ4K)
 LB_MV_Q8(q6_k, DecQ6K)
 LB_MV_F32(hfp4, DecHfp4<false>)
 LB_MV_F32(hfp4p, DecHfp4<true>)
+
+LB_MVQ_ALL(q8_0, DecQ8_0)
+LB_MVQ_ALL(q4_0, DecQ4_0)
+LB_MVQ_ALL(mxfp4, DecMxfp4)
+LB_MVQ_ALL(nvfp4, DecNvfp4)
+LB_MVQ_ALL(rocmfp2, DecFp2)
+LB_MVQ_ALL(rocmfp3, DecFp3)
+LB_MVQ_ALL(pq2, DecTern<4>)
+LB_MVQ_ALL(tq2_0, DecTern<8>)

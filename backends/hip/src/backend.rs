@@ -20,10 +20,13 @@ use crate::layout::{self, Split};
 
 /// Threads per block in every launch (the kernels' LB_BLOCK).
 const BLOCK: u32 = 256;
+/// The n = 1 pipeline codes (kernels/lowbit_kernels.hip, `lb_mv_any`): depth P = 1, 2, 4
+/// with the activations in the ring, 10 + P (12, 14) without.
+pub(crate) const PIPELINES: [usize; 5] = [1, 2, 4, 12, 14];
 /// Warps per block for 32-wide warps; kernels grid-stride rows, so wave64 is also correct.
 const WARPS_PER_CTA: usize = 8;
 
-/// (rows per warp, units per lane step) for a matrix and a column tile of `nc`: the format's
+/// (rows per warp, n = 1 pipeline code) for a matrix and a column tile of `nc`: the format's
 /// n = 1 choice (layout.rs) for `nc == 1`, else (4, 1) for Q8 activations and (2, 1) for f32
 /// ones (their decoded weights take 32 registers per row). `forced` (from
 /// [`HipBackend::set_rows_per_warp`] / `set_units_per_step`, 0 = not forced) or
@@ -45,7 +48,7 @@ fn work_shape(sp: &Split, nc: usize, forced: (usize, usize)) -> (usize, usize) {
             r = f;
         }
     }
-    if [1, 2, 4].contains(&forced.1) {
+    if PIPELINES.contains(&forced.1) {
         u = forced.1;
     }
     (r, if nc == 1 { u } else { 1 })
@@ -81,7 +84,22 @@ pub(crate) fn validated_planes(
     Ok((sp, planes))
 }
 
-/// The matvec kernel for `n` columns: (name, column tile, rows per warp).
+/// Rows per warp of the tensor-core kernels (the MMA's M); as a forced rows-per-warp value it
+/// selects them.
+pub(crate) const MMA_ROWS: usize = 16;
+
+/// Whether column tiles of 8 and 16 use the tensor-core kernels by default:
+/// `LOWBIT_HIP_MMA=1`. Off otherwise: on the H200 they are correct but slower than the dp4a
+/// kernels so far (docs/BENCHMARKS.md, session 6).
+fn mma_by_default() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var("LOWBIT_HIP_MMA").is_ok_and(|v| v == "1"))
+}
+
+/// The matvec kernel for `n` columns: (name, column tile, rows per warp). Column tiles of 8
+/// and 16 use the tensor-core kernel where the format has one (layout.rs `MMA_STEMS`) when
+/// rows per warp are forced to [`MMA_ROWS`], or by default under `LOWBIT_HIP_MMA=1`; else the
+/// dp4a kernels.
 pub(crate) fn kernel_choice(
     sp: &Split,
     n: usize,
@@ -97,6 +115,10 @@ pub(crate) fn kernel_choice(
         _ => 16,
     }
     .min(max_nc);
+    let mma = forced.0 == MMA_ROWS || (forced.0 == 0 && mma_by_default());
+    if nc >= 8 && mma && layout::MMA_STEMS.contains(&sp.stem) {
+        return (format!("lb_mv_{}_{nc}_mma", sp.stem), nc, MMA_ROWS);
+    }
     let (rpw, ups) = work_shape(sp, nc, forced);
     (format!("lb_mv_{}_{nc}_r{rpw}_u{ups}", sp.stem), nc, rpw)
 }
@@ -265,14 +287,15 @@ impl HipBackend {
         &self.arch
     }
 
-    /// Forces the rows each warp owns (1, 2 or 4; anything else restores the default), for
-    /// tuning sweeps.
+    /// Forces the rows each warp owns (1, 2 or 4; 16: the tensor-core kernels for n >= 5 where
+    /// the format has them; anything else restores the default), for tuning sweeps.
     pub fn set_rows_per_warp(&self, rows: usize) {
         self.forced_rows.store(rows, std::sync::atomic::Ordering::Relaxed);
     }
 
-    /// Forces the units each lane takes per step at n = 1 (1, 2 or 4; anything else restores
-    /// the default), for tuning sweeps.
+    /// Forces the n = 1 pipeline, for tuning sweeps: P = 1, 2 or 4 keeps the loads of P units
+    /// (weights and activations) in flight per lane; 10 + P (12, 14) the weights' only, the
+    /// activations loaded when used; anything else restores the default.
     pub fn set_units_per_step(&self, units: usize) {
         self.forced_units.store(units, std::sync::atomic::Ordering::Relaxed);
     }
@@ -512,9 +535,12 @@ fn kernel_names() -> Vec<String> {
             .to_vec();
     for (stem, f32_act) in layout::STEMS {
         let tiles: &[usize] = if f32_act { &[1, 2, 4, 8] } else { &[1, 2, 4, 8, 16] };
+        if layout::MMA_STEMS.contains(&stem) {
+            v.extend([8, 16].map(|nc| format!("lb_mv_{stem}_{nc}_mma")));
+        }
         for &nc in tiles {
             for r in [1, 2, 4] {
-                let units: &[usize] = if nc == 1 { &[1, 2, 4] } else { &[1] };
+                let units: &[usize] = if nc == 1 { &PIPELINES } else { &[1] };
                 for u in units {
                     v.push(format!("lb_mv_{stem}_{nc}_r{r}_u{u}"));
                 }

@@ -71,7 +71,7 @@ pub(crate) struct Split {
     pub group_bytes: usize,
     /// Bytes per row kept in the r plane (from the start of the row header).
     pub r_bytes: usize,
-    /// (rows per warp, units per lane step) at n = 1 (see backend.rs `work_shape`).
+    /// (rows per warp, pipeline code) at n = 1 (see backend.rs `work_shape`, `PIPELINES`).
     pub n1: (usize, usize),
     /// The q plane holds each row's first 16 code bytes of every unit, then the last 16
     /// (Q8_0: matches the activation layout, keeps 16-byte loads contiguous across a warp).
@@ -95,6 +95,11 @@ pub(crate) const STEMS: [(&str, bool); 13] = [
     ("hfp4", true),
     ("hfp4p", true),
 ];
+
+/// The stems with tensor-core kernels for column tiles of 8 and 16 (`lb_mv_<stem>_<nc>_mma`:
+/// their decoders give `scales`, kernels/lowbit_kernels.hip).
+pub(crate) const MMA_STEMS: [&str; 8] =
+    ["q8_0", "q4_0", "mxfp4", "nvfp4", "rocmfp2", "rocmfp3", "pq2", "tq2_0"];
 
 /// The split of `format`, or None if the HIP backend has no kernel for it.
 pub(crate) fn split(format: FormatId) -> Option<Split> {
@@ -149,15 +154,15 @@ pub(crate) fn split(format: FormatId) -> Option<Split> {
     })
 }
 
-/// (rows per warp, units per lane step) at n = 1: the fastest of the nine (R, U) in {1, 2, 4}^2
-/// at 16384x16384 on an H200 (docs/bench/hip-h200-2026-12-01-s5-sweep.json), restricted to
-/// U = 1 (more units per step was slower or within 5% for every format).
+/// (rows per warp, pipeline code) at n = 1 (backend.rs `PIPELINES`): the fastest point of the
+/// session-6 sweeps at 16384x16384 on an H200 (docs/bench/hip-h200-2026-12-01-s6-sweep{1,2}.json:
+/// rows 1, 2, 4 x pipelines 1, 2, 4, 8, then 2, 12, 14).
 fn n1_shape(format: FormatId) -> (usize, usize) {
     match format {
-        FormatId::Q4_0 | FormatId::Q4_1 | FormatId::Q6K => (1, 1),
-        FormatId::Hfp4G32 | FormatId::Mfp4G32 | FormatId::Mfp4G32P => (1, 1),
-        FormatId::Q8_0 | FormatId::Q4K => (2, 1),
-        _ => (4, 1),
+        FormatId::Q8_0 | FormatId::Q6K => (4, 2),
+        FormatId::RocmFp2 => (2, 14),
+        FormatId::RocmFp3 => (1, 14),
+        _ => (2, 12),
     }
 }
 

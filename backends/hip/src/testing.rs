@@ -23,7 +23,7 @@ pub fn planes(desc: MatrixDesc, bytes: &[u8]) -> Result<Planes, String> {
 }
 
 /// The kernel `matmul` launches for `n` columns: (name, column tile, rows per warp);
-/// `forced` = (rows per warp, units per step) as the tuning setters take them, (0, 0) for the
+/// `forced` = (rows per warp, pipeline depth) as the tuning setters take them, (0, 0) for the
 /// defaults.
 pub fn kernel(
     format: FormatId,

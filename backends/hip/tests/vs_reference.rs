@@ -298,7 +298,7 @@ fn errors_match_the_reference() {
 
 /// The kernels' NVIDIA branch compiled for the CPU with the system C++ compiler (`CXX`, else
 /// `c++`; tests/host_shim.h stands in for NVRTC, one lane per warp) and run over the grid, for
-/// every format, every (rows per warp, units per step) and column tile, against the reference
+/// every format, every (rows per warp, pipeline depth) and column tile, against the reference
 /// on odd shapes. Activations come from the core's encoders (the device quantizers are checked
 /// bit for bit on a GPU by `device_quantizers_are_bit_exact`). No compiler: prints why and
 /// passes, unless `LOWBIT_REQUIRE_HOST_EMULATION=1`.
@@ -337,10 +337,12 @@ fn host_emulation_matches_reference() {
                 let terms = abs_terms(format, &w, rows, k, &x, n);
                 let (aq, ad, ae, xt) =
                     lowbit_hip::testing::activations(format, &x, k, pos).unwrap();
-                let units: &[usize] = if n == 1 { &[1, 2, 4] } else { &[1] };
-                for (r, u) in
-                    [1usize, 2, 4].iter().flat_map(|&r| units.iter().map(move |&u| (r, u)))
-                {
+                let units: &[usize] = if n == 1 { &[1, 2, 4, 12, 14] } else { &[1] };
+                // The defaults, the tensor-core kernels (rows per warp 16: n >= 5, where a
+                // format has them), then every forced (rows per warp, pipeline).
+                let forced =
+                    [1usize, 2, 4].iter().flat_map(|&r| units.iter().map(move |&u| (r, u)));
+                for (r, u) in [(0, 0), (16, 0)].into_iter().chain(forced) {
                     let (name, nc, rpw) = lowbit_hip::testing::kernel(format, n, (r, u)).unwrap();
                     // SAFETY: every lb_mv kernel has the Kernel signature (kernels/lowbit_kernels.hip).
                     let f: libloading::Symbol<Kernel> =
