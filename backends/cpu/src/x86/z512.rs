@@ -595,7 +595,7 @@ unsafe fn prep_col<F: Lanes>(act: ActSlice<'_>, nb: usize, j: usize, rec: &mut [
 
 /// The once-per-call activation hook of `format`'s kernel here ([`layout`]), for the
 /// `Isa::Avx512` and `Isa::Avx512Vnni` tables.
-pub(crate) fn extras(format: FormatId) -> Extras {
+pub(crate) fn extras(format: FormatId, vnni: bool) -> Extras {
     use super::nvfp4_512::Nvfp4;
     use super::q3k512::Q3k;
     use super::tq1_512::{Ptq1, Tq1};
@@ -603,6 +603,7 @@ pub(crate) fn extras(format: FormatId) -> Extras {
         FormatId::Q4_0 => layout_le4::<Q4_0, 32>,
         FormatId::Q8_0 => layout_le4::<super::q8_512::Q8, 32>,
         FormatId::Mxfp4 => layout::<Mxfp4, 32>,
+        FormatId::Iq4Nl if vnni => layout::<Iq4NlU, 32>,
         FormatId::Iq4Nl => layout::<Iq4Nl, 32>,
         FormatId::Nvfp4 => layout::<Nvfp4, 64>,
         FormatId::Pq2_0 => layout::<Pq2, 128>,
@@ -637,6 +638,7 @@ pub(crate) fn kernel_vnni(format: FormatId) -> Option<Kernel> {
         FormatId::Q4_0 => k("avx512-vnni-q4_0", run_q4_0::<true>),
         FormatId::Q8_0 => k("avx512-vnni-q8_0", run_q8::<true>),
         FormatId::Mxfp4 => k("avx512-vnni-mxfp4", run_q8_0::<Mxfp4, true>),
+        FormatId::Iq4Nl => k("avx512-vnni-iq4_nl", run_q8_0::<Iq4NlU, true>),
         FormatId::Q4K => k("avx512-vnni-q4_k", run_ext_v::<Q4k, W_Q4K, true>),
         FormatId::Q5K => k("avx512-vnni-q5_k", run_ext_v::<Q5k, W_Q5K, true>),
         FormatId::Q6K => k("avx512-vnni-q6_k", run_ext_v::<Q6k, W_Q6K, true>),
@@ -1699,6 +1701,83 @@ impl Lanes for Iq4Nl {
     }
 }
 
+/// IQ4_NL's table shifted to unsigned bytes, `KVALUES_IQ4NL[i] + 128` (1..=241), for
+/// `vpdpbusd` (unsigned x signed).
+const KVALUES_IQ4NL_U: [u8; 16] = {
+    let mut t = [0u8; 16];
+    let mut i = 0;
+    while i < 16 {
+        t[i] = (KVALUES_IQ4NL[i] as i16 + 128) as u8;
+        i += 1;
+    }
+    t
+};
+
+/// IQ4_NL for VNNI: the register holds each code's table value plus 128 as an unsigned byte
+/// ([`KVALUES_IQ4NL_U`]), the record carries `128 * asum` ([`prep_nib`] with `off = 128`), and
+/// [`Q4_0::dot_vnni`] (two `vpdpbusd` from `-128 * asum`) gives the exact lane sums
+/// `sum(kvalue * a)`: `vpdpbusd` does not saturate and `|lane| <= 4 * 2 * 241 * 127 + 128 *
+/// 8 * 127 < 2^31`. [`Iq4Nl`]'s sign trick is not needed, so a group costs two instructions
+/// per column where it cost seven. `dot` (not used by the kernel tables, which run this type
+/// only under VNNI) recovers the signed values and takes [`Iq4Nl`]'s path, so it is exact too.
+/// Same lane integers as [`Iq4Nl`], hence the same results.
+pub(crate) struct Iq4NlU;
+
+impl Lanes for Iq4NlU {
+    const BB: usize = 18;
+    const GB: usize = 4;
+    const REC: usize = 4;
+    type W = (__m512i, __m512i, __m512);
+
+    fn prep(act: ActSlice<'_>, nb: usize, j: usize, g: usize, rec: &mut [V64]) {
+        prep_nib(act, nb, j, g, rec, 128);
+    }
+
+    #[inline(always)]
+    unsafe fn prep_fast(act: ActSlice<'_>, nb: usize, j: usize, g: usize, rec: &mut [V64]) {
+        // SAFETY: forwarded from the caller.
+        unsafe { prep_nib_fast(act, nb, j, g, rec, 128) }
+    }
+
+    #[inline(always)]
+    unsafe fn decode(p: *const u8) -> Self::W {
+        // SAFETY: reads bytes 0..72 at `p` (caller); register-only operations.
+        unsafe {
+            let x = join4(p, 2, 18);
+            let m = _mm512_set1_epi8(0x0F);
+            let lut = _mm512_broadcast_i32x4(_mm_loadu_si128(KVALUES_IQ4NL_U.as_ptr().cast()));
+            let lo = _mm512_shuffle_epi8(lut, _mm512_and_si512(x, m));
+            let hi = _mm512_shuffle_epi8(lut, _mm512_and_si512(_mm512_srli_epi16::<4>(x), m));
+            let h = |o: usize| u64::from(ptr::read_unaligned(p.add(o).cast::<u16>()));
+            let d4 = h(0) | h(18) << 16 | h(36) << 32 | h(54) << 48;
+            (lo, hi, spread4(_mm_cvtph_ps(_mm_cvtsi64_si128(d4 as i64))))
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn dot(w: &Self::W, a: *const V64, acc: __m512) -> __m512 {
+        // SAFETY: reads the record's vectors 0, 1, 3 (caller); register-only operations.
+        unsafe {
+            let flip = _mm512_set1_epi8(-128);
+            let (lo, hi) = (_mm512_xor_si512(w.0, flip), _mm512_xor_si512(w.1, flip));
+            let signed = (
+                _mm512_abs_epi8(lo),
+                _mm512_abs_epi8(hi),
+                _mm512_movepi8_mask(lo),
+                _mm512_movepi8_mask(hi),
+                w.2,
+            );
+            Iq4Nl::dot(&signed, a, acc)
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn dot_vnni(w: &Self::W, a: *const V64, acc: __m512) -> __m512 {
+        // SAFETY: forwarded from the caller (same record layout as Q4_0's).
+        unsafe { Q4_0::dot_vnni(w, a, acc) }
+    }
+}
+
 /// The Q4_0-order record (`a_lo`, `a_hi`, `off * asum`, `d_a`) of Q8_0 blocks `4g..4g+4` of
 /// column `j`, blocks past `nb` zero (scalar; partial groups).
 fn prep_nib(act: ActSlice<'_>, nb: usize, j: usize, g: usize, rec: &mut [V64], off: i32) {
@@ -1770,7 +1849,7 @@ mod tests {
         let x: Vec<f32> = (0..2 * k).map(|i| ((i * 37 % 101) as f32 - 50.0) / 64.0).collect();
         let mut hooked = 0;
         for format in FormatId::ALL {
-            let Some(prep) = extras(format).prep else { continue };
+            let Some(prep) = extras(format, false).prep else { continue };
             hooked += 1;
             let acts = Acts::prepare(format, &x, 2, k).unwrap();
             let layout = prep(&acts).unwrap_or_else(|| panic!("{format}: no records"));
