@@ -288,7 +288,9 @@ const AVX512_ONLY: [FormatId; 15] = [
 
 /// The formats with a `vpdpbusd` form (x86/z512.rs `kernel_vnni`, x86/legacy512.rs
 /// `kernel_vnni`).
-const VNNI_FORMATS: [FormatId; 11] = [
+const VNNI_FORMATS: [FormatId; 13] = [
+    FormatId::RocmFp2,
+    FormatId::RocmFp3,
     FormatId::Q4_0,
     FormatId::Q8_0,
     FormatId::Q4_1,

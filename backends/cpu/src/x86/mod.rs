@@ -68,7 +68,8 @@ pub(crate) const fn block_bytes(f: u8) -> usize {
 /// The SIMD kernel for `(isa, format)`, if one exists.
 pub(crate) fn kernel(isa: Isa, format: FormatId) -> Option<Kernel> {
     if isa == Isa::Avx512Vnni {
-        return z512::kernel_vnni(format)
+        return rocmfpx::kernel(isa, format)
+            .or_else(|| z512::kernel_vnni(format))
             .or_else(|| legacy512::kernel_vnni(format))
             .or_else(|| kernel(Isa::Avx512, format));
     }
