@@ -89,7 +89,7 @@ pub(crate) fn kernel(isa: Isa, format: FormatId) -> Option<Kernel> {
 /// The repack and activation-layout hooks of the SIMD kernel for `(isa, format)`.
 pub(crate) fn extras(isa: Isa, format: FormatId) -> crate::kernels::Extras {
     let mut e = match isa {
-        Isa::Avx512Vnni if z512::kernel_vnni(format).is_some() => z512::extras(format),
+        Isa::Avx512Vnni if z512::kernel_vnni(format).is_some() => z512::extras_vnni(format),
         Isa::Avx512Vnni => extras(Isa::Avx512, format),
         _ => {
             let e = rocmfpx::extras(isa, format);
