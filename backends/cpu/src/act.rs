@@ -358,6 +358,46 @@ mod tests {
         assert!(!q8_0_fast(&big, &mut fast));
     }
 
+    /// The selected ISA's Q8_0 body (x86: AVX-512 written out) against the core encoder on
+    /// 4000 random blocks whose magnitudes span 2^-40 .. 2^15 (f16-subnormal, normal and
+    /// near-overflow scales), with a few exact ties per block.
+    #[test]
+    fn q8_0_simd_body_matches_core_on_random_blocks() {
+        let mut s = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            s
+        };
+        let mut x = Vec::new();
+        for b in 0..4000 {
+            let e = (next() % 56) as i32 - 40;
+            let scale = 2f32.powi(e);
+            for i in 0..32 {
+                let u = ((next() >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0;
+                // Element 0 fixes amax = 127 * scale for some blocks, so i + 0.5 is a tie.
+                let v = if b % 3 == 0 && i == 0 {
+                    127.0
+                } else if b % 3 == 0 && i < 6 {
+                    (i as f32 - 3.0) + 0.5
+                } else {
+                    u * 127.0
+                };
+                x.push(v * scale);
+            }
+        }
+        let mut core = vec![0u8; x.len() / 32 * 34];
+        codec::encode_row(FormatId::Q8_0, &x, &EncodeOptions::default(), &mut core).unwrap();
+        let mut simd = vec![BlockQ8_0::zeroed(); x.len() / 32];
+        assert!((fast_bodies().q8_0)(&x, &mut simd));
+        assert_eq!(bytemuck::cast_slice::<_, u8>(&simd), &core[..]);
+        let mut inf = x.clone();
+        inf[33] = f32::INFINITY;
+        assert!(!(fast_bodies().q8_0)(&inf, &mut simd));
+        let mut nan = x;
+        nan[31] = f32::NAN;
+        assert!(!(fast_bodies().q8_0)(&nan, &mut simd));
+    }
+
     /// The fast Q8_1 path against the core encoder (ties, zero, tiny and huge blocks, sums
     /// that round in `s`), and its refusals (NaN, f16 overflow of `d`).
     #[test]

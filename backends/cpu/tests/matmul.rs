@@ -200,11 +200,13 @@ fn every_format_every_isa_matches_reference() {
 }
 
 /// Every format with a SIMD kernel on x86 (AVX2 and AVX-512).
-const SIMD_FORMATS: [FormatId; 11] = [
+const SIMD_FORMATS: [FormatId; 13] = [
     FormatId::Q8_0,
     FormatId::Q4_0,
     FormatId::RocmFp2,
     FormatId::Tq2_0,
+    FormatId::Tq1_0,
+    FormatId::Ptq1_0,
     FormatId::Pq2_0,
     FormatId::RocmFp3,
     FormatId::Hfp4G32,
@@ -268,13 +270,11 @@ fn simd_formats_larger_shapes() {
 /// column-tile path (1, 2, 3..4, 5..16 columns, prefill), rows past the 2-row group.
 /// (MXFP4 is left to the smaller shapes: random 2^127 scales overflow the f32 decode the exact
 /// sum starts from.)
-const AVX512_ONLY: [FormatId; 15] = [
+const AVX512_ONLY: [FormatId; 13] = [
     FormatId::Iq1M,
     FormatId::Iq1S,
     FormatId::Iq4Xs,
     FormatId::Nvfp4,
-    FormatId::Ptq1_0,
-    FormatId::Tq1_0,
     FormatId::Q2K,
     FormatId::Q3K,
     FormatId::Q5K,
@@ -288,7 +288,10 @@ const AVX512_ONLY: [FormatId; 15] = [
 
 /// The formats with a `vpdpbusd` form (x86/z512.rs `kernel_vnni`, x86/legacy512.rs
 /// `kernel_vnni`).
-const VNNI_FORMATS: [FormatId; 11] = [
+const VNNI_FORMATS: [FormatId; 14] = [
+    FormatId::RocmFp2,
+    FormatId::Iq4Nl,
+    FormatId::RocmFp3,
     FormatId::Q4_0,
     FormatId::Q8_0,
     FormatId::Q4_1,
@@ -408,6 +411,38 @@ fn simd_kernels_are_selected() {
     // On aarch64 the NEON kernels must be among those tested.
     if cfg!(target_arch = "aarch64") {
         assert!(Isa::available_all().contains(&Isa::Neon), "NEON not detected on aarch64");
+    }
+}
+
+/// The AVX2 TQ1_0 and PTQ1_0 kernels (x86/ternary.rs) evaluate the reference's expression per
+/// block and row, so they give the reference's results bit for bit: odd row counts (a partial
+/// group of 8), one to many blocks, every column-tile width.
+#[test]
+fn avx2_base3_ternary_is_the_reference_bit_for_bit() {
+    let Ok(cpu) = CpuBackend::with_isa(Isa::Avx2) else { return };
+    for (format, name) in [(FormatId::Tq1_0, "avx2-tq1_0"), (FormatId::Ptq1_0, "avx2-ptq1_0")] {
+        assert_eq!(cpu.table().kernel_name(format), Some(name));
+        avx2_bit_for_bit(&cpu, format);
+    }
+}
+
+fn avx2_bit_for_bit(cpu: &CpuBackend, format: FormatId) {
+    let qk = format.geometry().row_multiple;
+    for (rows, nb, seed) in [(1, 1, 1u64), (13, 3, 2), (37, 16, 3)] {
+        let k = qk * nb;
+        let mut rng = Rng(900 + seed);
+        let w = random_matrix(&mut rng, format, rows, k);
+        let desc = MatrixDesc { format, rows, cols: k };
+        let (rm, cm) = (ReferenceBackend.upload(desc, &w).unwrap(), cpu.upload(desc, &w).unwrap());
+        for n in [1, 2, 4, 7, 16, 19] {
+            let x = random_acts(&mut rng, n, k);
+            let (mut yr, mut yc) = (vec![0f32; n * rows], vec![1f32; n * rows]);
+            ReferenceBackend.matmul(&rm, &x, n, &mut yr).unwrap();
+            cpu.matmul(&cm, &x, n, &mut yc).unwrap();
+            for (i, (a, b)) in yc.iter().zip(&yr).enumerate() {
+                assert!(same(*a, *b), "rows={rows} k={k} n={n}: y[{i}] = {a} vs reference {b}");
+            }
+        }
     }
 }
 

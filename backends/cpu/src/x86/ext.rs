@@ -1,5 +1,5 @@
 //! Registry, length checks and `#[target_feature]` entry points of the x86 kernels for the
-//! formats beyond Q8_0/Q4_0/ROCmFPX: TQ2_0, Q4_K and Q6_K (against Q8_K) and PQ2_0 (against
+//! formats beyond Q8_0/Q4_0/ROCmFPX: TQ2_0, TQ1_0 (AVX2 only), Q4_K and Q6_K (against Q8_K) and PQ2_0, PTQ1_0 (AVX2 only) (against
 //! Q8_0); the HFP4 family (f32 activations) is forwarded to [`super::hfp4`]. The kernel bodies
 //! live in [`super::ternary`] and [`super::kquant`]; the AVX-512
 //! entry points compile the same bodies with AVX-512 F/BW/VL enabled (EVEX encodings, 32
@@ -90,6 +90,8 @@ pub(crate) const fn geometry(f: u8) -> (usize, usize) {
 pub(crate) fn kernel_avx2(format: FormatId) -> Option<Kernel> {
     match format {
         FormatId::Tq2_0 => Some(Kernel { name: "avx2-tq2_0", f: run_avx2::<W_TQ2> }),
+        FormatId::Tq1_0 => Some(Kernel { name: "avx2-tq1_0", f: run_avx2::<W_TQ1> }),
+        FormatId::Ptq1_0 => Some(Kernel { name: "avx2-ptq1_0", f: run_avx2::<W_PTQ1> }),
         FormatId::Pq2_0 => Some(Kernel { name: "avx2-pq2_0", f: run_avx2::<W_PQ2> }),
         FormatId::Q4K => Some(Kernel { name: "avx2-q4_k", f: run_avx2::<W_Q4K> }),
         FormatId::Q6K => Some(Kernel { name: "avx2-q6_k", f: run_avx2::<W_Q6K> }),
@@ -229,6 +231,12 @@ unsafe fn dispatch<const F: u8>(
             (W_TQ2, 1) => ternary::tq2::<1>(w, rb, s, cols, out),
             (W_TQ2, 2..=4) => ternary::tq2::<4>(w, rb, s, cols, out),
             (W_TQ2, _) => ternary::tq2::<16>(w, rb, s, cols, out),
+            (W_TQ1, 1) => ternary::tq1::<1>(w, rb, s, cols, out),
+            (W_TQ1, 2..=4) => ternary::tq1::<4>(w, rb, s, cols, out),
+            (W_TQ1, _) => ternary::tq1::<16>(w, rb, s, cols, out),
+            (W_PTQ1, 1) => ternary::ptq1::<1>(w, rb, s, cols, out),
+            (W_PTQ1, 2..=4) => ternary::ptq1::<4>(w, rb, s, cols, out),
+            (W_PTQ1, _) => ternary::ptq1::<16>(w, rb, s, cols, out),
             (W_Q4K, 1) => kquant::kq::<false, 1>(w, rb, s, cols, out),
             (W_Q4K, 2..=4) => kquant::kq::<false, 4>(w, rb, s, cols, out),
             (W_Q4K, _) => kquant::kq::<false, 16>(w, rb, s, cols, out),

@@ -6,8 +6,10 @@
 //! Q4_1), `float` and `float2` (AVX-512 and AVX2 F32, F16, BF16). In `z512`'s layout, AVX-512
 //! only: `iq512` (IQ1_S, IQ1_M, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ4_XS), `q3k512`
 //! (Q3_K), `tq1_512` (TQ1_0, PTQ1_0), `nvfp4_512` (NVFP4). `Isa::Avx512Vnni` runs the
-//! `vpdpbusd` forms of `z512`'s Q4_0, MXFP4, NVFP4 and ternary kernels (`z512::kernel_vnni`)
-//! and the AVX-512 table otherwise.
+//! `vpdpbusd` forms of ROCmFP2/3 (`rocmfpx`) and of `z512`'s Q4_0, MXFP4, NVFP4 and ternary
+//! kernels (`z512::kernel_vnni`; TQ1_0 and PTQ1_0 decode with `vpermi2b` tables where the CPU
+//! also has AVX-512 VBMI) and the AVX-512 table otherwise. AVX2 TQ1_0 and PTQ1_0 live in
+//! `ternary` (through `ext`).
 //! Every other format (AVX2: every format above without an AVX2 kernel) falls back to the
 //! scalar kernel.
 //!
@@ -68,7 +70,8 @@ pub(crate) const fn block_bytes(f: u8) -> usize {
 /// The SIMD kernel for `(isa, format)`, if one exists.
 pub(crate) fn kernel(isa: Isa, format: FormatId) -> Option<Kernel> {
     if isa == Isa::Avx512Vnni {
-        return z512::kernel_vnni(format)
+        return rocmfpx::kernel(isa, format)
+            .or_else(|| z512::kernel_vnni(format))
             .or_else(|| legacy512::kernel_vnni(format))
             .or_else(|| kernel(Isa::Avx512, format));
     }
@@ -88,7 +91,7 @@ pub(crate) fn kernel(isa: Isa, format: FormatId) -> Option<Kernel> {
 /// The repack and activation-layout hooks of the SIMD kernel for `(isa, format)`.
 pub(crate) fn extras(isa: Isa, format: FormatId) -> crate::kernels::Extras {
     let mut e = match isa {
-        Isa::Avx512Vnni if z512::kernel_vnni(format).is_some() => z512::extras(format, true),
+        Isa::Avx512Vnni if z512::kernel_vnni(format).is_some() => z512::extras_vnni(format),
         Isa::Avx512Vnni => extras(Isa::Avx512, format),
         _ => {
             let e = rocmfpx::extras(isa, format);
@@ -99,7 +102,7 @@ pub(crate) fn extras(isa: Isa, format: FormatId) -> crate::kernels::Extras {
             if e.repack.is_some() || e.prep.is_some() || isa != Isa::Avx512 {
                 e
             } else {
-                z512::extras(format, false)
+                z512::extras(format)
             }
         }
     };

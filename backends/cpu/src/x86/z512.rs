@@ -405,6 +405,49 @@ unsafe fn entry_vnni<F: Lanes>(
     unsafe { dispatch::<F, true>(w, rb, nb, act, shared, cols, out) }
 }
 
+/// [`entry_vnni`] with AVX-512 VBMI enabled too, for the formats whose decode uses `vpermi2b`
+/// (`super::tq1_512`'s `VB` forms).
+///
+/// # Safety
+/// As [`dispatch`]; those features are available.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx512vbmi,avx2,fma,f16c")]
+unsafe fn entry_vnni_vbmi<F: Lanes>(
+    w: &[u8],
+    rb: usize,
+    nb: usize,
+    act: ActSlice<'_>,
+    shared: Option<&[V64]>,
+    cols: Range<usize>,
+    out: &mut [f32],
+) {
+    // SAFETY: forwarded from the caller.
+    unsafe { dispatch::<F, true>(w, rb, nb, act, shared, cols, out) }
+}
+
+/// Whether this CPU has AVX-512 VBMI (checked once per kernel-table build, before any
+/// [`entry_vnni_vbmi`] kernel is handed out).
+fn has_vbmi() -> bool {
+    std::is_x86_feature_detected!("avx512vbmi")
+}
+
+/// [`run_ext_v`] (VNNI) through [`entry_vnni_vbmi`].
+fn run_ext_vbmi<F: Lanes + 'static, const C: u8>(
+    format: FormatId,
+    w: &[u8],
+    rb: usize,
+    acts: &Acts,
+    cols: Range<usize>,
+    out: &mut [f32],
+) -> Result<(), Error> {
+    let s = ext::check::<C>(format, w, rb, acts, &cols, out)?;
+    let shared = shared_recs::<F>(acts, s.nb, &cols);
+    // SAFETY: handed out only by `kernel_vnni` (reached for `Isa::Avx512Vnni` after
+    // `available()` detected AVX-512 F/BW/VL and VNNI, AVX2, FMA and F16C) when `has_vbmi()`
+    // detected AVX-512 VBMI; `ext::check` checked the lengths as in `run_ext_v`.
+    unsafe { entry_vnni_vbmi::<F>(w, rb, s.nb, s.act, shared, cols, out) };
+    Ok(())
+}
+
 /// [`entry`] or (`V`) [`entry_vnni`].
 ///
 /// # Safety
@@ -595,7 +638,7 @@ unsafe fn prep_col<F: Lanes>(act: ActSlice<'_>, nb: usize, j: usize, rec: &mut [
 
 /// The once-per-call activation hook of `format`'s kernel here ([`layout`]), for the
 /// `Isa::Avx512` and `Isa::Avx512Vnni` tables.
-pub(crate) fn extras(format: FormatId, vnni: bool) -> Extras {
+pub(crate) fn extras(format: FormatId) -> Extras {
     use super::nvfp4_512::Nvfp4;
     use super::q3k512::Q3k;
     use super::tq1_512::{Ptq1, Tq1};
@@ -603,7 +646,6 @@ pub(crate) fn extras(format: FormatId, vnni: bool) -> Extras {
         FormatId::Q4_0 => layout_le4::<Q4_0, 32>,
         FormatId::Q8_0 => layout_le4::<super::q8_512::Q8, 32>,
         FormatId::Mxfp4 => layout::<Mxfp4, 32>,
-        FormatId::Iq4Nl if vnni => layout::<Iq4NlU, 32>,
         FormatId::Iq4Nl => layout::<Iq4Nl, 32>,
         FormatId::Nvfp4 => layout::<Nvfp4, 64>,
         FormatId::Pq2_0 => layout::<Pq2, 128>,
@@ -628,6 +670,20 @@ pub(crate) fn extras(format: FormatId, vnni: bool) -> Extras {
     Extras { repack: None, prep: Some(prep), gemm: None }
 }
 
+/// The once-per-call activation hook of `format`'s `Isa::Avx512Vnni` kernel: [`extras`], with
+/// the records of the VBMI forms and of [`Iq4NlU`] ([`kernel_vnni`]) where those run (records
+/// are matched to their kernel's type; [`Iq4NlU`]'s also carry `128 * asum`).
+pub(crate) fn extras_vnni(format: FormatId) -> Extras {
+    use super::tq1_512::{Ptq1, Tq1};
+    let prep: PrepFn = match format {
+        FormatId::Ptq1_0 if has_vbmi() => layout::<Ptq1<true>, 128>,
+        FormatId::Tq1_0 if has_vbmi() => layout::<Tq1<true>, 256>,
+        FormatId::Iq4Nl => layout::<Iq4NlU, 32>,
+        _ => return extras(format),
+    };
+    Extras { repack: None, prep: Some(prep), gemm: None }
+}
+
 /// The `Isa::Avx512Vnni` kernel for `format`, if it has a VNNI form here (the caller falls
 /// back to [`kernel`] otherwise).
 pub(crate) fn kernel_vnni(format: FormatId) -> Option<Kernel> {
@@ -644,6 +700,12 @@ pub(crate) fn kernel_vnni(format: FormatId) -> Option<Kernel> {
         FormatId::Q6K => k("avx512-vnni-q6_k", run_ext_v::<Q6k, W_Q6K, true>),
         FormatId::Tq2_0 => k("avx512-vnni-tq2_0", run_ext_v::<Tq2, W_TQ2, true>),
         FormatId::Pq2_0 => k("avx512-vnni-pq2_0", run_ext_v::<Pq2, W_PQ2, true>),
+        FormatId::Tq1_0 if has_vbmi() => {
+            k("avx512-vnni-vbmi-tq1_0", run_ext_vbmi::<Tq1<true>, { ext::W_TQ1 }>)
+        }
+        FormatId::Ptq1_0 if has_vbmi() => {
+            k("avx512-vnni-vbmi-ptq1_0", run_ext_vbmi::<Ptq1<true>, { ext::W_PTQ1 }>)
+        }
         FormatId::Tq1_0 => k("avx512-vnni-tq1_0", run_ext_v::<Tq1, { ext::W_TQ1 }, true>),
         FormatId::Ptq1_0 => k("avx512-vnni-ptq1_0", run_ext_v::<Ptq1, { ext::W_PTQ1 }, true>),
         FormatId::Nvfp4 => k("avx512-vnni-nvfp4", run_ext_v::<Nvfp4, { ext::W_NVFP4 }, true>),
@@ -1849,7 +1911,7 @@ mod tests {
         let x: Vec<f32> = (0..2 * k).map(|i| ((i * 37 % 101) as f32 - 50.0) / 64.0).collect();
         let mut hooked = 0;
         for format in FormatId::ALL {
-            let Some(prep) = extras(format, false).prep else { continue };
+            let Some(prep) = extras(format).prep else { continue };
             hooked += 1;
             let acts = Acts::prepare(format, &x, 2, k).unwrap();
             let layout = prep(&acts).unwrap_or_else(|| panic!("{format}: no records"));

@@ -11,6 +11,9 @@
 //!   `a4 = 4 * sum(a)` (exact i32: `sum((w + 4) a) - 4 sum(a) = sum(w a)`). Then
 //!   `acc = fma(float(sum), s * d, acc)`: `s * d` is exact (4 + 11 significant bits) and so
 //!   is the product inside the FMA, so each (row, column, lane) rounds once per group.
+//! * **VNNI.** Under `Isa::Avx512Vnni` four chained `vpdpbusd`, starting from `-a4`, give the
+//!   same exact lane integers (each lane sums its four u8 x i8 products in i32): 4 instructions
+//!   per (row, column, group) instead of 9, the same results bit for bit.
 //! * **Loops.** `R` rows share each activation load (n = 1: 4 rows on AVX-512); a group of
 //!   `R` rows is decoded once and reused for the `CT` columns of a sub-tile.
 //!
@@ -131,13 +134,14 @@ unsafe fn hsum256(v: __m256) -> f32 {
 }
 
 /// One group `gi` of `R` rows (`ps`: each row's 80 bytes) against `CT` columns (`gp`: each
-/// column's groups), accumulated into `acc[row][column]` (see the module doc).
+/// column's groups), accumulated into `acc[row][column]` (see the module doc); `V`: the
+/// `vpdpbusd` form (the same exact i32 lane sums, so the same result).
 ///
 /// # Safety
-/// AVX-512 F/BW, AVX2, FMA and F16C are available; every `ps[i] .. ps[i] + C::GB` is readable;
+/// AVX-512 F/BW, AVX2, FMA and F16C are available (`V`: AVX-512 VNNI too); every `ps[i] .. ps[i] + C::GB` is readable;
 /// every `gp[j].add(gi)` points to a group.
 #[inline(always)]
-unsafe fn step512<C: Codec, const R: usize, const CT: usize>(
+unsafe fn step512<C: Codec, const R: usize, const CT: usize, const V: bool>(
     ps: [*const u8; R],
     gp: [*const Group; CT],
     gi: usize,
@@ -162,16 +166,26 @@ unsafe fn step512<C: Codec, const R: usize, const CT: usize>(
                 _mm512_load_si512(ag.q[3].as_ptr().cast()),
             ];
             for i in 0..R {
-                let p01 = _mm512_add_epi16(
-                    _mm512_maddubs_epi16(wv[i][0], av[0]),
-                    _mm512_maddubs_epi16(wv[i][1], av[1]),
-                );
-                let p23 = _mm512_add_epi16(
-                    _mm512_maddubs_epi16(wv[i][2], av[2]),
-                    _mm512_maddubs_epi16(wv[i][3], av[3]),
-                );
-                let p16 = _mm512_add_epi16(p01, p23);
-                let si = _mm512_sub_epi32(_mm512_madd_epi16(p16, ones), a4);
+                let si = if V {
+                    // The same exact lane sums: each `vpdpbusd` adds the four u8 x i8
+                    // products of a lane, starting from `-a4`.
+                    let mut s = _mm512_sub_epi32(_mm512_setzero_si512(), a4);
+                    for t in 0..4 {
+                        s = _mm512_dpbusd_epi32(s, wv[i][t], av[t]);
+                    }
+                    s
+                } else {
+                    let p01 = _mm512_add_epi16(
+                        _mm512_maddubs_epi16(wv[i][0], av[0]),
+                        _mm512_maddubs_epi16(wv[i][1], av[1]),
+                    );
+                    let p23 = _mm512_add_epi16(
+                        _mm512_maddubs_epi16(wv[i][2], av[2]),
+                        _mm512_maddubs_epi16(wv[i][3], av[3]),
+                    );
+                    let p16 = _mm512_add_epi16(p01, p23);
+                    _mm512_sub_epi32(_mm512_madd_epi16(p16, ones), a4)
+                };
                 let sd = _mm512_mul_ps(s[i], d);
                 acc[i][jj] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(si), sd, acc[i][jj]);
             }
@@ -180,15 +194,15 @@ unsafe fn step512<C: Codec, const R: usize, const CT: usize>(
 }
 
 /// The AVX-512 body: `R` rows per group of rows, `CT` columns per sub-tile (columns past the
-/// tile's end repeat its last column; their results are discarded).
+/// tile's end repeat its last column; their results are discarded); `V`: the `vpdpbusd` dot.
 ///
 /// # Safety
-/// AVX-512 F/BW, AVX2, FMA and F16C are available; `w` is whole rows of `rb = nb * C::BLOCK` bytes in
+/// AVX-512 F/BW, AVX2, FMA and F16C are available (`V`: AVX-512 VNNI too); `w` is whole rows of `rb = nb * C::BLOCK` bytes in
 /// the layout of `C::repack_group`
 /// (`nb >= 1`); `g` holds `ncols * nb.div_ceil(8)` groups (column-major, see
 /// [`super::prep::build`]); `out.len() == rows * ncols`, `ncols >= 1`.
 #[inline(always)]
-pub(crate) unsafe fn body512<C: Codec, const R: usize, const CT: usize>(
+pub(crate) unsafe fn body512<C: Codec, const R: usize, const CT: usize, const V: bool>(
     w: &[u8],
     rb: usize,
     nb: usize,
@@ -222,11 +236,11 @@ pub(crate) unsafe fn body512<C: Codec, const R: usize, const CT: usize>(
                         *p = p.add(gi * C::GB);
                         super::super::prefetch_span(*p, PREFETCH, C::GB);
                     }
-                    step512::<C, R, CT>(ps, gp, gi, &mut acc);
+                    step512::<C, R, CT, V>(ps, gp, gi, &mut acc);
                 }
                 if full < ng {
                     let tp: [*const u8; R] = std::array::from_fn(|i| tail[i].as_ptr());
-                    step512::<C, R, CT>(tp, gp, full, &mut acc);
+                    step512::<C, R, CT, V>(tp, gp, full, &mut acc);
                 }
                 for (i, acci) in acc.iter().enumerate().take(here) {
                     for (jj, a) in acci.iter().enumerate().take(nc) {

@@ -47,12 +47,20 @@ pub(crate) fn kernel(isa: Isa, format: FormatId) -> Option<Kernel> {
         (Isa::Avx512, FormatId::RocmFp3) => {
             Some(Kernel { name: "avx512-rocmfp3-g8", f: run_avx512::<Fp3> })
         }
+        (Isa::Avx512Vnni, FormatId::RocmFp2) => {
+            Some(Kernel { name: "avx512-vnni-rocmfp2-g8", f: run_avx512_vnni::<Fp2> })
+        }
+        (Isa::Avx512Vnni, FormatId::RocmFp3) => {
+            Some(Kernel { name: "avx512-vnni-rocmfp3-g8", f: run_avx512_vnni::<Fp3> })
+        }
         _ => None,
     }
 }
 
-/// The repack and activation-layout hooks of this module's kernel for `(isa, format)`.
+/// The repack and activation-layout hooks of this module's kernel for `(isa, format)` (the
+/// `Isa::Avx512Vnni` kernels use the `Isa::Avx512` ones: same layouts).
 pub(crate) fn extras(isa: Isa, format: FormatId) -> Extras {
+    let isa = if isa == Isa::Avx512Vnni { Isa::Avx512 } else { isa };
     match (isa, format) {
         (Isa::Avx2 | Isa::Avx512, FormatId::RocmFp2) => {
             Extras { repack: Some(body::repack_row::<Fp2>), prep: Some(prep_acts), gemm: None }
@@ -187,6 +195,23 @@ fn run_avx512<C: Codec>(
     Ok(())
 }
 
+fn run_avx512_vnni<C: Codec>(
+    format: FormatId,
+    w: &[u8],
+    rb: usize,
+    acts: &Acts,
+    cols: Range<usize>,
+    out: &mut [f32],
+) -> Result<(), Error> {
+    let (nb, mut groups) = setup::<C>(format, w, rb, acts, &cols, out)?;
+    let g = tile_groups(&mut groups, acts, nb, &cols);
+    // SAFETY: reachable only through `kernel`, which `KernelTable::new` calls for
+    // `Isa::Avx512Vnni` only after `Isa::Avx512Vnni.available()` detected AVX-512 F/BW/VL and
+    // VNNI, AVX2, FMA and F16C; lengths and `g` as in `run_avx2`.
+    unsafe { entry_avx512_vnni::<C>(w, rb, nb, cols.len(), g, out) };
+    Ok(())
+}
+
 /// The Q8_0 blocks and f32 scales of `acts` (`check_q8_0` has confirmed the variant).
 fn blocks(acts: &Acts) -> (&[BlockQ8_0], &[f32]) {
     match &acts.data {
@@ -220,8 +245,40 @@ unsafe fn entry_avx2<C: Codec>(
     }
 }
 
+/// [`entry_avx512`] with AVX-512 VNNI: the `vpdpbusd` dot (same results).
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+unsafe fn entry_avx512_vnni<C: Codec>(
+    w: &[u8],
+    rb: usize,
+    nb: usize,
+    n: usize,
+    g: &[Group],
+    out: &mut [f32],
+) {
+    // SAFETY: forwarded from the caller (features and invariants).
+    unsafe { bodies512::<C, true>(w, rb, nb, n, g, out) }
+}
+
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
 unsafe fn entry_avx512<C: Codec>(
+    w: &[u8],
+    rb: usize,
+    nb: usize,
+    n: usize,
+    g: &[Group],
+    out: &mut [f32],
+) {
+    // SAFETY: forwarded from the caller (features and invariants).
+    unsafe { bodies512::<C, false>(w, rb, nb, n, g, out) }
+}
+
+/// The AVX-512 bodies by column count (`V`: the `vpdpbusd` dot).
+///
+/// # Safety
+/// The features of [`entry_avx512`] (`V`: of [`entry_avx512_vnni`]) are available; the
+/// `check_q8_0` invariants hold and `g` holds the tile's `n * ng` groups from its start.
+#[inline(always)]
+unsafe fn bodies512<C: Codec, const V: bool>(
     w: &[u8],
     rb: usize,
     nb: usize,
@@ -233,16 +290,16 @@ unsafe fn entry_avx512<C: Codec>(
     // the tile's `n * ng` groups from its start.
     unsafe {
         match n {
-            1 => body::body512::<C, 4, 1>(w, rb, nb, g, n, out),
-            2 => body::body512::<C, 2, 2>(w, rb, nb, g, n, out),
-            3 => body::body512::<C, 2, 3>(w, rb, nb, g, n, out),
-            4 => body::body512::<C, 2, 4>(w, rb, nb, g, n, out),
-            5 => body::body512::<C, 1, 5>(w, rb, nb, g, n, out),
-            6 => body::body512::<C, 1, 6>(w, rb, nb, g, n, out),
-            7 => body::body512::<C, 1, 7>(w, rb, nb, g, n, out),
-            8 => body::body512::<C, 1, 8>(w, rb, nb, g, n, out),
-            9..=12 => body::body512::<C, 1, 12>(w, rb, nb, g, n, out),
-            _ => body::body512::<C, 1, 16>(w, rb, nb, g, n, out),
+            1 => body::body512::<C, 4, 1, V>(w, rb, nb, g, n, out),
+            2 => body::body512::<C, 2, 2, V>(w, rb, nb, g, n, out),
+            3 => body::body512::<C, 2, 3, V>(w, rb, nb, g, n, out),
+            4 => body::body512::<C, 2, 4, V>(w, rb, nb, g, n, out),
+            5 => body::body512::<C, 1, 5, V>(w, rb, nb, g, n, out),
+            6 => body::body512::<C, 1, 6, V>(w, rb, nb, g, n, out),
+            7 => body::body512::<C, 1, 7, V>(w, rb, nb, g, n, out),
+            8 => body::body512::<C, 1, 8, V>(w, rb, nb, g, n, out),
+            9..=12 => body::body512::<C, 1, 12, V>(w, rb, nb, g, n, out),
+            _ => body::body512::<C, 1, 16, V>(w, rb, nb, g, n, out),
         }
     }
 }
