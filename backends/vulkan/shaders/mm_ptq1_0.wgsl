@@ -15,8 +15,14 @@ struct WBlock {
     h: u32,        // d | qh[0] << 16 | qh[1] << 24
 }
 
-fn load_w(wi: u32) -> WBlock {
+alias WRaw = WBlock;
+
+fn fetch_w(wi: u32) -> WBlock {
     return WBlock(w_codes[3u * wi], w_codes[3u * wi + 1u], w_codes[3u * wi + 2u], w_scales[wi]);
+}
+
+fn decode_w(raw: WBlock, wi: u32) -> WBlock {
+    return raw;
 }
 
 alias ABlock = array<Q8, 4>;
@@ -45,7 +51,7 @@ fn digit1(byte: u32, p: u32) -> u32 {
 }
 
 fn ptq_part(lo: vec4<u32>, hi: vec4<u32>, a: Q8) -> f32 {
-    return a.m.x * f32(dot16(lo, a.lo) + dot16(hi, a.hi) - i32(a.m.y));
+    return a.m.x * i2f_minus(dot16(lo, a.lo) + dot16(hi, a.hi), a.m.y);
 }
 
 fn block_dot(w: WBlock, a: ABlock, wi: u32, col: u32, b: u32) -> f32 {
