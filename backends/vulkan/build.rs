@@ -19,7 +19,8 @@ use std::path::{Path, PathBuf};
 
 /// Matmul kernels: (kernel name, WGSL files in order, shape set). common.wgsl is appended to
 /// every kernel. Kernels on `mm_body` define a format's block access and dot product only.
-const MATMUL_KERNELS: [(&str, &[&str], Shapes); 14] = [
+/// Names ending in `_f` are the fused 1-column kernels (act_q8f.wgsl), compiled for n = 1 only.
+const MATMUL_KERNELS: [(&str, &[&str], Shapes); 22] = [
     ("mm_q8_0", &["mm_q8_0"], Shapes::Small),
     ("mm_q4_0", &["mm_q4_0"], Shapes::Small),
     ("mm_q4_1", &["mm_q4_1"], Shapes::Small),
@@ -34,12 +35,21 @@ const MATMUL_KERNELS: [(&str, &[&str], Shapes); 14] = [
     ("mm_q4_k", &["mm_q4_k", "act_q8k", "mm_body"], Shapes::Large),
     ("mm_q6_k", &["mm_q6_k", "act_q8k", "mm_body"], Shapes::Large),
     ("mm_tq2_0", &["mm_tq2_0", "act_q8k", "mm_body"], Shapes::Large),
+    // Fused: the workgroup quantizes its one activation column itself (1-column variants only).
+    ("mm_rocmfp2_f", &["mm_rocmfp2", "act_q8f", "q8_0_fn", "mm_body"], Shapes::Small),
+    ("mm_rocmfp3_f", &["mm_rocmfp3", "act_q8f", "q8_0_fn", "mm_body"], Shapes::Small),
+    ("mm_mxfp4_f", &["mm_mxfp4", "act_q8f", "q8_0_fn", "mm_body"], Shapes::Small),
+    ("mm_nvfp4_f", &["mm_nvfp4", "act_q8f", "q8_0_fn", "mm_body"], Shapes::Mid),
+    ("mm_pq2_0_f", &["mm_pq2_0", "act_q8f", "q8_0_fn", "mm_body"], Shapes::Large),
+    ("mm_ptq1_0_f", &["mm_ptq1_0", "act_q8f", "q8_0_fn", "mm_body"], Shapes::Large),
+    ("mm_q8_0_f", &["mm_q8_0b", "act_q8f", "q8_0_fn", "mm_body"], Shapes::Small),
+    ("mm_q4_0_f", &["mm_q4_0b", "act_q8f", "q8_0_fn", "mm_body"], Shapes::Small),
 ];
 
 /// Helper kernels: (name, files, workgroup size).
 const HELPERS: [(&str, &[&str], u32); 4] = [
     ("read_bw", &["read_bw"], 256),
-    ("quant_q8_0", &["quant_q8_0"], 64),
+    ("quant_q8_0", &["quant_q8_0", "q8_0_fn"], 64),
     ("quant_q8_k", &["quant_q8_k"], 64),
     ("fwht256", &["fwht256"], 256),
 ];
@@ -107,6 +117,9 @@ fn variants() -> Vec<Variant> {
     }
     for (shader, files, set) in MATMUL_KERNELS {
         for ncols in NCOLS {
+            if shader.ends_with("_f") && ncols != 1 {
+                continue;
+            }
             for &(tpr, rpt, bpt) in matmul_shapes(set, ncols) {
                 out.push(Variant { shader, files, wg: 256, tpr, rpt, bpt, ncols });
             }

@@ -11,9 +11,13 @@
 //                                             the block's f32 term (wi, col, b as above, for
 //                                             formats that read more data per column)
 //   fn row_factor(row: u32) -> f32            multiplies each thread's partial of a row
-// Each thread fetches BPT consecutive blocks of RPT rows into registers one step ahead (the
-// loads of step s + 1 are in flight while step s is computed), decodes them once, then uses
-// them for every one of the NCOLS columns; partials of a row are summed by reduce_store.
+//   fn prepare_act(lid: u32)                  called once by every thread before the loop
+//   const PREFETCH: bool                      whether to fetch one step ahead (formats whose
+//                                             block_dot reads most of the block itself: no)
+// Each thread fetches BPT consecutive blocks of RPT rows into registers (with PREFETCH one
+// step ahead: the loads of step s + 1 are in flight while step s is computed), decodes them
+// once, then uses them for every one of the NCOLS columns; partials of a row are summed by
+// reduce_store.
 // The format file declares binding 0 (`w_codes`, of its word type); the scales, the
 // activations (act_q8.wgsl, act_q8k.wgsl) and the outputs are declared here and there.
 
@@ -33,25 +37,34 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wgid: 
     let step = TPR * BPT;
     var b0 = (lid % TPR) * BPT;
     var raw: array<WRaw, 8>;
-    for (var j = 0u; j < BPT; j++) {
-        let b = min(b0 + j, pc.nb - 1u);
-        for (var r = 0u; r < RPT; r++) {
-            raw[j * RPT + r] = fetch_w(base[r] + b);
+    if (PREFETCH) {
+        for (var j = 0u; j < BPT; j++) {
+            let b = min(b0 + j, pc.nb - 1u);
+            for (var r = 0u; r < RPT; r++) {
+                raw[j * RPT + r] = fetch_w(base[r] + b);
+            }
         }
     }
+    // Fused kernels quantize the activations here, while the first weights are in flight.
+    prepare_act(lid);
     for (; b0 < pc.nb; b0 += step) {
         var w: array<WBlock, 8>;
         for (var j = 0u; j < BPT; j++) {
             let b = min(b0 + j, pc.nb - 1u);
             for (var r = 0u; r < RPT; r++) {
+                if (!PREFETCH) {
+                    raw[j * RPT + r] = fetch_w(base[r] + b);
+                }
                 w[j * RPT + r] = decode_w(raw[j * RPT + r], base[r] + b);
             }
         }
         // The next step's words (clamped to the row: the last step re-reads its own blocks).
-        for (var j = 0u; j < BPT; j++) {
-            let b = min(b0 + step + j, pc.nb - 1u);
-            for (var r = 0u; r < RPT; r++) {
-                raw[j * RPT + r] = fetch_w(base[r] + b);
+        if (PREFETCH) {
+            for (var j = 0u; j < BPT; j++) {
+                let b = min(b0 + step + j, pc.nb - 1u);
+                for (var r = 0u; r < RPT; r++) {
+                    raw[j * RPT + r] = fetch_w(base[r] + b);
+                }
             }
         }
         for (var j = 0u; j < BPT; j++) {

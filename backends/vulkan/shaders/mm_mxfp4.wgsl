@@ -4,6 +4,8 @@
 // isum = sum(kvalues_mxfp4[code] * q_a) (exact), term = (d_a * 2^(e - 128)) * isum.
 @group(0) @binding(0) var<storage, read> w_codes: array<vec4<u32>>;
 
+const PREFETCH = true;
+
 const APB = 1u;
 
 // The block decoded once when loaded (signed kvalues bytes), then reused for every column.

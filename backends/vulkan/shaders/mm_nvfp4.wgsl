@@ -5,6 +5,8 @@
 // term = (d_a * ue4m3_half(d_s)) * isum, sub-blocks in order.
 @group(0) @binding(0) var<storage, read> w_codes: array<vec4<u32>>;
 
+const PREFETCH = true;
+
 const APB = 2u;
 
 struct WRaw {

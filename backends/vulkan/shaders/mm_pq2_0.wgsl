@@ -4,6 +4,8 @@
 // sum(q) (exact); term = d_w * sum_k(d_a_k * isum_k), as Prism's vec_dot.
 @group(0) @binding(0) var<storage, read> w_codes: array<vec4<u32>>;
 
+const PREFETCH = true;
+
 const APB = 4u;
 
 struct WBlock {

@@ -6,6 +6,8 @@
 // isum_k = sum(digit * q) - sum(q) (exact); term = d_w * sum_k(d_a_k * isum_k).
 @group(0) @binding(0) var<storage, read> w_codes: array<vec2<u32>>;
 
+const PREFETCH = true;
+
 const APB = 4u;
 
 struct WBlock {

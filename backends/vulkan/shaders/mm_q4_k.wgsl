@@ -5,6 +5,8 @@
 // term = (d_a * d) * isum - (d_a * dmin) * msum.
 @group(0) @binding(0) var<storage, read> w_codes: array<vec4<u32>>;
 
+const PREFETCH = false;
+
 alias WBlock = vec4<u32>;
 alias WRaw = vec4<u32>;
 

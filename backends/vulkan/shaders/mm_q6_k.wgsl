@@ -6,6 +6,8 @@
 // (exact); term = (d_a * d) * isum.
 @group(0) @binding(0) var<storage, read> w_codes: array<vec4<u32>>;
 
+const PREFETCH = false;
+
 struct WBlock {
     sc: vec4<u32>,
     d: f32,

@@ -7,6 +7,8 @@
 // loaded and reused for every column.
 @group(0) @binding(0) var<storage, read> w_codes: array<vec2<u32>>;
 
+const PREFETCH = true;
+
 const APB = 1u;
 
 struct WRaw {

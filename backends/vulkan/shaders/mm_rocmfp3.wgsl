@@ -5,6 +5,8 @@
 // with the activations (exact), term = d_a * (s0 * sum0 + s1 * sum1), as for ROCmFP2.
 @group(0) @binding(0) var<storage, read> w_codes: array<u32>;
 
+const PREFETCH = true;
+
 const APB = 1u;
 
 // The block decoded once when loaded (signed level bytes of each half), then reused for every

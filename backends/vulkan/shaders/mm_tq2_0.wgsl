@@ -6,6 +6,8 @@
 // column; its 2-bit fields are extracted per column.
 @group(0) @binding(0) var<storage, read> w_codes: array<vec4<u32>>;
 
+const PREFETCH = true;
+
 struct WRaw {
     q: array<vec4<u32>, 4>,
     s: u32, // the scale word (this block's f16 and its neighbour's)
