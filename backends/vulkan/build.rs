@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 /// Matmul kernels: (kernel name, WGSL files in order, shape set). common.wgsl is appended to
 /// every kernel. Kernels on `mm_body` define a format's block access and dot product only.
 /// Names ending in `_f` are the fused 1-column kernels (act_q8f.wgsl), compiled for n = 1 only.
-const MATMUL_KERNELS: [(&str, &[&str], Shapes); 22] = [
+const MATMUL_KERNELS: [(&str, &[&str], Shapes); 16] = [
     ("mm_q8_0", &["mm_q8_0"], Shapes::Small),
     ("mm_q4_0", &["mm_q4_0"], Shapes::Small),
     ("mm_q4_1", &["mm_q4_1"], Shapes::Small),
@@ -36,12 +36,9 @@ const MATMUL_KERNELS: [(&str, &[&str], Shapes); 22] = [
     ("mm_q6_k", &["mm_q6_k", "act_q8k", "mm_body"], Shapes::Large),
     ("mm_tq2_0", &["mm_tq2_0", "act_q8k", "mm_body"], Shapes::Large),
     // Fused: the workgroup quantizes its one activation column itself (1-column variants only).
-    ("mm_rocmfp2_f", &["mm_rocmfp2", "act_q8f", "q8_0_fn", "mm_body"], Shapes::Small),
-    ("mm_rocmfp3_f", &["mm_rocmfp3", "act_q8f", "q8_0_fn", "mm_body"], Shapes::Small),
-    ("mm_mxfp4_f", &["mm_mxfp4", "act_q8f", "q8_0_fn", "mm_body"], Shapes::Small),
-    ("mm_nvfp4_f", &["mm_nvfp4", "act_q8f", "q8_0_fn", "mm_body"], Shapes::Mid),
-    ("mm_pq2_0_f", &["mm_pq2_0", "act_q8f", "q8_0_fn", "mm_body"], Shapes::Large),
-    ("mm_ptq1_0_f", &["mm_ptq1_0", "act_q8f", "q8_0_fn", "mm_body"], Shapes::Large),
+    // Measured on an H200 (docs/BENCHMARKS.md, session 6): faster for Q8_0 and Q4_0, slower
+    // for the formats whose decode is ALU-heavy (ROCmFP2/3, MXFP4, NVFP4, PTQ1_0), so only
+    // those two have one.
     ("mm_q8_0_f", &["mm_q8_0b", "act_q8f", "q8_0_fn", "mm_body"], Shapes::Small),
     ("mm_q4_0_f", &["mm_q4_0b", "act_q8f", "q8_0_fn", "mm_body"], Shapes::Small),
 ];
@@ -161,6 +158,9 @@ fn compile(dir: &Path, v: &Variant, dot4: bool) -> Result<Vec<u32>, String> {
         full.push('\n');
         parts.push((name, text.len() + 1));
     }
+    // The reduction pass (common.wgsl's RED_PASS), after every file so error lines stay put.
+    let red_pass = if v.shader.ends_with("_f") { 8 } else { 16 };
+    full.push_str(&format!("const RED_PASS: u32 = {red_pass}u;\n"));
     let label = v.files.iter().map(|f| format!("{f}.wgsl")).collect::<Vec<_>>().join(" + ");
     let path = dir.join(format!("{}.wgsl", v.files[0]));
     let module = naga::front::wgsl::parse_str(&full).map_err(|e| {

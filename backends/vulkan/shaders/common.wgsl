@@ -26,9 +26,11 @@ override RPT: u32 = 1u;
 override BPT: u32 = 1u;
 override NCOLS: u32 = 1u;
 
-// The reduction buffer: WG * 8 partial sums, used in passes of 8 outputs per thread (8 KiB,
-// so that a workgroup of the fused kernels, act_q8f.wgsl, stays within 32 KiB).
-var<workgroup> red: array<f32, 2048>;
+// The reduction buffer: 256 * RED_PASS partial sums (workgroups of 256), used in passes of
+// RED_PASS outputs per thread. build.rs defines RED_PASS: 16, or 8 for the fused kernels (so
+// that their workgroup memory, with act_q8f.wgsl's, stays within 32 KiB). Fewer passes are
+// faster where 32 threads share a row (one reduction per pass).
+var<workgroup> red: array<f32, 256u * RED_PASS>;
 
 // Linear workgroup index of a dispatch folded into x and y.
 fn wg_linear(wgid: vec3<u32>) -> u32 {
@@ -138,7 +140,7 @@ fn round_away(v: f32) -> i32 {
     return i32(t) + select(0, 1, f >= 0.5) - select(0, 1, f <= -0.5);
 }
 
-// Sums each output's TPR partials (this thread's RPT x NCOLS sums, in passes of 8 per
+// Sums each output's TPR partials (this thread's RPT x NCOLS sums, in passes of RED_PASS per
 // thread) and stores the results of this workgroup's rows. Every thread of the workgroup
 // must call it.
 fn reduce_store(lid: u32, wgl: u32, acc: ptr<function, array<f32, 64>>) {
@@ -146,9 +148,9 @@ fn reduce_store(lid: u32, wgl: u32, acc: ptr<function, array<f32, 64>>) {
     let team = lid / TPR;
     let t = lid % TPR;
     let per = RPT * NCOLS;
-    let pass_outs = min(per, 8u);
+    let pass_outs = min(per, RED_PASS);
     let outs = teams * pass_outs;
-    for (var p0 = 0u; p0 < per; p0 += 8u) {
+    for (var p0 = 0u; p0 < per; p0 += RED_PASS) {
         for (var i = 0u; i < pass_outs; i++) {
             red[t * outs + team * pass_outs + i] = (*acc)[p0 + i];
         }

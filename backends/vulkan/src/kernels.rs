@@ -52,12 +52,6 @@ pub const FUSED_BLOCKS: usize = 512;
 pub fn fused_shader(format: FormatId) -> Option<&'static str> {
     use FormatId as F;
     Some(match format {
-        F::RocmFp2 => "mm_rocmfp2_f",
-        F::RocmFp3 => "mm_rocmfp3_f",
-        F::Mxfp4 => "mm_mxfp4_f",
-        F::Nvfp4 => "mm_nvfp4_f",
-        F::Pq2_0 => "mm_pq2_0_f",
-        F::Ptq1_0 => "mm_ptq1_0_f",
         F::Q8_0 => "mm_q8_0_f",
         F::Q4_0 => "mm_q4_0_f",
         _ => return None,

@@ -24,10 +24,11 @@
 //!   others are decoded again per column (TQ2_0 keeps its whole block in registers; Q4_K and
 //!   Q6_K keep only their block headers there and re-read the code words, from cache, per
 //!   column). Kernels on the shared body fetch each step's weight words one step ahead.
-//! * n = 1 with K <= 16384 for Q8_0, Q4_0, ROCmFP2, ROCmFP3, MXFP4, NVFP4, PQ2_0 and PTQ1_0:
-//!   a fused kernel whose every workgroup quantizes the activation column itself (the same
-//!   bytes as the quantizer dispatch) into workgroup memory, so the call is one dispatch with
-//!   no barrier before it (`LOWBIT_VK_FUSED=0` or [`VulkanOptions::fused`] turns it off).
+//! * n = 1 with K <= 16384 for Q8_0 and Q4_0: a fused kernel whose every workgroup quantizes
+//!   the activation column itself (the same bytes as the quantizer dispatch) into workgroup
+//!   memory, so the call is one dispatch with no barrier before it (`LOWBIT_VK_FUSED=0` or
+//!   [`VulkanOptions::fused`] turns it off). For the formats with an ALU-heavy decode it
+//!   measured slower (every workgroup repeats the quantization), so they have none.
 //! * Kernels use the packed int8 dot product (`OpSDot`) when the device says it is
 //!   accelerated (`LOWBIT_VK_DOT4=0|1` or [`VulkanOptions::dot4`] forces either way), and
 //!   naga's exact bit-extract polyfill otherwise.
