@@ -35,10 +35,10 @@ const MATMUL_KERNELS: [(&str, &[&str], Shapes); 16] = [
     ("mm_q4_k", &["mm_q4_k", "act_q8k", "mm_body"], Shapes::Large),
     ("mm_q6_k", &["mm_q6_k", "act_q8k", "mm_body"], Shapes::Large),
     ("mm_tq2_0", &["mm_tq2_0", "act_q8k", "mm_body"], Shapes::Large),
-    // Fused: the workgroup quantizes its one activation column itself (1-column variants only).
-    // Measured on an H200 (docs/BENCHMARKS.md, session 6): faster for Q8_0 and Q4_0, slower
-    // for the formats whose decode is ALU-heavy (ROCmFP2/3, MXFP4, NVFP4, PTQ1_0), so only
-    // those two have one.
+    // Fused (opt-in): the workgroup quantizes its one activation column itself (1-column
+    // variants only). Measured on an H200 (docs/BENCHMARKS.md, session 6): slower than the
+    // separate quantizer dispatch except on small matrices, and more so for the formats whose
+    // decode is ALU-heavy (ROCmFP2/3, MXFP4, NVFP4, PTQ1_0), which therefore have none.
     ("mm_q8_0_f", &["mm_q8_0b", "act_q8f", "q8_0_fn", "mm_body"], Shapes::Small),
     ("mm_q4_0_f", &["mm_q4_0b", "act_q8f", "q8_0_fn", "mm_body"], Shapes::Small),
 ];

@@ -24,11 +24,12 @@
 //!   others are decoded again per column (TQ2_0 keeps its whole block in registers; Q4_K and
 //!   Q6_K keep only their block headers there and re-read the code words, from cache, per
 //!   column). Kernels on the shared body fetch each step's weight words one step ahead.
-//! * n = 1 with K <= 16384 for Q8_0 and Q4_0: a fused kernel whose every workgroup quantizes
-//!   the activation column itself (the same bytes as the quantizer dispatch) into workgroup
-//!   memory, so the call is one dispatch with no barrier before it (`LOWBIT_VK_FUSED=0` or
-//!   [`VulkanOptions::fused`] turns it off). For the formats with an ALU-heavy decode it
-//!   measured slower (every workgroup repeats the quantization), so they have none.
+//! * Opt-in (`LOWBIT_VK_FUSED=1` or [`VulkanOptions::fused`]), n = 1 with K <= 16384 for Q8_0
+//!   and Q4_0: a fused kernel whose every workgroup quantizes the activation column itself
+//!   (the same bytes as the quantizer dispatch) into workgroup memory, so the call is one
+//!   dispatch with no barrier before it. On an H200 it was faster only for small matrices
+//!   (128 rows); for the formats with an ALU-heavy decode it was slower still (every
+//!   workgroup repeats the quantization), so they have none (docs/BENCHMARKS.md, session 6).
 //! * Kernels use the packed int8 dot product (`OpSDot`) when the device says it is
 //!   accelerated (`LOWBIT_VK_DOT4=0|1` or [`VulkanOptions::dot4`] forces either way), and
 //!   naga's exact bit-extract polyfill otherwise.
@@ -108,8 +109,10 @@ pub struct VulkanOptions {
     /// Folder of the on-disk pipeline cache (`None`: `LOWBIT_VK_CACHE_DIR`, else the user's
     /// cache folder); `LOWBIT_VK_PIPELINE_CACHE=0` turns the cache off either way.
     pub pipeline_cache_dir: Option<std::path::PathBuf>,
-    /// Use the fused 1-column kernels, which quantize the activations inside the matmul
-    /// dispatch (`None`: `LOWBIT_VK_FUSED`, else on). Off: a separate quantizer dispatch.
+    /// Use the fused 1-column kernels (Q8_0, Q4_0), which quantize the activations inside the
+    /// matmul dispatch (`None`: `LOWBIT_VK_FUSED`, else off: on an H200 they were slower at
+    /// 14336x4096 and 16384x16384, faster only for a 128-row matrix). Off: a separate
+    /// quantizer dispatch.
     pub fused: Option<bool>,
 }
 
@@ -266,7 +269,7 @@ impl VulkanBackend {
         };
         let fused = match opts.fused {
             Some(f) => f,
-            None => env_flag("LOWBIT_VK_FUSED")?.unwrap_or(true),
+            None => env_flag("LOWBIT_VK_FUSED")?.unwrap_or(false),
         };
         let ctx = Arc::new(Context::new(index)?);
         let info = &ctx.info;
