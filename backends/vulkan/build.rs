@@ -19,7 +19,8 @@ use std::path::{Path, PathBuf};
 
 /// Matmul kernels: (kernel name, WGSL files in order, shape set). common.wgsl is appended to
 /// every kernel. Kernels on `mm_body` define a format's block access and dot product only.
-const MATMUL_KERNELS: [(&str, &[&str], Shapes); 14] = [
+/// Names ending in `_f` are the fused 1-column kernels (act_q8f.wgsl), compiled for n = 1 only.
+const MATMUL_KERNELS: [(&str, &[&str], Shapes); 16] = [
     ("mm_q8_0", &["mm_q8_0"], Shapes::Small),
     ("mm_q4_0", &["mm_q4_0"], Shapes::Small),
     ("mm_q4_1", &["mm_q4_1"], Shapes::Small),
@@ -34,12 +35,18 @@ const MATMUL_KERNELS: [(&str, &[&str], Shapes); 14] = [
     ("mm_q4_k", &["mm_q4_k", "act_q8k", "mm_body"], Shapes::Large),
     ("mm_q6_k", &["mm_q6_k", "act_q8k", "mm_body"], Shapes::Large),
     ("mm_tq2_0", &["mm_tq2_0", "act_q8k", "mm_body"], Shapes::Large),
+    // Fused (opt-in): the workgroup quantizes its one activation column itself (1-column
+    // variants only). Measured on an H200 (docs/BENCHMARKS.md, session 6): slower than the
+    // separate quantizer dispatch except on small matrices, and more so for the formats whose
+    // decode is ALU-heavy (ROCmFP2/3, MXFP4, NVFP4, PTQ1_0), which therefore have none.
+    ("mm_q8_0_f", &["mm_q8_0b", "act_q8f", "q8_0_fn", "mm_body"], Shapes::Small),
+    ("mm_q4_0_f", &["mm_q4_0b", "act_q8f", "q8_0_fn", "mm_body"], Shapes::Small),
 ];
 
 /// Helper kernels: (name, files, workgroup size).
 const HELPERS: [(&str, &[&str], u32); 4] = [
     ("read_bw", &["read_bw"], 256),
-    ("quant_q8_0", &["quant_q8_0"], 64),
+    ("quant_q8_0", &["quant_q8_0", "q8_0_fn"], 64),
     ("quant_q8_k", &["quant_q8_k"], 64),
     ("fwht256", &["fwht256"], 256),
 ];
@@ -107,6 +114,9 @@ fn variants() -> Vec<Variant> {
     }
     for (shader, files, set) in MATMUL_KERNELS {
         for ncols in NCOLS {
+            if shader.ends_with("_f") && ncols != 1 {
+                continue;
+            }
             for &(tpr, rpt, bpt) in matmul_shapes(set, ncols) {
                 out.push(Variant { shader, files, wg: 256, tpr, rpt, bpt, ncols });
             }
@@ -148,6 +158,9 @@ fn compile(dir: &Path, v: &Variant, dot4: bool) -> Result<Vec<u32>, String> {
         full.push('\n');
         parts.push((name, text.len() + 1));
     }
+    // The reduction pass (common.wgsl's RED_PASS), after every file so error lines stay put.
+    let red_pass = if v.shader.ends_with("_f") { 8 } else { 16 };
+    full.push_str(&format!("const RED_PASS: u32 = {red_pass}u;\n"));
     let label = v.files.iter().map(|f| format!("{f}.wgsl")).collect::<Vec<_>>().join(" + ");
     let path = dir.join(format!("{}.wgsl", v.files[0]));
     let module = naga::front::wgsl::parse_str(&full).map_err(|e| {

@@ -26,8 +26,11 @@ override RPT: u32 = 1u;
 override BPT: u32 = 1u;
 override NCOLS: u32 = 1u;
 
-// The reduction buffer: WG * 16 partial sums, used in passes of 16 outputs per thread.
-var<workgroup> red: array<f32, 4096>;
+// The reduction buffer: 256 * RED_PASS partial sums (workgroups of 256), used in passes of
+// RED_PASS outputs per thread. build.rs defines RED_PASS: 16, or 8 for the fused kernels (so
+// that their workgroup memory, with act_q8f.wgsl's, stays within 32 KiB). Fewer passes are
+// faster where 32 threads share a row (one reduction per pass).
+var<workgroup> red: array<f32, 256u * RED_PASS>;
 
 // Linear workgroup index of a dispatch folded into x and y.
 fn wg_linear(wgid: vec3<u32>) -> u32 {
@@ -41,25 +44,36 @@ fn dot16(w: vec4<u32>, a: vec4<u32>) -> i32 {
 }
 
 // The f16 at half-word index i of a u32 array read as f16 pairs (little-endian). Finite
-// values only (upload rejects NaN and infinite scales); exact.
+// values only (upload rejects NaN and infinite scales); exact. The magnitude bits shifted into
+// f32 position with the exponent rebased (+112) are the value of a normal half; for a
+// subnormal one (exponent 0) that reads 2^-15 (1 + m/1024), and the value m 2^-24 is twice
+// it minus 2^-14 (exact: every step is representable).
 fn f16_of(word: u32, i: u32) -> f32 {
     let h = (word >> ((i & 1u) * 16u)) & 0xFFFFu;
-    let e = (h >> 10u) & 31u;
-    let m = h & 0x3FFu;
-    var v = f32(m) * 5.9604645e-8; // subnormal: m * 2^-24
-    if (e != 0u) {
-        v = bitcast<f32>(((e + 112u) << 23u) | (m << 13u));
-    }
-    return select(v, -v, (h & 0x8000u) != 0u);
+    let v = bitcast<f32>(((h & 0x7FFFu) << 13u) + 0x38000000u);
+    let mag = select(v * 2.0 - 0.00006103515625, v, (h & 0x7C00u) != 0u);
+    return bitcast<f32>(bitcast<u32>(mag) | ((h & 0x8000u) << 16u));
 }
 
 // UE4M3 with exponent bias 8 (ROCmFPX scales): 4 exponent bits, 3 mantissa bits, no sign;
 // exponent 0 is subnormal (m/8 * 2^-7). The caller has validated the byte (< 0x7F) at upload.
+// As in f16_of: the bits rebased (+119) are the normal value; a subnormal one is twice the
+// exponent-0 reading minus 2^-7 (exact).
 fn ue4m3_b8(b: u32) -> f32 {
-    let e = (b >> 3u) & 15u;
-    let m = b & 7u;
-    let normal = bitcast<f32>(((e + 119u) << 23u) | (m << 20u));
-    return select(f32(m) * 0.0009765625, normal, e != 0u); // subnormal: m * 2^-10
+    let v = bitcast<f32>((b << 20u) + 0x3B800000u);
+    return select(v * 2.0 - 0.0078125, v, b >= 8u);
+}
+
+// f32(x) for |x| < 2^22 without a conversion instruction (those run at a quarter of the
+// integer rate): the bits of 1.5 * 2^23 + x, minus 1.5 * 2^23 (exact).
+fn i2f(x: i32) -> f32 {
+    return bitcast<f32>(x + 0x4B400000) - 12582912.0;
+}
+
+// i2f(x) - c for |x| < 2^22 and an integer-valued c with |c| < 2^22 (exact), in one
+// subtraction.
+fn i2f_minus(x: i32, c: f32) -> f32 {
+    return bitcast<f32>(x + 0x4B400000) - (12582912.0 + c);
 }
 
 // a / b correctly rounded (nearest, ties to even) for positive normal a, b with a quotient
@@ -126,7 +140,7 @@ fn round_away(v: f32) -> i32 {
     return i32(t) + select(0, 1, f >= 0.5) - select(0, 1, f <= -0.5);
 }
 
-// Sums each output's TPR partials (this thread's RPT x NCOLS sums, in passes of 16 per
+// Sums each output's TPR partials (this thread's RPT x NCOLS sums, in passes of RED_PASS per
 // thread) and stores the results of this workgroup's rows. Every thread of the workgroup
 // must call it.
 fn reduce_store(lid: u32, wgl: u32, acc: ptr<function, array<f32, 64>>) {
@@ -134,9 +148,9 @@ fn reduce_store(lid: u32, wgl: u32, acc: ptr<function, array<f32, 64>>) {
     let team = lid / TPR;
     let t = lid % TPR;
     let per = RPT * NCOLS;
-    let pass_outs = min(per, 16u);
+    let pass_outs = min(per, RED_PASS);
     let outs = teams * pass_outs;
-    for (var p0 = 0u; p0 < per; p0 += 16u) {
+    for (var p0 = 0u; p0 < per; p0 += RED_PASS) {
         for (var i = 0u; i < pass_outs; i++) {
             red[t * outs + team * pass_outs + i] = (*acc)[p0 + i];
         }
@@ -164,19 +178,32 @@ fn crumbs(w: u32) -> vec4<u32> {
     return vec4<u32>(w, w >> 2u, w >> 4u, w >> 6u) & vec4<u32>(0x03030303u);
 }
 
-// Four E2M1 codes (one per byte, 0..15) to ggml's doubled values kvalues_mxfp4 = 2 * E2M1
-// (0, 1, 2, 3, 4, 6, 8, 12, negated for codes 9..15) as signed bytes. Code 8 (-0) must not
-// occur: upload rewrites it to code 0 (both read as +0). Magnitude m = code & 7: m < 4 gives
-// m; m >= 4 gives m + (m & 3), plus 2 more for m = 7. Negation (v ^ 0xFF) + 1 happens only on
-// bytes with v >= 1, so no carry crosses a byte.
-fn kv_bytes(c: vec4<u32>) -> vec4<u32> {
-    let ones = vec4<u32>(0x01010101u);
-    let m = c & vec4<u32>(0x07070707u);
-    let big = (m >> vec4<u32>(2u)) & ones;
-    let top = m & (m >> vec4<u32>(1u)) & big;
-    let v = m + ((m & vec4<u32>(0x03030303u)) & (big * 0xFFu)) + (top << vec4<u32>(1u));
-    let s = (c >> vec4<u32>(3u)) & ones;
-    return (v ^ (s * 0xFFu)) + s;
+// E2M1 codes, eight nibbles a word, to ggml's doubled values kvalues_mxfp4 = 2 * E2M1 (0, 1,
+// 2, 3, 4, 6, 8, 12, negated for codes 9..15) as signed bytes: `lo` from the low nibbles
+// (component t: byte L = low nibble of byte L of x[t]), `hi` from the high ones. Code 8 (-0)
+// must not occur: upload rewrites it to code 0 (both read as +0). The magnitude is formed for
+// eight codes per operation while still in nibbles: with m = code & 7 and its bits m2 m1 m0,
+// value = m + m2 ((m & 3) + 2 m1 m0) (<= 12, no carry between nibbles). Then the nibbles are
+// spread into bytes and negated where the sign bit is set: (v ^ 0xFF) + 1 only on bytes with
+// v >= 1, so no carry crosses a byte.
+struct KvBytes {
+    lo: vec4<u32>,
+    hi: vec4<u32>,
+}
+
+fn kv_nibbles(x: vec4<u32>) -> KvBytes {
+    let ones = vec4<u32>(0x11111111u);
+    let m = x & vec4<u32>(0x77777777u);
+    let m2 = (x >> vec4<u32>(2u)) & ones;
+    let m10 = (x >> vec4<u32>(1u)) & x & ones;
+    let extra = (x & vec4<u32>(0x33333333u)) + (m10 << vec4<u32>(1u));
+    let v = m + (extra & (m2 * 15u));
+    let s = (x >> vec4<u32>(3u)) & ones;
+    let lo = v & vec4<u32>(0x0F0F0F0Fu);
+    let hi = (v >> vec4<u32>(4u)) & vec4<u32>(0x0F0F0F0Fu);
+    let slo = s & vec4<u32>(0x0F0F0F0Fu);
+    let shi = (s >> vec4<u32>(4u)) & vec4<u32>(0x0F0F0F0Fu);
+    return KvBytes((lo ^ (slo * 0xFFu)) + slo, (hi ^ (shi * 0xFFu)) + shi);
 }
 
 // UE8M0 halved (ggml_e8m0_to_fp32_half): 2^(e - 128), exact (e = 0, 1: f32 subnormals).

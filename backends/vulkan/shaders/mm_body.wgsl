@@ -1,16 +1,23 @@
 // mm_body.wgsl: the matmul entry point shared by the per-format kernels built on it (build.rs
 // appends it after the format's file). What lives here: the loop over blocks, rows and columns.
 // What the format file defines:
-//   alias WBlock = ...;                       one weight block's register data
-//   fn load_w(wi: u32) -> WBlock              wi = row * pc.nb + block (row within the segment)
+//   alias WRaw = ...;                         one weight block's words as loaded
+//   fn fetch_w(wi: u32) -> WRaw               wi = row * pc.nb + block (row within the segment)
+//   alias WBlock = ...;                       one weight block's register data, decoded
+//   fn decode_w(raw: WRaw, wi: u32) -> WBlock
 //   alias ABlock = ...;                       one activation block's register data
 //   fn load_a(col: u32, b: u32) -> ABlock     col = activation column, b = block of the row
 //   fn block_dot(w: WBlock, a: ABlock, wi: u32, col: u32, b: u32) -> f32
 //                                             the block's f32 term (wi, col, b as above, for
 //                                             formats that read more data per column)
 //   fn row_factor(row: u32) -> f32            multiplies each thread's partial of a row
-// Each thread loads BPT consecutive blocks of RPT rows into registers, then uses them for every
-// one of the NCOLS columns; partials of a row are summed by reduce_store.
+//   fn prepare_act(lid: u32)                  called once by every thread before the loop
+//   const PREFETCH: bool                      whether to fetch one step ahead (formats whose
+//                                             block_dot reads most of the block itself: no)
+// Each thread fetches BPT consecutive blocks of RPT rows into registers (with PREFETCH one
+// step ahead: the loads of step s + 1 are in flight while step s is computed), decodes them
+// once, then uses them for every one of the NCOLS columns; partials of a row are summed by
+// reduce_store.
 // The format file declares binding 0 (`w_codes`, of its word type); the scales, the
 // activations (act_q8.wgsl, act_q8k.wgsl) and the outputs are declared here and there.
 
@@ -22,12 +29,42 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wgid: 
     let wgl = wg_linear(wgid);
     let row0 = (wgl * (WG / TPR) + lid / TPR) * RPT;
     var acc: array<f32, 64>;
-    for (var b0 = (lid % TPR) * BPT; b0 < pc.nb; b0 += TPR * BPT) {
+    // First block index of each of this thread's rows (rows past the end read the last one).
+    var base: array<u32, 8>;
+    for (var r = 0u; r < RPT; r++) {
+        base[r] = min(row0 + r, pc.rows - 1u) * pc.nb;
+    }
+    let step = TPR * BPT;
+    var b0 = (lid % TPR) * BPT;
+    var raw: array<WRaw, 8>;
+    if (PREFETCH) {
+        for (var j = 0u; j < BPT; j++) {
+            let b = min(b0 + j, pc.nb - 1u);
+            for (var r = 0u; r < RPT; r++) {
+                raw[j * RPT + r] = fetch_w(base[r] + b);
+            }
+        }
+    }
+    // Fused kernels quantize the activations here, while the first weights are in flight.
+    prepare_act(lid);
+    for (; b0 < pc.nb; b0 += step) {
         var w: array<WBlock, 8>;
         for (var j = 0u; j < BPT; j++) {
             let b = min(b0 + j, pc.nb - 1u);
             for (var r = 0u; r < RPT; r++) {
-                w[j * RPT + r] = load_w(min(row0 + r, pc.rows - 1u) * pc.nb + b);
+                if (!PREFETCH) {
+                    raw[j * RPT + r] = fetch_w(base[r] + b);
+                }
+                w[j * RPT + r] = decode_w(raw[j * RPT + r], base[r] + b);
+            }
+        }
+        // The next step's words (clamped to the row: the last step re-reads its own blocks).
+        if (PREFETCH) {
+            for (var j = 0u; j < BPT; j++) {
+                let b = min(b0 + step + j, pc.nb - 1u);
+                for (var r = 0u; r < RPT; r++) {
+                    raw[j * RPT + r] = fetch_w(base[r] + b);
+                }
             }
         }
         for (var j = 0u; j < BPT; j++) {
@@ -37,8 +74,7 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wgid: 
                 let col = pc.act_col + min(c, pc.n - 1u);
                 let a = load_a(col, b);
                 for (var r = 0u; r < RPT; r++) {
-                    let wi = min(row0 + r, pc.rows - 1u) * pc.nb + b;
-                    let v = block_dot(w[j * RPT + r], a, wi, col, b);
+                    let v = block_dot(w[j * RPT + r], a, base[r] + b, col, b);
                     acc[r * NCOLS + c] += select(0.0, v, valid);
                 }
             }

@@ -4,6 +4,8 @@
 // isum = sum(kvalues_mxfp4[code] * q_a) (exact), term = (d_a * 2^(e - 128)) * isum.
 @group(0) @binding(0) var<storage, read> w_codes: array<vec4<u32>>;
 
+const PREFETCH = true;
+
 const APB = 1u;
 
 // The block decoded once when loaded (signed kvalues bytes), then reused for every column.
@@ -13,11 +15,19 @@ struct WBlock {
     d: f32,
 }
 
-fn load_w(wi: u32) -> WBlock {
-    let e = (w_scales[wi >> 2u] >> ((wi & 3u) * 8u)) & 0xFFu;
-    let q = w_codes[wi];
-    let m = vec4<u32>(0x0F0F0F0Fu);
-    return WBlock(kv_bytes(q & m), kv_bytes((q >> vec4<u32>(4u)) & m), e8m0_half(e));
+struct WRaw {
+    q: vec4<u32>,
+    s: u32, // the scale word (this block's byte and three neighbours')
+}
+
+fn fetch_w(wi: u32) -> WRaw {
+    return WRaw(w_codes[wi], w_scales[wi >> 2u]);
+}
+
+fn decode_w(raw: WRaw, wi: u32) -> WBlock {
+    let e = (raw.s >> ((wi & 3u) * 8u)) & 0xFFu;
+    let v = kv_nibbles(raw.q);
+    return WBlock(v.lo, v.hi, e8m0_half(e));
 }
 
 alias ABlock = Q8;
@@ -27,5 +37,5 @@ fn load_a(col: u32, b: u32) -> Q8 {
 }
 
 fn block_dot(w: WBlock, a: Q8, wi: u32, col: u32, b: u32) -> f32 {
-    return (a.m.x * w.d) * f32(dot16(w.lo, a.lo) + dot16(w.hi, a.hi));
+    return (a.m.x * w.d) * i2f(dot16(w.lo, a.lo) + dot16(w.hi, a.hi));
 }

@@ -5,16 +5,33 @@
 // term = (d_a * ue4m3_half(d_s)) * isum, sub-blocks in order.
 @group(0) @binding(0) var<storage, read> w_codes: array<vec4<u32>>;
 
+const PREFETCH = true;
+
 const APB = 2u;
 
-struct WBlock {
+struct WRaw {
     q0: vec4<u32>,
     q1: vec4<u32>,
     d: u32,
 }
 
-fn load_w(wi: u32) -> WBlock {
-    return WBlock(w_codes[2u * wi], w_codes[2u * wi + 1u], w_scales[wi]);
+fn fetch_w(wi: u32) -> WRaw {
+    return WRaw(w_codes[2u * wi], w_codes[2u * wi + 1u], w_scales[wi]);
+}
+
+// The block decoded once when loaded (signed kvalues bytes of its four sub-blocks, component
+// j of sub-block s: elements 16s + 4j .. 16s + 4j + 3), then reused for every column.
+struct WBlock {
+    v: array<vec4<u32>, 4>,
+    d: u32,
+}
+
+fn decode_w(raw: WRaw, wi: u32) -> WBlock {
+    let a = kv_nibbles(raw.q0);
+    let b = kv_nibbles(raw.q1);
+    return WBlock(array<vec4<u32>, 4>(vec4<u32>(a.lo.x, a.lo.y, a.hi.x, a.hi.y),
+        vec4<u32>(a.lo.z, a.lo.w, a.hi.z, a.hi.w), vec4<u32>(b.lo.x, b.lo.y, b.hi.x, b.hi.y),
+        vec4<u32>(b.lo.z, b.lo.w, b.hi.z, b.hi.w)), raw.d);
 }
 
 struct ABlock {
@@ -26,16 +43,13 @@ fn load_a(col: u32, b: u32) -> ABlock {
     return ABlock(q8_block(col, b, 0u), q8_block(col, b, 1u));
 }
 
-// The two sub-blocks of one activation block: q = their four code words.
-fn nv_pair(q: vec4<u32>, a: Q8, d: u32) -> f32 {
-    let m = vec4<u32>(0x0F0F0F0Fu);
-    let lo = kv_bytes(vec4<u32>(q.x, q.y, q.x >> 4u, q.y >> 4u) & m);
-    let hi = kv_bytes(vec4<u32>(q.z, q.w, q.z >> 4u, q.w >> 4u) & m);
+// One activation block against sub-blocks lo and hi (scale bytes d, d >> 8).
+fn nv_pair(lo: vec4<u32>, hi: vec4<u32>, a: Q8, d: u32) -> f32 {
     // ggml's UE4M3 decode halves the scale: ue4m3_b8 is exactly that (bit 7 ignored).
-    let t0 = (a.m.x * ue4m3_b8(d & 0x7Fu)) * f32(dot16(lo, a.lo));
-    return t0 + (a.m.x * ue4m3_b8((d >> 8u) & 0x7Fu)) * f32(dot16(hi, a.hi));
+    let t0 = (a.m.x * ue4m3_b8(d & 0x7Fu)) * i2f(dot16(lo, a.lo));
+    return t0 + (a.m.x * ue4m3_b8((d >> 8u) & 0x7Fu)) * i2f(dot16(hi, a.hi));
 }
 
 fn block_dot(w: WBlock, a: ABlock, wi: u32, col: u32, b: u32) -> f32 {
-    return nv_pair(w.q0, a.a0, w.d) + nv_pair(w.q1, a.a1, w.d >> 16u);
+    return nv_pair(w.v[0], w.v[1], a.a0, w.d) + nv_pair(w.v[2], w.v[3], a.a1, w.d >> 16u);
 }

@@ -4,6 +4,8 @@
 // sum(q) (exact); term = d_w * sum_k(d_a_k * isum_k), as Prism's vec_dot.
 @group(0) @binding(0) var<storage, read> w_codes: array<vec4<u32>>;
 
+const PREFETCH = true;
+
 const APB = 4u;
 
 struct WBlock {
@@ -12,8 +14,18 @@ struct WBlock {
     d: f32,
 }
 
-fn load_w(wi: u32) -> WBlock {
-    return WBlock(w_codes[2u * wi], w_codes[2u * wi + 1u], f16_of(w_scales[wi >> 1u], wi));
+struct WRaw {
+    q0: vec4<u32>,
+    q1: vec4<u32>,
+    s: u32, // the scale word (this block's f16 and its neighbour's)
+}
+
+fn fetch_w(wi: u32) -> WRaw {
+    return WRaw(w_codes[2u * wi], w_codes[2u * wi + 1u], w_scales[wi >> 1u]);
+}
+
+fn decode_w(raw: WRaw, wi: u32) -> WBlock {
+    return WBlock(raw.q0, raw.q1, f16_of(raw.s, wi));
 }
 
 alias ABlock = array<Q8, 4>;
@@ -24,8 +36,7 @@ fn load_a(col: u32, b: u32) -> ABlock {
 }
 
 fn pq2_part(w0: u32, w1: u32, a: Q8) -> f32 {
-    let s = dot16(crumbs(w0), a.lo) + dot16(crumbs(w1), a.hi) - i32(a.m.y);
-    return a.m.x * f32(s);
+    return a.m.x * i2f_minus(dot16(crumbs(w0), a.lo) + dot16(crumbs(w1), a.hi), a.m.y);
 }
 
 fn block_dot(w: WBlock, a: ABlock, wi: u32, col: u32, b: u32) -> f32 {

@@ -6,6 +6,8 @@
 // isum_k = sum(digit * q) - sum(q) (exact); term = d_w * sum_k(d_a_k * isum_k).
 @group(0) @binding(0) var<storage, read> w_codes: array<vec2<u32>>;
 
+const PREFETCH = true;
+
 const APB = 4u;
 
 struct WBlock {
@@ -15,8 +17,14 @@ struct WBlock {
     h: u32,        // d | qh[0] << 16 | qh[1] << 24
 }
 
-fn load_w(wi: u32) -> WBlock {
+alias WRaw = WBlock;
+
+fn fetch_w(wi: u32) -> WBlock {
     return WBlock(w_codes[3u * wi], w_codes[3u * wi + 1u], w_codes[3u * wi + 2u], w_scales[wi]);
+}
+
+fn decode_w(raw: WBlock, wi: u32) -> WBlock {
+    return raw;
 }
 
 alias ABlock = array<Q8, 4>;
@@ -45,7 +53,7 @@ fn digit1(byte: u32, p: u32) -> u32 {
 }
 
 fn ptq_part(lo: vec4<u32>, hi: vec4<u32>, a: Q8) -> f32 {
-    return a.m.x * f32(dot16(lo, a.lo) + dot16(hi, a.hi) - i32(a.m.y));
+    return a.m.x * i2f_minus(dot16(lo, a.lo) + dot16(hi, a.hi), a.m.y);
 }
 
 fn block_dot(w: WBlock, a: ABlock, wi: u32, col: u32, b: u32) -> f32 {

@@ -5,10 +5,17 @@
 // term = (d_a * d) * isum - (d_a * dmin) * msum.
 @group(0) @binding(0) var<storage, read> w_codes: array<vec4<u32>>;
 
-alias WBlock = vec4<u32>;
+const PREFETCH = false;
 
-fn load_w(wi: u32) -> vec4<u32> {
+alias WBlock = vec4<u32>;
+alias WRaw = vec4<u32>;
+
+fn fetch_w(wi: u32) -> vec4<u32> {
     return w_codes[9u * wi];
+}
+
+fn decode_w(raw: vec4<u32>, wi: u32) -> vec4<u32> {
+    return raw;
 }
 
 // Byte i (< 12) of the packed scales (h.y, h.z, h.w).

@@ -6,13 +6,24 @@
 // (exact); term = (d_a * d) * isum.
 @group(0) @binding(0) var<storage, read> w_codes: array<vec4<u32>>;
 
+const PREFETCH = false;
+
 struct WBlock {
     sc: vec4<u32>,
     d: f32,
 }
 
-fn load_w(wi: u32) -> WBlock {
-    return WBlock(w_codes[13u * wi + 12u], f16_of(w_scales[wi >> 1u], wi));
+struct WRaw {
+    sc: vec4<u32>,
+    s: u32, // the scale word (this block's f16 and its neighbour's)
+}
+
+fn fetch_w(wi: u32) -> WRaw {
+    return WRaw(w_codes[13u * wi + 12u], w_scales[wi >> 1u]);
+}
+
+fn decode_w(raw: WRaw, wi: u32) -> WBlock {
+    return WBlock(raw.sc, f16_of(raw.s, wi));
 }
 
 // The signed scale g (< 16).

@@ -5,6 +5,8 @@
 // with the activations (exact), term = d_a * (s0 * sum0 + s1 * sum1), as for ROCmFP2.
 @group(0) @binding(0) var<storage, read> w_codes: array<u32>;
 
+const PREFETCH = true;
+
 const APB = 1u;
 
 // The block decoded once when loaded (signed level bytes of each half), then reused for every
@@ -28,11 +30,20 @@ fn fp3_half(mags: u32, sg: u32) -> vec4<u32> {
     return (lv ^ (s * 0xFFu)) + s;
 }
 
-fn load_w(wi: u32) -> WBlock {
-    let e = (w_scales[wi >> 1u] >> ((wi & 1u) * 16u)) & 0xFFFFu;
-    let sg = w_codes[3u * wi + 2u];
-    return WBlock(fp3_half(w_codes[3u * wi], sg), fp3_half(w_codes[3u * wi + 1u], sg >> 16u),
-        ue4m3_b8(e & 0xFFu), ue4m3_b8(e >> 8u));
+struct WRaw {
+    q: vec3<u32>, // the two crumb words, the sign word
+    s: u32,       // the scale word (this block's u16 and its neighbour's)
+}
+
+fn fetch_w(wi: u32) -> WRaw {
+    return WRaw(vec3<u32>(w_codes[3u * wi], w_codes[3u * wi + 1u], w_codes[3u * wi + 2u]),
+        w_scales[wi >> 1u]);
+}
+
+fn decode_w(raw: WRaw, wi: u32) -> WBlock {
+    let e = raw.s >> ((wi & 1u) * 16u);
+    return WBlock(fp3_half(raw.q.x, raw.q.z), fp3_half(raw.q.y, raw.q.z >> 16u),
+        ue4m3_b8(e & 0xFFu), ue4m3_b8((e >> 8u) & 0xFFu));
 }
 
 alias ABlock = Q8;
@@ -42,5 +53,5 @@ fn load_a(col: u32, b: u32) -> Q8 {
 }
 
 fn block_dot(w: WBlock, a: Q8, wi: u32, col: u32, b: u32) -> f32 {
-    return a.m.x * (w.s0 * f32(dot16(w.lo, a.lo)) + w.s1 * f32(dot16(w.hi, a.hi)));
+    return a.m.x * (w.s0 * i2f(dot16(w.lo, a.lo)) + w.s1 * i2f(dot16(w.hi, a.hi)));
 }

@@ -2,20 +2,37 @@
 // = the 64 qs bytes as 4 vec4 (element 128h + 32l + m at bits 2l of byte 32h + m, codes 0..2,
 // weight (code - 1) * d); w_scales = the f16 d, two blocks a word.
 // isum = sum(code * q_a) - sum(q_a) (exact); term = isum * (d_a * d).
+// The whole block is fetched into registers one step ahead (mm_body) and kept there for every
+// column; its 2-bit fields are extracted per column.
 @group(0) @binding(0) var<storage, read> w_codes: array<vec4<u32>>;
 
-alias WBlock = f32;
+const PREFETCH = true;
 
-fn load_w(wi: u32) -> f32 {
-    return f16_of(w_scales[wi >> 1u], wi);
+struct WRaw {
+    q: array<vec4<u32>, 4>,
+    s: u32, // the scale word (this block's f16 and its neighbour's)
 }
 
-fn block_dot(d: f32, a: Q8K, wi: u32, col: u32, b: u32) -> f32 {
+fn fetch_w(wi: u32) -> WRaw {
+    return WRaw(array<vec4<u32>, 4>(w_codes[4u * wi], w_codes[4u * wi + 1u],
+        w_codes[4u * wi + 2u], w_codes[4u * wi + 3u]), w_scales[wi >> 1u]);
+}
+
+struct WBlock {
+    q: array<vec4<u32>, 4>,
+    d: f32,
+}
+
+fn decode_w(raw: WRaw, wi: u32) -> WBlock {
+    return WBlock(raw.q, f16_of(raw.s, wi));
+}
+
+fn block_dot(w: WBlock, a: Q8K, wi: u32, col: u32, b: u32) -> f32 {
     let t = vec4<u32>(0x03030303u);
     var isum = -a.sum;
     for (var h = 0u; h < 2u; h++) {
-        let q0 = w_codes[4u * wi + 2u * h];
-        let q1 = w_codes[4u * wi + 2u * h + 1u];
+        let q0 = w.q[2u * h];
+        let q1 = w.q[2u * h + 1u];
         for (var l = 0u; l < 4u; l++) {
             let sh = vec4<u32>(2u * l);
             let v = 8u * h + 2u * l;
@@ -23,5 +40,5 @@ fn block_dot(d: f32, a: Q8K, wi: u32, col: u32, b: u32) -> f32 {
                 + dot16((q1 >> sh) & t, q8k_words(col, b, v + 1u));
         }
     }
-    return f32(isum) * (a.d * d);
+    return i2f(isum) * (a.d * w.d);
 }

@@ -44,6 +44,20 @@ pub fn matmul_shader(format: FormatId) -> Option<&'static str> {
     crate::repack::layout(format).map(|l| l.shader)
 }
 
+/// Most 32-element activation blocks a fused kernel holds in workgroup memory (act_q8f.wgsl's
+/// `FUSED_BLOCKS`): K <= 16384.
+pub const FUSED_BLOCKS: usize = 512;
+
+/// The fused 1-column kernel of a format (it quantizes its activation column itself), if any.
+pub fn fused_shader(format: FormatId) -> Option<&'static str> {
+    use FormatId as F;
+    Some(match format {
+        F::Q8_0 => "mm_q8_0_f",
+        F::Q4_0 => "mm_q4_0_f",
+        _ => return None,
+    })
+}
+
 /// The smallest column variant that covers `n` columns (`n <= MAX_COLS`).
 pub fn ncols_for(n: usize) -> u32 {
     NCOLS.iter().copied().find(|&c| c as usize >= n).unwrap_or(MAX_COLS as u32)
@@ -80,8 +94,8 @@ pub fn shapes(shader: &str, ncols: u32) -> Vec<Shape> {
 /// The default shape for a format and column variant: the fastest of the sweep on an NVIDIA
 /// H200 (docs/BENCHMARKS.md, `lowbit bench --backend vulkan --vk-sweep`, n = 1 for the 1-column
 /// variant, n = 8 for the 4-, 8- and 16-column ones): the lowest time summed relative to each
-/// shape's best over 16384x16384 and 14336x4096 (within 3% of both bests, except ROCmFP3 at
-/// n = 8, 14% off at 14336x4096). The 2-column variant was not swept for the formats added in
+/// shape's best over 16384x16384 and 14336x4096 (session 6's sweep for the formats on
+/// mm_body except Q4_K and Q6_K, session 5's for the others). The 2-column variant was not swept for the formats added in
 /// session 5 (a guess). Where the variant lacks the shape: (32, 2, 1), else its first shape.
 /// Other devices may prefer others; every shape is correct.
 pub fn default_shape(format: FormatId, ncols: u32) -> Shape {
@@ -91,6 +105,7 @@ pub fn default_shape(format: FormatId, ncols: u32) -> Shape {
         (1, F::RocmFp3 | F::Mxfp4) => (32, 2, 2),
         (1, F::Nvfp4) => (32, 2, 1),
         (1, F::Q6K | F::Ptq1_0) => (8, 2, 1),
+        (1, F::Tq2_0) => (8, 4, 1),
         (1, F::Hfp4G32 | F::Mfp4G32 | F::Mfp4G32P) => (16, 8, 1),
         (1, _) => (16, 4, 1),
         // 2 columns: not in the last sweep; the first session's choices.
@@ -98,8 +113,8 @@ pub fn default_shape(format: FormatId, ncols: u32) -> Shape {
         (2, F::Hfp4G32 | F::Q4_0 | F::Q4_1) => (32, 4, 1),
         (2, F::Q4K | F::Q6K | F::Tq2_0 | F::Pq2_0 | F::Ptq1_0) => (8, 2, 1),
         (_, F::Q4_0) => (16, 8, 1),
-        (_, F::RocmFp2 | F::RocmFp3) => (32, 8, 1),
-        (_, F::Nvfp4) => (16, 2, 1),
+        (_, F::RocmFp2) => (32, 8, 1),
+        (_, F::Nvfp4) => (16, 4, 1),
         (_, F::Q4K | F::Tq2_0 | F::Pq2_0) => (8, 4, 1),
         (_, F::Q6K | F::Ptq1_0) => (8, 2, 1),
         _ => (32, 2, 1),

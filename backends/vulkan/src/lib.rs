@@ -20,9 +20,16 @@
 //!   the formats whose activation format is one of those, or Q8_K (bytes identical to the
 //!   core's encoders: a test checks it), and runs one dispatch per segment and per tile of at
 //!   most 16 columns. Each weight word is read once per tile; Q8_0, Q4_0, Q4_1, ROCmFP2,
-//!   ROCmFP3 and MXFP4 blocks are also decoded once and reused for every column, the others
-//!   are decoded again per column (Q4_K, Q6_K and TQ2_0 keep only their block headers in
-//!   registers and re-read the code words, from cache, per column).
+//!   ROCmFP3, MXFP4 and NVFP4 blocks are also decoded once and reused for every column, the
+//!   others are decoded again per column (TQ2_0 keeps its whole block in registers; Q4_K and
+//!   Q6_K keep only their block headers there and re-read the code words, from cache, per
+//!   column). Kernels on the shared body fetch each step's weight words one step ahead.
+//! * Opt-in (`LOWBIT_VK_FUSED=1` or [`VulkanOptions::fused`]), n = 1 with K <= 16384 for Q8_0
+//!   and Q4_0: a fused kernel whose every workgroup quantizes the activation column itself
+//!   (the same bytes as the quantizer dispatch) into workgroup memory, so the call is one
+//!   dispatch with no barrier before it. On an H200 it was faster only for small matrices
+//!   (128 rows); for the formats with an ALU-heavy decode it was slower still (every
+//!   workgroup repeats the quantization), so they have none (docs/BENCHMARKS.md, session 6).
 //! * Kernels use the packed int8 dot product (`OpSDot`) when the device says it is
 //!   accelerated (`LOWBIT_VK_DOT4=0|1` or [`VulkanOptions::dot4`] forces either way), and
 //!   naga's exact bit-extract polyfill otherwise.
@@ -102,6 +109,11 @@ pub struct VulkanOptions {
     /// Folder of the on-disk pipeline cache (`None`: `LOWBIT_VK_CACHE_DIR`, else the user's
     /// cache folder); `LOWBIT_VK_PIPELINE_CACHE=0` turns the cache off either way.
     pub pipeline_cache_dir: Option<std::path::PathBuf>,
+    /// Use the fused 1-column kernels (Q8_0, Q4_0), which quantize the activations inside the
+    /// matmul dispatch (`None`: `LOWBIT_VK_FUSED`, else off: on an H200 they were slower at
+    /// 14336x4096 and 16384x16384, faster only for a 128-row matrix). Off: a separate
+    /// quantizer dispatch.
+    pub fused: Option<bool>,
 }
 
 /// One row range of an uploaded matrix, in its own buffers.
@@ -182,6 +194,8 @@ pub struct VulkanBackend {
     /// Largest weight buffer (segments are cut to fit).
     max_buffer: u64,
     shape: Mutex<Option<kernels::Shape>>,
+    /// Whether n = 1 calls use the fused kernels where the format has one.
+    fused: bool,
     ctx: Arc<Context>,
 }
 
@@ -253,6 +267,10 @@ impl VulkanBackend {
             Some(d) => Some(d),
             None => env_flag("LOWBIT_VK_DOT4")?,
         };
+        let fused = match opts.fused {
+            Some(f) => f,
+            None => env_flag("LOWBIT_VK_FUSED")?.unwrap_or(false),
+        };
         let ctx = Arc::new(Context::new(index)?);
         let info = &ctx.info;
         let dot4 = match dot4_forced {
@@ -273,6 +291,7 @@ impl VulkanBackend {
             dot4,
             max_buffer,
             shape: Mutex::new(opts.shape),
+            fused,
             ctx,
         })
     }
@@ -388,8 +407,16 @@ impl VulkanBackend {
         })
     }
 
-    fn matmul_kernel(&self, format: FormatId, ncols: u32) -> Result<usize, VulkanError> {
-        let shader = kernels::matmul_shader(format).ok_or(VulkanError::Unsupported { format })?;
+    /// The matmul kernel for `ncols` columns: the fused one (`fused`: the caller checked that
+    /// the format has one and the call fits it) or the plain one.
+    fn matmul_kernel(
+        &self,
+        format: FormatId,
+        ncols: u32,
+        fused: bool,
+    ) -> Result<usize, VulkanError> {
+        let plain = kernels::matmul_shader(format).ok_or(VulkanError::Unsupported { format })?;
+        let shader = if fused { kernels::fused_shader(format).unwrap_or(plain) } else { plain };
         let forced = *self.shape.lock().unwrap_or_else(|p| p.into_inner());
         let shape = match forced {
             Some(s) if kernels::find(shader, s, ncols, self.dot4).is_some() => s,
@@ -461,7 +488,13 @@ impl VulkanBackend {
             rec.barrier();
         }
         // (kernel, blocks, elements per block, blocks per workgroup) of the quantizer.
+        // One column of at most FUSED_BLOCKS activation blocks: the fused kernel quantizes it.
+        let fused = self.fused
+            && n == 1
+            && cols / 32 <= kernels::FUSED_BLOCKS
+            && kernels::fused_shader(format).is_some();
         let quant = match info.activation {
+            _ if fused => None,
             ActFormat::Q8_0 | ActFormat::Q8_1 => Some(("quant_q8_0", 32, 64)),
             ActFormat::Q8K => Some(("quant_q8_k", 256, 1)),
             ActFormat::F32 => None,
@@ -479,7 +512,7 @@ impl VulkanBackend {
         let mut c0 = 0;
         while c0 < n {
             let tile = (n - c0).min(kernels::MAX_COLS);
-            let kidx = self.matmul_kernel(format, kernels::ncols_for(tile))?;
+            let kidx = self.matmul_kernel(format, kernels::ncols_for(tile), fused)?;
             let rpw = kernels::KERNELS[kidx].rows_per_workgroup();
             for seg in &m.segments {
                 let params = [

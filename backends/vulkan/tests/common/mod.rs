@@ -26,15 +26,14 @@ pub fn backend(opts: VulkanOptions) -> Option<VulkanBackend> {
     }
 }
 
-/// Backends to test: the default, plus the other dot-product path where the device has both.
+/// Backends to test: the default (fused 1-column kernels off), plus one with them on, on the
+/// other dot-product path where the device has both.
 pub fn backends() -> Vec<VulkanBackend> {
     let Some(b) = backend(VulkanOptions::default()) else { return Vec::new() };
     let mut out = Vec::new();
     let other = if b.info().dot4_supported { Some(!b.uses_dot4()) } else { None };
     out.push(b);
-    if let Some(d) = other {
-        out.extend(backend(VulkanOptions { dot4: Some(d), ..Default::default() }));
-    }
+    out.extend(backend(VulkanOptions { dot4: other, fused: Some(true), ..Default::default() }));
     out
 }
 
