@@ -534,6 +534,7 @@ unsafe fn drive<F: Legacy, const R: usize, const CT: usize, const V: bool>(
     let ng = nb.div_ceil(4);
     let per_col = ng * REC;
     let nrows = w.len() / rb;
+    let pf = super::Prefetch::L1(PF).for_row_group(R * rb);
     // SAFETY: row pointers are clamped to `nrows - 1`, groups `< full` lie inside the row, the
     // partial group is copied into a padded buffer first; record pointers are clamped to the
     // last column and stay inside `recs`; the prefetch hint never faults.
@@ -557,7 +558,7 @@ unsafe fn drive<F: Legacy, const R: usize, const CT: usize, const V: bool>(
                     let mut dec = [decode_group::<F>(rp[0].add(g * gbytes)); R];
                     for i in 0..R {
                         let p = rp[i].add(g * gbytes);
-                        super::prefetch_span(p, PF, gbytes);
+                        pf.span(p, gbytes);
                         if i > 0 {
                             dec[i] = decode_group::<F>(p);
                         }

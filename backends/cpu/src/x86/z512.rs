@@ -237,6 +237,7 @@ unsafe fn drive<F: Lanes, const R: usize, const CT: usize, const V: bool>(
     let ng = nb.div_ceil(F::GB);
     let per_col = ng * F::REC;
     let nrows = w.len() / rb;
+    let pf = F::PREFETCH.for_row_group(R * rb);
     // SAFETY: row pointers are clamped to `nrows - 1`, groups `< full` lie inside the row, the
     // partial group is copied into a padded buffer first; record pointers are clamped to the
     // last column and stay inside `recs`; the prefetch hint never faults.
@@ -260,7 +261,7 @@ unsafe fn drive<F: Lanes, const R: usize, const CT: usize, const V: bool>(
                     let mut dec = [F::decode(rp[0].add(g * gbytes)); R];
                     for i in 0..R {
                         let p = rp[i].add(g * gbytes);
-                        F::PREFETCH.span(p, gbytes);
+                        pf.span(p, gbytes);
                         if i > 0 {
                             dec[i] = F::decode(p);
                         }
