@@ -211,6 +211,7 @@ pub(crate) unsafe fn body512<C: Codec, const R: usize, const CT: usize, const V:
     out: &mut [f32],
 ) {
     let nrows = w.len() / rb;
+    let pf = super::super::Prefetch::L1(PREFETCH).for_row_group(R * rb);
     let ng = nb.div_ceil(GROUP);
     let full = nb / GROUP;
     let mut tail = [[0u8; MAX_GB]; R];
@@ -234,7 +235,7 @@ pub(crate) unsafe fn body512<C: Codec, const R: usize, const CT: usize, const V:
                     let mut ps = rp;
                     for p in ps.iter_mut() {
                         *p = p.add(gi * C::GB);
-                        super::super::prefetch_span(*p, PREFETCH, C::GB);
+                        pf.span(*p, C::GB);
                     }
                     step512::<C, R, CT, V>(ps, gp, gi, &mut acc);
                 }
@@ -269,6 +270,7 @@ pub(crate) unsafe fn body256<C: Codec, const R: usize, const CT: usize>(
     out: &mut [f32],
 ) {
     let nrows = w.len() / rb;
+    let pf = super::super::Prefetch::L1(PREFETCH).for_row_group(R * rb);
     let ng = nb.div_ceil(GROUP);
     let full = nb / GROUP;
     let mut tail = [[0u8; MAX_GB]; R];
@@ -290,7 +292,7 @@ pub(crate) unsafe fn body256<C: Codec, const R: usize, const CT: usize>(
                     for i in 0..R {
                         let p = if gi < full {
                             let p = rp[i].add(gi * C::GB);
-                            super::super::prefetch_span(p, PREFETCH, C::GB);
+                            pf.span(p, C::GB);
                             p
                         } else {
                             tail[i].as_ptr()
