@@ -24,11 +24,13 @@
 //!    assignment's error, so `q_k >= E`; and at every `s` the per-element optimum (outer iff
 //!    `a > 2.5 s`) is such a prefix, so `E(s) = min_k q_k(s)` exactly.
 //! 3. **Model error.** `A`, `B_k`, `C_k` are sums of non-negative terms (relative error
-//!    `< 25u`), so the computed `q_k(s)` is within `2^-45 D_k(s)` of the exact one,
+//!    `< 25u` whatever the order of the additions: `A` is summed in four lanes and `P_k`, `Q_k`
+//!    in four blocks of four plus block offsets, to shorten the dependency chains), so the computed `q_k(s)` is within `2^-45 D_k(s)` of the exact one,
 //!    `D_k = A + 2 s B_k + s^2 C_k`; the computed minimum `m_k = A - B_k (B_k / C_k)` is within
 //!    `2^-44 A` of `min_s q_k(s)` (`B_k^2 / C_k <= A` by Cauchy-Schwarz).
 //! 4. **Threshold.** `T_E` = the smallest `q_k + 2^-45 D_k` over the two bytes around the vertex
-//!    `B_k / C_k` of the quadratic with the smallest `m_k`: `E(b_T) <= T_E` for one of them.
+//!    `B_k / C_k` of the quadratic with the smallest `m_k` (found by a tree of comparisons; any
+//!    `k` would do, as every `q_k >= E`): `E(b_T) <= T_E` for one of them.
 //!    `T' = T_E (1 + 2^-46)`: any byte with `E > T'` has `S > S(b_T)` (step 1), so it can
 //!    neither win nor tie.
 //! 5. **Candidates.** A quadratic with `m_k - 2^-44 A > T'` is above `T'` everywhere. For the
@@ -49,7 +51,7 @@
 //! Degenerate halves: `A = 0` (every element has `w = 0` or `a = 0`) means `S(0) = 0 <= S(s)`:
 //! byte 0, as the exhaustive search returns.
 
-use super::fast_fp2::{floor_byte, NB, SCALE};
+use super::fast_fp2::{floor_byte, sum16, NB, SCALE};
 use super::scale_search::{objective, Codebook, Half};
 
 /// Sorts 16 keys (positive f64 bit patterns, so integer order is numeric order) in descending order (Batcher's odd-even merge sort, 63 comparators).
@@ -66,6 +68,60 @@ fn sort16_desc(k: &mut [u64; 16]) {
         5 6, 8 9, 10 11, 8 10, 9 11, 9 10, 12 13, 14 15, 12 14, 13 15, 13 14, 8 12, 10 14, 10 12,
         9 13, 11 15, 11 13, 9 10, 11 12, 13 14, 0 8, 4 12, 4 8, 2 10, 6 14, 6 10, 2 4, 6 8, 10 12,
         1 9, 5 13, 5 9, 3 11, 7 15, 7 11, 3 5, 7 9, 11 13, 1 2, 3 4, 5 6, 7 8, 9 10, 11 12, 13 14);
+}
+
+/// Inclusive prefix sums of 16 values in four blocks of four, then the block offsets: 6
+/// dependent adds instead of 15. Entry `j` is the sum of `x[0..=j]` in some order.
+#[inline(always)]
+fn scan16(x: [f64; 16]) -> [f64; 16] {
+    let mut y = [0f64; 16];
+    // four blocks of four, each a serial chain (independent), then the block offsets
+    for b in 0..4 {
+        let mut acc = x[4 * b];
+        y[4 * b] = acc;
+        for j in 1..4 {
+            acc += x[4 * b + j];
+            y[4 * b + j] = acc;
+        }
+    }
+    let o1 = y[3];
+    let o2 = o1 + y[7];
+    let o3 = o2 + y[11];
+    for j in 0..4 {
+        y[4 + j] += o1;
+        y[8 + j] += o2;
+        y[12 + j] += o3;
+    }
+    y
+}
+
+/// An index of a smallest of 17 values, by a tree of comparisons (log depth). Which of several
+/// equal minima it returns does not matter: any `k0` gives a valid `T_E` (module docs, step 4).
+#[inline(always)]
+fn argmin17(m: &[f64; 17]) -> usize {
+    let mut v = [0f64; 16];
+    let mut ix = [0usize; 16];
+    for i in 0..8 {
+        let lt = m[2 * i + 1] < m[2 * i];
+        v[i] = if lt { m[2 * i + 1] } else { m[2 * i] };
+        ix[i] = if lt { 2 * i + 1 } else { 2 * i };
+    }
+    let mut n = 8;
+    while n > 1 {
+        n /= 2;
+        for i in 0..n {
+            let lt = v[2 * i + 1] < v[2 * i];
+            let (a, b) = (v[2 * i], v[2 * i + 1]);
+            let (ia, ib) = (ix[2 * i], ix[2 * i + 1]);
+            v[i] = if lt { b } else { a };
+            ix[i] = if lt { ib } else { ia };
+        }
+    }
+    if m[16] < v[0] {
+        16
+    } else {
+        ix[0]
+    }
 }
 
 /// `2^-45`: error bound of a computed `q_k(s)` relative to `D_k(s)` (module docs, step 3).
@@ -148,44 +204,41 @@ pub(crate) fn search_fp2(h: &Half, table: &[f64; NB]) -> u8 {
         return super::fast_fp2::search_fp2_window(h, table);
     }
     sort16_desc(&mut key);
-    // prefix sums over the descending order
-    let mut p = [0f64; 17];
-    let mut q = [0f64; 17];
-    let mut aa = 0f64;
+    // Prefix sums over the descending order, in blocks (any summation order of non-negative
+    // terms keeps the bounds of step 3; one serial chain would be the latency).
+    let mut wa = [0f64; 16];
+    let mut ww = [0f64; 16];
+    let mut wa2 = [0f64; 16];
     for j in 0..16 {
         let bits = key[j];
         let a = f64::from_bits(bits & !15);
         let w = h.w[(bits & 15) as usize];
-        p[j + 1] = p[j] + w * a;
-        q[j + 1] = q[j] + w;
-        aa += w * (a * a);
+        wa[j] = w * a;
+        ww[j] = w;
+        wa2[j] = w * (a * a);
     }
+    let aa = sum16(&wa2);
     if aa == 0.0 {
         return 0;
     }
-    let (pt, wt) = (p[16], q[16]);
+    let (p, q) = (scan16(wa), scan16(ww));
+    let (pt, wt) = (p[15], q[15]);
     let mut bk = [0f64; 17];
     let mut ck = [0f64; 17];
     let mut vk = [0f64; 17];
     let mut mk = [0f64; 17];
-    // Two passes: the first has no loop-carried state, so it runs two quadratics per
-    // (packed) division; the second picks the first smallest `m_k`, as one pass would.
+    // No loop-carried state: two quadratics per packed division.
     for k in 0..17 {
-        let b = pt + 3.0 * p[k];
-        let c = wt + 15.0 * q[k];
+        let (pk, qk) = if k == 0 { (0.0, 0.0) } else { (p[k - 1], q[k - 1]) };
+        let b = pt + 3.0 * pk;
+        let c = wt + 15.0 * qk;
         let v = b / c;
         bk[k] = b;
         ck[k] = c;
         vk[k] = v;
         mk[k] = aa - b * v;
     }
-    let mut best_m = f64::INFINITY;
-    let mut k0 = 0;
-    for k in 0..17 {
-        let lt = mk[k] < best_m;
-        best_m = if lt { mk[k] } else { best_m };
-        k0 = if lt { k } else { k0 };
-    }
+    let k0 = argmin17(&mk);
     // Upper bound T_E from the best quadratic's two bytes around its vertex.
     let f = floor_byte(vk[k0]);
     let mut te = f64::INFINITY;
@@ -262,4 +315,63 @@ pub(crate) fn search_fp2(h: &Half, table: &[f64; NB]) -> u8 {
         }
     }
     bb as u8
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::format::rocmfpx::scale_search::{scale_table_f64, search_exhaustive};
+
+    #[test]
+    fn scan16_is_the_prefix_sum() {
+        // integers: every summation order is exact, so the result must equal the serial sum
+        let x: [f64; 16] = core::array::from_fn(|i| ((i * 7 + 3) % 11) as f64);
+        let y = scan16(x);
+        let mut acc = 0.0;
+        for j in 0..16 {
+            acc += x[j];
+            assert_eq!(y[j], acc, "entry {j}");
+        }
+    }
+
+    #[test]
+    fn argmin17_finds_a_minimum() {
+        for at in 0..17 {
+            let mut m: [f64; 17] = core::array::from_fn(|i| 10.0 + ((i * 5) % 17) as f64);
+            m[at] = 1.0;
+            assert_eq!(argmin17(&m), at);
+        }
+        let m = [3.0; 17];
+        assert_eq!(m[argmin17(&m)], 3.0);
+    }
+
+    #[test]
+    fn matches_exhaustive_on_gaussian_like_halves() {
+        // sums of uniforms (bench-like bell-shaped halves), some with repeated magnitudes
+        let table = scale_table_f64();
+        let mut st = 0x5eed_u64;
+        let mut uni = || {
+            st = st.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            ((st >> 11) as f64) / ((1u64 << 53) as f64) - 0.5
+        };
+        for iter in 0..4000 {
+            let sigma = [0.02, 0.3, 1.0, 7.0][iter % 4];
+            let mut h = Half { x: [0.0; 16], w: [1.0; 16] };
+            for i in 0..16 {
+                let g = uni() + uni() + uni() + uni();
+                h.x[i] = f64::from((g * sigma) as f32);
+                if iter % 5 == 0 {
+                    h.w[i] = uni() + 0.5;
+                }
+                if iter % 9 == 0 && i >= 8 {
+                    h.x[i] = -h.x[i - 8];
+                }
+            }
+            assert_eq!(
+                search_fp2(&h, &table),
+                search_exhaustive(Codebook::Fp2, &h, &table),
+                "{h:?}"
+            );
+        }
+    }
 }
