@@ -510,9 +510,6 @@ unsafe fn hsum16(v: __m512) -> f32 {
     }
 }
 
-/// Bytes ahead that each row stream prefetches.
-const PF: usize = 2048;
-
 /// Rows in groups of `R`, columns in sub-tiles of `CT` (the last row / column repeated, extra
 /// results discarded); a partial last group of blocks is decoded from a zero-padded copy.
 ///
@@ -534,7 +531,7 @@ unsafe fn drive<F: Legacy, const R: usize, const CT: usize, const V: bool>(
     let ng = nb.div_ceil(4);
     let per_col = ng * REC;
     let nrows = w.len() / rb;
-    let pf = super::Prefetch::L1(PF).for_row_group(R * rb);
+    let pf = super::Prefetch::DEFAULT;
     // SAFETY: row pointers are clamped to `nrows - 1`, groups `< full` lie inside the row, the
     // partial group is copied into a padded buffer first; record pointers are clamped to the
     // last column and stay inside `recs`; the prefetch hint never faults.

@@ -118,13 +118,21 @@ pub(crate) fn extras(isa: Isa, format: FormatId) -> crate::kernels::Extras {
 
 /// How a driver prefetches a weight stream: how many bytes ahead, and into which cache level.
 ///
-/// Q8_0's n = 1 kernel does so little work per byte that prefetches into L1 2 KiB ahead left it
-/// at 60-65% of the read bandwidth on SmolLM2's decode matrices; prefetching into L2 8 KiB ahead
-/// (the L2 has the room; L1 misses to L2 are cheap next to its few operations per line) took
-/// the tied 49152 x 576 output matrix from 14 to 21-23 GB/s and the whole Q8_0 model's decode
-/// from 82-90 to 112-123 tok/s, 2 threads (`lowbit speed --profile`, interleaved runs,
-/// 2026-12-01). The kernels with more work per byte (4-bit decodes) measured slower with L2
-/// prefetches in the same runs, and keep L1 at 2 KiB.
+/// The default, [`Prefetch::DEFAULT`], is into L2 8 KiB ahead. Measured on this project's
+/// EPYC (Zen 4), weights on huge pages (`crate::weights`), 2026-12-01, interleaved runs:
+///
+/// * SmolLM2 decode (short rows: 1-4 KiB per group of four rows, whose streams act as one):
+///   Q8_0 82-90 → 112-123 tok/s (its output matrix 14 → 21-23 GB/s), Q4_0 193 → 243, Q4_1
+///   155 → 210, the fpx-ifp2 file 147 → 162, against L1 prefetches 2 KiB ahead
+///   (`lowbit speed -t 2 -p 0 -n 64`).
+/// * 4096 x 14336, n = 1 (mean of two runs, `lowbit bench --n 1 --threads 1,2`): faster on one
+///   and two threads for TQ2_0 (819 → 481 µs, 2 threads), TQ1_0, PQ2_0, ROCmFP3, Q6_K, Q4_K,
+///   Q4_0, Q5_0 and IQ4_NL; mixed within 5-10% for ROCmFP2, MXFP4 and Q4_1; slower for NVFP4
+///   (2078 → 2326 µs), which keeps L1 2 KiB ahead ([`Prefetch::L1`]).
+///
+/// Without huge pages the picture differed (L2 prefetches were slower for most formats on
+/// long rows): a prefetch that crosses into a 4 KiB page whose translation is not cached is
+/// more likely to be dropped.
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum Prefetch {
     /// `_MM_HINT_T0`, this many bytes ahead.
@@ -134,28 +142,8 @@ pub(crate) enum Prefetch {
 }
 
 impl Prefetch {
-    /// Row groups of at most this many bytes prefetch as [`Prefetch::SHORT_ROWS`].
-    pub(crate) const SHORT_ROW_GROUP: usize = 8 << 10;
-
-    /// The policy for row groups this short: their row streams are adjacent in memory, so
-    /// they behave as one stream whose prefetches (from every row) reach only about 2 KiB
-    /// past the group with [`Prefetch::L1`] at 2 KiB; prefetching into L2 8 KiB ahead keeps
-    /// enough lines in flight. On SmolLM2's matrices (576- and 1536-wide rows: 1-4 KiB per
-    /// group of four rows) Q4_0's decode went from 173 to 195 tok/s (mean of three interleaved
-    /// runs, 2 threads, 2026-12-01 16:40 UTC), while on 4096 x 14336 (57 KiB groups) the L2
-    /// policy measured slower for most formats (single runs, same window), so long rows keep
-    /// their format's policy.
-    pub(crate) const SHORT_ROWS: Prefetch = Prefetch::L2(8 << 10);
-
-    /// [`Prefetch::SHORT_ROWS`] for a row group of at most [`Prefetch::SHORT_ROW_GROUP`] bytes,
-    /// else `self`.
-    pub(crate) fn for_row_group(self, group_bytes: usize) -> Prefetch {
-        if group_bytes <= Self::SHORT_ROW_GROUP {
-            Self::SHORT_ROWS
-        } else {
-            self
-        }
-    }
+    /// The policy of every driver that does not state another (see the type's doc).
+    pub(crate) const DEFAULT: Prefetch = Prefetch::L2(8 << 10);
 
     /// Prefetches every cache line of `p + ahead .. p + ahead + len` (`len >= 1`) as
     /// [`prefetch_span`] does, into the level named.

@@ -27,7 +27,6 @@ use std::ptr;
 
 use super::ext::ActSlice;
 use super::z512::{ld, ldps, q8_0_block, Lanes, V64};
-use super::Prefetch;
 
 /// Q8_0 in groups of two blocks (see the module doc).
 pub(crate) struct Q8;
@@ -36,7 +35,6 @@ impl Lanes for Q8 {
     const BB: usize = 34;
     const GB: usize = 2;
     const REC: usize = 3;
-    const PREFETCH: Prefetch = Prefetch::L2(8192);
     type W = (__m512i, __m512);
 
     fn prep(act: ActSlice<'_>, nb: usize, j: usize, g: usize, rec: &mut [V64]) {

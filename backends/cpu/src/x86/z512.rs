@@ -112,7 +112,7 @@ pub(crate) trait Lanes {
     /// two-column tiles use row groups of 2 instead of 4 (measured faster).
     const WIDE: bool = false;
     /// How [`drive`] prefetches each row stream (see [`super::Prefetch`]).
-    const PREFETCH: super::Prefetch = super::Prefetch::L1(PF);
+    const PREFETCH: super::Prefetch = super::Prefetch::DEFAULT;
     /// One row's decoded group.
     type W: Copy;
     /// Writes the record of group `g` of column `j` into `rec` (`REC` vectors). Blocks past
@@ -211,8 +211,8 @@ unsafe fn hsum16(v: __m512) -> f32 {
     }
 }
 
-/// Bytes ahead that each row stream prefetches.
-const PF: usize = 2048;
+/// Bytes ahead that an L1-prefetching format's row streams prefetch ([`super::nvfp4_512`]).
+pub(super) const PF: usize = 2048;
 
 /// The driver (row and column group sizes per [`entry`]): rows in groups of `R`, columns in sub-tiles of `CT` (the last row / column
 /// repeated, extra results discarded), groups of `F::GB` blocks (a partial last group is
@@ -237,7 +237,6 @@ unsafe fn drive<F: Lanes, const R: usize, const CT: usize, const V: bool>(
     let ng = nb.div_ceil(F::GB);
     let per_col = ng * F::REC;
     let nrows = w.len() / rb;
-    let pf = F::PREFETCH.for_row_group(R * rb);
     // SAFETY: row pointers are clamped to `nrows - 1`, groups `< full` lie inside the row, the
     // partial group is copied into a padded buffer first; record pointers are clamped to the
     // last column and stay inside `recs`; the prefetch hint never faults.
@@ -261,7 +260,7 @@ unsafe fn drive<F: Lanes, const R: usize, const CT: usize, const V: bool>(
                     let mut dec = [F::decode(rp[0].add(g * gbytes)); R];
                     for i in 0..R {
                         let p = rp[i].add(g * gbytes);
-                        pf.span(p, gbytes);
+                        F::PREFETCH.span(p, gbytes);
                         if i > 0 {
                             dec[i] = F::decode(p);
                         }

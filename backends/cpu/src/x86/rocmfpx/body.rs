@@ -37,9 +37,6 @@ use std::arch::x86_64::*;
 
 use super::prep::{Group, GROUP};
 
-/// Bytes ahead of the current group that each row stream prefetches.
-const PREFETCH: usize = 640;
-
 /// The largest group of any codec (ROCmFP3: 8 x 14 bytes).
 pub(crate) const MAX_GB: usize = 112;
 
@@ -211,7 +208,7 @@ pub(crate) unsafe fn body512<C: Codec, const R: usize, const CT: usize, const V:
     out: &mut [f32],
 ) {
     let nrows = w.len() / rb;
-    let pf = super::super::Prefetch::L1(PREFETCH).for_row_group(R * rb);
+    let pf = super::super::Prefetch::DEFAULT;
     let ng = nb.div_ceil(GROUP);
     let full = nb / GROUP;
     let mut tail = [[0u8; MAX_GB]; R];
@@ -270,7 +267,7 @@ pub(crate) unsafe fn body256<C: Codec, const R: usize, const CT: usize>(
     out: &mut [f32],
 ) {
     let nrows = w.len() / rb;
-    let pf = super::super::Prefetch::L1(PREFETCH).for_row_group(R * rb);
+    let pf = super::super::Prefetch::DEFAULT;
     let ng = nb.div_ceil(GROUP);
     let full = nb / GROUP;
     let mut tail = [[0u8; MAX_GB]; R];
