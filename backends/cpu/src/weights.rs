@@ -102,7 +102,10 @@ impl Arena {
     /// # Panics
     /// Like `Vec`, aborts through [`alloc::handle_alloc_error`] if an allocation fails.
     pub fn store(&self, bytes: &[u8]) -> WeightBuf {
-        self.store_with(bytes.len(), |dst| dst.copy_from_slice(bytes))
+        let len = bytes.len();
+        // SAFETY: copies exactly `len` bytes into the `len` writable bytes `place` hands over;
+        // `bytes` is a live slice elsewhere, so the ranges cannot overlap.
+        unsafe { self.place(len, |dst| std::ptr::copy_nonoverlapping(bytes.as_ptr(), dst, len)) }
     }
 
     /// `len` bytes in the arena, zeroed, then written by `fill`.
@@ -113,8 +116,24 @@ impl Arena {
     /// Like `Vec`, aborts through [`alloc::handle_alloc_error`] if an allocation fails; a
     /// panic in `fill` propagates (the range is then never handed out).
     pub fn store_with(&self, len: usize, fill: impl FnOnce(&mut [u8])) -> WeightBuf {
+        // SAFETY: zeroes all `len` bytes `place` hands over before making a slice of them, so
+        // `fill` sees initialised memory, and the slice lives only inside this call.
+        unsafe {
+            self.place(len, |dst| {
+                dst.write_bytes(0, len);
+                fill(std::slice::from_raw_parts_mut(dst, len));
+            })
+        }
+    }
+
+    /// Reserves `len` bytes (at a multiple of 64 in the open chunk, or at the start of a new
+    /// one) and lets `write` initialise them, under the lock, before handing them out.
+    ///
+    /// # Safety
+    /// `write` must initialise all `len` bytes at the pointer it gets and touch no other byte.
+    unsafe fn place(&self, len: usize, write: impl FnOnce(*mut u8)) -> WeightBuf {
         if len == 0 {
-            fill(&mut []);
+            write(NonNull::dangling().as_ptr());
             return WeightBuf { chunk: None, off: 0, len: 0 };
         }
         let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
@@ -125,16 +144,10 @@ impl Arena {
             None => (Arc::new(Chunk::new(len.max(CHUNK).next_multiple_of(HUGE_PAGE))), 0),
         };
         // SAFETY: `off + len <= chunk size` (checked by `fits`, or a fresh chunk of at least
-        // `len` bytes), so the range is inside the allocation; no `WeightBuf` covers bytes at
-        // or past the chunk's `used` mark and we hold the lock, so nothing else reads or
-        // writes the range while this exclusive slice lives. It is zeroed before `fill` sees
-        // it, so every byte is initialised.
-        let dst = unsafe {
-            let p = chunk.ptr.as_ptr().add(off);
-            p.write_bytes(0, len);
-            std::slice::from_raw_parts_mut(p, len)
-        };
-        fill(dst);
+        // `len` bytes), so the pointer and the `len` bytes after it are inside the allocation;
+        // no `WeightBuf` covers bytes at or past the chunk's `used` mark and we hold the lock,
+        // so nothing else reads or writes them while `write` runs.
+        write(unsafe { chunk.ptr.as_ptr().add(off) });
         // A chunk that a matrix filled past `CHUNK` is not reused; others stay open.
         *open = Some((chunk.clone(), off + len));
         WeightBuf { chunk: Some(chunk), off, len }

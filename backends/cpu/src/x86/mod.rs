@@ -146,31 +146,24 @@ impl Prefetch {
     pub(crate) const DEFAULT: Prefetch = Prefetch::L2(8 << 10);
 
     /// Prefetches every cache line of `p + ahead .. p + ahead + len` (`len >= 1`) as
-    /// [`prefetch_span`] does, into the level named.
+    /// [`prefetch_lines`] does, into the level named.
     ///
     /// # Safety
-    /// None beyond the call (as [`prefetch_span`]).
+    /// None beyond the call (as [`prefetch_lines`]).
     #[inline(always)]
     pub(crate) unsafe fn span(self, p: *const u8, len: usize) {
-        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T1};
+        use std::arch::x86_64::{_MM_HINT_T0, _MM_HINT_T1};
         match self {
             // SAFETY: prefetch hints never fault.
-            Prefetch::L1(ahead) => unsafe { prefetch_span(p, ahead, len) },
-            // SAFETY: prefetch hints never fault; addresses are only computed.
-            Prefetch::L2(ahead) => unsafe {
-                let mut off = 0;
-                while off < len {
-                    _mm_prefetch::<_MM_HINT_T1>(p.wrapping_add(ahead + off).cast());
-                    off += 64;
-                }
-                _mm_prefetch::<_MM_HINT_T1>(p.wrapping_add(ahead + len - 1).cast());
-            },
+            Prefetch::L1(ahead) => unsafe { prefetch_lines::<_MM_HINT_T0>(p, ahead, len) },
+            // SAFETY: as above.
+            Prefetch::L2(ahead) => unsafe { prefetch_lines::<_MM_HINT_T1>(p, ahead, len) },
         }
     }
 }
 
-/// Prefetches (into L1) every cache line of `p + ahead .. p + ahead + len` (`len >= 1`): the
-/// lines at 64-byte steps and the one holding the last byte. Drivers whose weight group is
+/// Prefetches (hint `HINT`) every cache line of `p + ahead .. p + ahead + len` (`len >= 1`):
+/// the lines at 64-byte steps and the one holding the last byte. Drivers whose weight group is
 /// longer than a line call this once per group and row stream; one prefetch per group left a
 /// third of the lines of 144- and 210-byte K-quant blocks to the hardware prefetcher, which
 /// cost up to 1.6x in streaming time (4096 x 14336, one thread, 2026-12-01).
@@ -179,16 +172,16 @@ impl Prefetch {
 /// None beyond the call: a prefetch never faults, and the addresses are only computed
 /// (`wrapping_add`).
 #[inline(always)]
-pub(crate) unsafe fn prefetch_span(p: *const u8, ahead: usize, len: usize) {
-    use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+unsafe fn prefetch_lines<const HINT: i32>(p: *const u8, ahead: usize, len: usize) {
+    use std::arch::x86_64::_mm_prefetch;
     // SAFETY: prefetch hints never fault.
     unsafe {
         let mut off = 0;
         while off < len {
-            _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(ahead + off).cast());
+            _mm_prefetch::<HINT>(p.wrapping_add(ahead + off).cast());
             off += 64;
         }
-        _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(ahead + len - 1).cast());
+        _mm_prefetch::<HINT>(p.wrapping_add(ahead + len - 1).cast());
     }
 }
 

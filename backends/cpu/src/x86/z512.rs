@@ -1603,6 +1603,24 @@ pub(super) unsafe fn dot_k_mins16(w: &<Q2k as Lanes>::W, a: *const V64, acc: __m
     }
 }
 
+/// The 16-byte table at `t` looked up (`vpshufb`, per 128-bit lane) by the low and by the
+/// high nibble of every byte of `x`: the decode step of the nibble-table formats ([`Mxfp4`],
+/// [`Iq4Nl`], [`Iq4NlU`]).
+///
+/// # Safety
+/// AVX-512 F/BW are available; `t` points to 16 readable bytes.
+#[inline(always)]
+unsafe fn nib_lut(x: __m512i, t: *const u8) -> (__m512i, __m512i) {
+    // SAFETY: reads the 16 table bytes (caller); register-only operations.
+    unsafe {
+        let m = _mm512_set1_epi8(0x0F);
+        let lut = _mm512_broadcast_i32x4(_mm_loadu_si128(t.cast()));
+        let lo = _mm512_shuffle_epi8(lut, _mm512_and_si512(x, m));
+        let hi = _mm512_shuffle_epi8(lut, _mm512_and_si512(_mm512_srli_epi16::<4>(x), m));
+        (lo, hi)
+    }
+}
+
 /// The 16 quant bytes of each of 4 consecutive `bb`-byte blocks at `p + off`, one block per
 /// 128-bit lane.
 ///
@@ -1681,10 +1699,7 @@ impl Lanes for Mxfp4 {
         // SAFETY: reads bytes 0..68 at `p` (caller); register-only operations.
         unsafe {
             let x = join4(p, 1, 17);
-            let m = _mm512_set1_epi8(0x0F);
-            let lut = _mm512_broadcast_i32x4(_mm_loadu_si128(MXFP4_U.as_ptr().cast()));
-            let lo = _mm512_shuffle_epi8(lut, _mm512_and_si512(x, m));
-            let hi = _mm512_shuffle_epi8(lut, _mm512_and_si512(_mm512_srli_epi16::<4>(x), m));
+            let (lo, hi) = nib_lut(x, MXFP4_U.as_ptr().cast());
             let e = |t: usize| E8M0_HALF[usize::from(*p.add(17 * t))];
             (lo, hi, spread4(_mm_setr_ps(e(0), e(1), e(2), e(3))))
         }
@@ -1733,10 +1748,7 @@ impl Lanes for Iq4Nl {
         // SAFETY: reads bytes 0..72 at `p` (caller); register-only operations.
         unsafe {
             let x = join4(p, 2, 18);
-            let m = _mm512_set1_epi8(0x0F);
-            let lut = _mm512_broadcast_i32x4(_mm_loadu_si128(KVALUES_IQ4NL.as_ptr().cast()));
-            let lo = _mm512_shuffle_epi8(lut, _mm512_and_si512(x, m));
-            let hi = _mm512_shuffle_epi8(lut, _mm512_and_si512(_mm512_srli_epi16::<4>(x), m));
+            let (lo, hi) = nib_lut(x, KVALUES_IQ4NL.as_ptr().cast());
             let h = |o: usize| u64::from(ptr::read_unaligned(p.add(o).cast::<u16>()));
             let d4 = h(0) | h(18) << 16 | h(36) << 32 | h(54) << 48;
             let dv = spread4(_mm_cvtph_ps(_mm_cvtsi64_si128(d4 as i64)));
@@ -1806,10 +1818,7 @@ impl Lanes for Iq4NlU {
         // SAFETY: reads bytes 0..72 at `p` (caller); register-only operations.
         unsafe {
             let x = join4(p, 2, 18);
-            let m = _mm512_set1_epi8(0x0F);
-            let lut = _mm512_broadcast_i32x4(_mm_loadu_si128(KVALUES_IQ4NL_U.as_ptr().cast()));
-            let lo = _mm512_shuffle_epi8(lut, _mm512_and_si512(x, m));
-            let hi = _mm512_shuffle_epi8(lut, _mm512_and_si512(_mm512_srli_epi16::<4>(x), m));
+            let (lo, hi) = nib_lut(x, KVALUES_IQ4NL_U.as_ptr().cast());
             let h = |o: usize| u64::from(ptr::read_unaligned(p.add(o).cast::<u16>()));
             let d4 = h(0) | h(18) << 16 | h(36) << 32 | h(54) << 48;
             (lo, hi, spread4(_mm_cvtph_ps(_mm_cvtsi64_si128(d4 as i64))))
