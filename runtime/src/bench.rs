@@ -3,10 +3,12 @@
 //!
 //! Method:
 //! * Read bandwidth: a buffer of at least 1 GiB of `u64` (64 MiB with `--quick`), written first
-//!   (so no page is the shared zero page), then summed by each thread over its own contiguous
-//!   part as four interleaved streams, 8 `u64` lanes per stream per step, which the compiler turns
-//!   into wide vector loads and adds. The best of several passes, for every thread count asked.
-//!   GB/s are 1e9 bytes per second.
+//!   (so no page is the shared zero page), in the same kind of memory as the weights, then read
+//!   by each thread over its own contiguous part in several ways ([`lowbit_cpu::probe`]: four
+//!   interleaved streams, one linear pass of vector loads, the same with the drivers' L2 or L1
+//!   software prefetch), the ways taking turns pass by pass. The ceiling is the best way's
+//!   fastest pass, for every thread count asked; each way's figure is in the JSON. GB/s are 1e9
+//!   bytes per second.
 //! * Matmul: for each format x shape x n x threads, the weights are built once (the core's
 //!   reference encoder on a deterministic Gaussian tensor; formats without an encoder get random
 //!   valid blocks: random bytes, the bytes the core rejects redrawn until every block decodes),
@@ -63,14 +65,9 @@ pub struct BenchConfig {
     pub command_line: String,
 }
 
-/// Read bandwidth measured with one thread count.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Bandwidth {
-    /// Threads that read.
-    pub threads: usize,
-    /// Best GB/s (1e9 bytes/s).
-    pub gb_s: f64,
-}
+/// Read bandwidth measured with one thread count: the best of several ways of reading the
+/// probe buffer ([`lowbit_cpu::probe`]), each pattern's figure kept beside it.
+pub type Bandwidth = lowbit_cpu::probe::ReadBandwidth;
 
 /// One matmul measurement.
 #[derive(Clone, Debug, PartialEq)]
@@ -221,35 +218,6 @@ pub fn utc_string(unix_secs: u64) -> String {
 
 // ---------------------------------------------------------------- bandwidth probe
 
-/// Sums `part` as four interleaved streams (its quarters), 8 lanes each, so each step issues
-/// four independent cache-line reads; the lane loops vectorize.
-fn sum_streams(part: &[u64]) -> u64 {
-    let q = part.len() / 4 / 8 * 8;
-    let (a, rest) = part.split_at(q);
-    let (b, rest) = rest.split_at(q);
-    let (c, rest) = rest.split_at(q);
-    let (d, tail) = rest.split_at(q);
-    let mut acc = [0u64; 8];
-    for (((x, y), z), w) in
-        a.chunks_exact(8).zip(b.chunks_exact(8)).zip(c.chunks_exact(8)).zip(d.chunks_exact(8))
-    {
-        for j in 0..8 {
-            acc[j] =
-                acc[j].wrapping_add(x[j]).wrapping_add(y[j]).wrapping_add(z[j]).wrapping_add(w[j]);
-        }
-    }
-    let t = tail.iter().fold(0u64, |s, v| s.wrapping_add(*v));
-    acc.iter().fold(t, |s, v| s.wrapping_add(*v))
-}
-
-fn split_run<R: Send>(buf: &[u64], threads: usize, f: impl Fn(&[u64]) -> R + Sync) -> Vec<R> {
-    let chunk = buf.len().div_ceil(threads.max(1)).max(1);
-    std::thread::scope(|s| {
-        let hs: Vec<_> = buf.chunks(chunk).map(|p| s.spawn(|| f(p))).collect();
-        hs.into_iter().map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e))).collect()
-    })
-}
-
 /// Allocates and writes the probe buffer (`bytes`, rounded down to whole u64). It lives in
 /// the same kind of memory as the weights the kernels read ([`lowbit_cpu::weights::Arena`]:
 /// 2 MiB-aligned, advised for transparent huge pages), so the ratio of a kernel's weight
@@ -270,21 +238,6 @@ pub fn probe_buffer(bytes: usize, threads: usize) -> lowbit_cpu::weights::Weight
             }
         });
     })
-}
-
-/// Best read bandwidth (GB/s) over `passes` sums of `buf` by `threads` threads.
-pub fn read_bandwidth(buf: &[u64], threads: usize, passes: usize) -> f64 {
-    let bytes = std::mem::size_of_val(buf) as f64;
-    let mut best = f64::MAX;
-    let mut sink = 0u64;
-    for _ in 0..passes.max(1) {
-        let t = Instant::now();
-        let sums = split_run(buf, threads, |p| sum_streams(std::hint::black_box(p)));
-        best = best.min(t.elapsed().as_secs_f64());
-        sink = sums.into_iter().fold(sink, u64::wrapping_add);
-    }
-    std::hint::black_box(sink);
-    bytes / best.max(1e-9) / 1e9
 }
 
 // ---------------------------------------------------------------- weights
@@ -519,12 +472,21 @@ pub fn run(cfg: &BenchConfig, line: &mut dyn FnMut(&str)) -> Result<BenchReport,
     let buf = probe_buffer(report.bandwidth_buffer_bytes, report.cores);
     let passes = if cfg.quick { 3 } else { 6 };
     for &t in &threads {
-        let gb_s = read_bandwidth(buf.as_u64s().expect("the probe is whole u64s"), t, passes);
-        report.bandwidth.push(Bandwidth { threads: t, gb_s });
+        let bw = lowbit_cpu::probe::read_bandwidth(
+            buf.as_u64s().expect("the probe is whole u64s"),
+            t,
+            passes,
+        );
+        let each: Vec<String> =
+            bw.patterns.iter().map(|(p, g)| format!("{} {g:.1}", p.name())).collect();
         line(&format!(
-            "read bandwidth, {t} thread(s): {gb_s:.1} GB/s (best of {passes}, {} MiB buffer)",
+            "read bandwidth, {t} thread(s): {:.1} GB/s (best pattern of: {}; best of {passes} \
+             passes, {} MiB buffer)",
+            bw.gb_s,
+            each.join(", "),
             report.bandwidth_buffer_bytes >> 20
         ));
+        report.bandwidth.push(bw);
     }
     drop(buf);
 
@@ -719,7 +681,19 @@ impl BenchReport {
         let bw: Vec<String> = self
             .bandwidth
             .iter()
-            .map(|b| format!("{{\"threads\": {}, \"gb_s\": {}}}", b.threads, json_num(b.gb_s)))
+            .map(|b| {
+                let each: Vec<String> = b
+                    .patterns
+                    .iter()
+                    .map(|(p, g)| format!("{}: {}", json_str(p.name()), json_num(*g)))
+                    .collect();
+                format!(
+                    "{{\"threads\": {}, \"gb_s\": {}, \"patterns\": {{{}}}}}",
+                    b.threads,
+                    json_num(b.gb_s),
+                    each.join(", ")
+                )
+            })
             .collect();
         let _ = writeln!(
             o,
@@ -810,14 +784,6 @@ mod tests {
         assert_eq!(utc_string(0), "1970-01-01T00:00:00Z");
         assert_eq!(utc_string(951_782_400), "2000-02-29T00:00:00Z");
         assert_eq!(utc_string(1_700_000_000), "2023-11-14T22:13:20Z");
-    }
-
-    #[test]
-    fn probe_sums_everything() {
-        let buf: Vec<u64> = (0..1003u64).collect();
-        assert_eq!(sum_streams(&buf), 1003 * 1002 / 2);
-        let parts = split_run(&buf, 3, sum_streams);
-        assert_eq!(parts.into_iter().sum::<u64>(), 1003 * 1002 / 2);
     }
 
     #[test]

@@ -44,6 +44,13 @@ fn quick_bench_writes_a_complete_json_report() {
     let bw_threads: Vec<f64> = bw.iter().map(|b| num(b, "threads")).collect();
     assert_eq!(bw_threads, [1.0, 2.0]);
     assert!(bw.iter().all(|b| num(b, "gb_s") > 0.0));
+    // The ceiling is the best of the read patterns, each reported beside it.
+    for b in bw {
+        let pats = b["patterns"].as_object().unwrap();
+        assert!(pats.contains_key("streams4") && pats.contains_key("linear"), "{b}");
+        let best = pats.values().map(|g| g.as_f64().unwrap()).fold(0.0, f64::max);
+        assert_eq!(best, num(b, "gb_s"), "{b}");
+    }
 
     // 2 formats x 1 shape x 2 n x 2 thread counts.
     let rows = v["matmul"].as_array().unwrap();

@@ -12,9 +12,9 @@
 //! 576x1536 (`--quick`: 4096x14336 only); n = 1, 4, 16 columns. Weights are random valid
 //! blocks generated directly (no encoder run). Time per call is the median (and the best) of the timed calls
 //! after two warm-up calls; "cpu us" is the process CPU time per call divided by the threads
-//! (on a loaded machine it approximates the uncontended wall time better than the median). Bandwidth: the sum of a 1 GiB buffer of u64 (>> L3) with
-//! 256-bit loads (AVX2; else a 16-way unrolled sum), the best of 5 passes; "all threads" splits
-//! it into one contiguous range per thread of a rayon pool of that size. Note: 4096x4096 Q8_0 (18 MB)
+//! (on a loaded machine it approximates the uncontended wall time better than the median). Bandwidth: `lowbit_cpu::probe::read_bandwidth` over a 1 GiB
+//! buffer (>> L3) in the weights' kind of memory, the best of its read patterns over 5 passes;
+//! "all threads" splits it into one contiguous range per thread. Note: 4096x4096 Q8_0 (18 MB)
 //! and the smaller shapes fit in this machine's L3, so their ratios can exceed 1.
 //!
 //! JSON goes to `PATH` (default `matmul_bench.json`).
@@ -25,7 +25,6 @@ use std::time::{Duration, Instant};
 use lowbit_core::backend::{Backend, MatrixDesc};
 use lowbit_core::FormatId;
 use lowbit_cpu::CpuBackend;
-use rayon::prelude::*;
 
 struct Rng(u64);
 
@@ -58,73 +57,6 @@ fn weights(format: FormatId, rows: usize, k: usize, rng: &mut Rng) -> Vec<u8> {
         }
     }
     w
-}
-
-/// Sum of `buf` as u64 lanes with 256-bit loads (4 independent accumulators, AVX2 when the
-/// CPU has it, else a portable unrolled sum the compiler vectorizes with SSE2).
-fn sum_wide(buf: &[u64]) -> u64 {
-    #[cfg(target_arch = "x86_64")]
-    if std::is_x86_feature_detected!("avx2") {
-        // SAFETY: AVX2 was detected just above.
-        return unsafe { sum_avx2(buf) };
-    }
-    sum_portable(buf)
-}
-
-fn sum_portable(buf: &[u64]) -> u64 {
-    let mut acc = [0u64; 16];
-    let mut chunks = buf.chunks_exact(16);
-    for c in &mut chunks {
-        for (a, v) in acc.iter_mut().zip(c) {
-            *a = a.wrapping_add(*v);
-        }
-    }
-    let tail = chunks.remainder().iter().fold(0u64, |a, v| a.wrapping_add(*v));
-    acc.iter().fold(tail, |a, v| a.wrapping_add(*v))
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-unsafe fn sum_avx2(buf: &[u64]) -> u64 {
-    use std::arch::x86_64::*;
-    let mut chunks = buf.chunks_exact(16);
-    // SAFETY: every load reads 4 u64 inside one 16-element chunk; AVX2 is enabled.
-    unsafe {
-        let mut acc = [_mm256_setzero_si256(); 4];
-        for c in &mut chunks {
-            let p = c.as_ptr().cast::<__m256i>();
-            for (i, a) in acc.iter_mut().enumerate() {
-                *a = _mm256_add_epi64(*a, _mm256_loadu_si256(p.add(i)));
-            }
-        }
-        let s =
-            _mm256_add_epi64(_mm256_add_epi64(acc[0], acc[1]), _mm256_add_epi64(acc[2], acc[3]));
-        let mut t = [0u64; 4];
-        _mm256_storeu_si256(t.as_mut_ptr().cast(), s);
-        let tail = chunks.remainder().iter().fold(0u64, |a, v| a.wrapping_add(*v));
-        t.iter().fold(tail, |a, v| a.wrapping_add(*v))
-    }
-}
-
-/// Read bandwidth in GB/s (1e9 bytes/s): best of `passes` sums over `buf`, split into one
-/// contiguous range per thread.
-fn bandwidth(buf: &[u64], threads: usize, passes: usize) -> f64 {
-    let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
-    let bytes = std::mem::size_of_val(buf) as f64;
-    let mut best = f64::MAX;
-    let mut sink = 0u64;
-    for _ in 0..passes {
-        let t = Instant::now();
-        let s = pool.install(|| {
-            buf.par_chunks(buf.len().div_ceil(threads))
-                .map(sum_wide)
-                .reduce(|| 0, |a, b| a.wrapping_add(b))
-        });
-        best = best.min(t.elapsed().as_secs_f64());
-        sink = sink.wrapping_add(s);
-    }
-    std::hint::black_box(sink);
-    bytes / best / 1e9
 }
 
 fn median(mut v: Vec<Duration>) -> Duration {
@@ -170,8 +102,14 @@ fn main() {
     let (bw1, bwn) = if args.iter().any(|a| a == "--no-bw") {
         (f64::NAN, f64::NAN)
     } else {
-        let buf: Vec<u64> = (0..(1usize << 30) / 8).map(|i| i as u64).collect();
-        (bandwidth(&buf, 1, 5), bandwidth(&buf, all_threads, 5))
+        let buf = lowbit_cpu::weights::Arena::default().store_with(1 << 30, |dst| {
+            for (i, b) in dst.iter_mut().enumerate() {
+                *b = (i as u8).wrapping_mul(0x9D);
+            }
+        });
+        let words = buf.as_u64s().expect("1 GiB is whole u64s");
+        let bw = |t| lowbit_cpu::probe::read_bandwidth(words, t, 5).gb_s;
+        (bw(1), bw(all_threads))
     };
     println!("read bandwidth: 1 thread {bw1:.1} GB/s, {all_threads} threads {bwn:.1} GB/s");
     println!("load average at start: {load_start}");

@@ -34,6 +34,7 @@ mod error;
 pub mod isa;
 pub mod kernels;
 mod matmul;
+pub mod probe;
 mod scalar;
 mod shape;
 pub mod vecops;

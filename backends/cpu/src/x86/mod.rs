@@ -39,6 +39,7 @@ mod nvfp4_512;
 mod q3k512;
 mod q8_512;
 mod rocmfpx;
+pub(crate) mod stream;
 mod ternary;
 mod tq1_512;
 pub(crate) mod vecops;
