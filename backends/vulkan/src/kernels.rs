@@ -58,6 +58,23 @@ pub fn fused_shader(format: FormatId) -> Option<&'static str> {
     })
 }
 
+/// The staged kernel of a format for 4 or more columns (act_q8s.wgsl: each step's activation
+/// blocks copied into workgroup memory once per workgroup), if any.
+pub fn staged_shader(format: FormatId) -> Option<&'static str> {
+    use FormatId as F;
+    Some(match format {
+        F::Q8_0 => "mm_q8_0_s",
+        F::Q4_0 => "mm_q4_0_s",
+        F::RocmFp2 => "mm_rocmfp2_s",
+        F::RocmFp3 => "mm_rocmfp3_s",
+        F::Mxfp4 => "mm_mxfp4_s",
+        F::Nvfp4 => "mm_nvfp4_s",
+        F::Pq2_0 => "mm_pq2_0_s",
+        F::Ptq1_0 => "mm_ptq1_0_s",
+        _ => return None,
+    })
+}
+
 /// The smallest column variant that covers `n` columns (`n <= MAX_COLS`).
 pub fn ncols_for(n: usize) -> u32 {
     NCOLS.iter().copied().find(|&c| c as usize >= n).unwrap_or(MAX_COLS as u32)
