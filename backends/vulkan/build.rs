@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 /// Matmul kernels: (kernel name, WGSL files in order, shape set). common.wgsl is appended to
 /// every kernel. Kernels on `mm_body` define a format's block access and dot product only.
 /// Names ending in `_f` are the fused 1-column kernels (act_q8f.wgsl), compiled for n = 1 only.
-const MATMUL_KERNELS: [(&str, &[&str], Shapes); 24] = [
+const MATMUL_KERNELS: [(&str, &[&str], Shapes); 20] = [
     ("mm_q8_0", &["mm_q8_0"], Shapes::Small),
     ("mm_q4_0", &["mm_q4_0"], Shapes::Small),
     ("mm_q4_1", &["mm_q4_1"], Shapes::Small),
@@ -43,14 +43,12 @@ const MATMUL_KERNELS: [(&str, &[&str], Shapes); 24] = [
     ("mm_q4_0_f", &["mm_q4_0b", "act_q8f", "q8_0_fn", "mm_body"], Shapes::Small),
     // Staged (names ending in `_s`, 4-, 8- and 16-column variants only): each step's
     // activation blocks are copied into workgroup memory once per workgroup (act_q8s.wgsl).
+    // Only for the formats where that was faster at n = 8 on an H200 (docs/BENCHMARKS.md,
+    // session 7: ROCmFP3, MXFP4, NVFP4 and PTQ1_0 were slower staged).
     ("mm_q8_0_s", &["mm_q8_0b", "act_q8s", "mm_body"], Shapes::Small),
     ("mm_q4_0_s", &["mm_q4_0b", "act_q8s", "mm_body"], Shapes::Small),
     ("mm_rocmfp2_s", &["mm_rocmfp2", "act_q8s", "mm_body"], Shapes::Small),
-    ("mm_rocmfp3_s", &["mm_rocmfp3", "act_q8s", "mm_body"], Shapes::Small),
-    ("mm_mxfp4_s", &["mm_mxfp4", "act_q8s", "mm_body"], Shapes::Small),
-    ("mm_nvfp4_s", &["mm_nvfp4", "act_q8s", "mm_body"], Shapes::Mid),
     ("mm_pq2_0_s", &["mm_pq2_0", "act_q8s", "mm_body"], Shapes::Large),
-    ("mm_ptq1_0_s", &["mm_ptq1_0", "act_q8s", "mm_body"], Shapes::Large),
 ];
 
 /// Helper kernels: (name, files, workgroup size).

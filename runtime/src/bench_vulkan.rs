@@ -184,7 +184,7 @@ pub fn run(
                 let shapes = if sweep {
                     kernels::shapes(kernels::matmul_shader(format).unwrap_or(""), ncols)
                 } else {
-                    vec![kernels::default_shape(format, ncols)]
+                    vec![vk.kernel_for(format, n).map_err(err)?.0]
                 };
                 for shape in shapes {
                     vk.set_shape(Some(shape)).map_err(err)?;

@@ -446,7 +446,8 @@ impl VulkanBackend {
     }
 
     /// The matmul kernel for `ncols` columns: the fused one (`fused`: the caller checked that
-    /// the format has one and the call fits it) or the plain one.
+    /// the format has one and the call fits it), the staged one (4 or more columns, where the
+    /// format has one and staging is on) or the plain one.
     fn matmul_kernel(
         &self,
         format: FormatId,
@@ -454,21 +455,38 @@ impl VulkanBackend {
         fused: bool,
     ) -> Result<usize, VulkanError> {
         let plain = kernels::matmul_shader(format).ok_or(VulkanError::Unsupported { format })?;
+        let staged = match kernels::staged_shader(format) {
+            Some(s) if self.staged && ncols >= 4 && !fused => Some(s),
+            _ => None,
+        };
         let shader = if fused {
             kernels::fused_shader(format).unwrap_or(plain)
-        } else if self.staged && ncols >= 4 {
-            kernels::staged_shader(format).unwrap_or(plain)
         } else {
-            plain
+            staged.unwrap_or(plain)
         };
         let forced = *self.shape.lock().unwrap_or_else(|p| p.into_inner());
         let shape = match forced {
             Some(s) if kernels::find(shader, s, ncols, self.dot4).is_some() => s,
+            _ if staged.is_some() => kernels::default_staged_shape(format, ncols),
             _ => kernels::default_shape(format, ncols),
         };
         kernels::find(shader, shape, ncols, self.dot4).ok_or_else(|| {
             VulkanError::BadArgument(format!("no {shader} kernel for {ncols} columns"))
         })
+    }
+
+    /// The kernel shape (threads per row, rows per thread, blocks per step) and shader a
+    /// matmul of `n` columns (at most [`kernels::MAX_COLS`] per dispatch) of `format` uses now
+    /// (with the fused kernels on: for K <= 16384, where n = 1 calls use them).
+    pub fn kernel_for(
+        &self,
+        format: FormatId,
+        n: usize,
+    ) -> Result<(kernels::Shape, &'static str), VulkanError> {
+        let ncols = kernels::ncols_for(n.clamp(1, kernels::MAX_COLS));
+        let fused = self.fused && n == 1 && kernels::fused_shader(format).is_some();
+        let k = &kernels::KERNELS[self.matmul_kernel(format, ncols, fused)?];
+        Ok(((k.tpr, k.rpt, k.bpt), k.shader))
     }
 
     /// Stages `x` on the device and sizes the scratch buffers for `n` columns of `m`.
