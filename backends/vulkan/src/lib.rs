@@ -24,6 +24,15 @@
 //!   others are decoded again per column (TQ2_0 keeps its whole block in registers; Q4_K and
 //!   Q6_K keep only their block headers there and re-read the code words, from cache, per
 //!   column). Kernels on the shared body fetch each step's weight words one step ahead.
+//! * Q8_0 / Q8_1 activations are quantized eight threads to a block (`quant_q8_0p.wgsl`;
+//!   `LOWBIT_VK_QUANT_WIDE=0` or [`VulkanOptions::quant_wide`] selects the one-thread-a-block
+//!   `quant_q8_0.wgsl`; the bytes are the same). The dispatches of one call are separated by
+//!   compute-to-compute barriers (on an H200 an empty dispatch plus such a barrier took 1.9
+//!   µs, plus a barrier over every stage 3.0 µs: docs/BENCHMARKS.md, session 7).
+//! * For 4 or more columns, Q8_0, Q4_0, ROCmFP2 and PQ2_0 use staged kernels
+//!   (`act_q8s.wgsl`, `LOWBIT_VK_STAGED=0` or [`VulkanOptions::staged`] turns them off): each
+//!   step's activation blocks are copied into workgroup memory once per workgroup instead of
+//!   being read from L2 by every thread for its own rows.
 //! * Opt-in (`LOWBIT_VK_FUSED=1` or [`VulkanOptions::fused`]), n = 1 with K <= 16384 for Q8_0
 //!   and Q4_0: a fused kernel whose every workgroup quantizes the activation column itself
 //!   (the same bytes as the quantizer dispatch) into workgroup memory, so the call is one
