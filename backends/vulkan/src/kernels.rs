@@ -44,6 +44,10 @@ pub fn matmul_shader(format: FormatId) -> Option<&'static str> {
     crate::repack::layout(format).map(|l| l.shader)
 }
 
+/// Workgroup memory the fused (act_q8f.wgsl + an 8-output reduction buffer) and staged
+/// (act_q8s.wgsl + a 16-output reduction buffer) kernels declare at most: 28 KiB.
+pub const EXTRA_SHARED_BYTES: u32 = 28 * 1024;
+
 /// Most 32-element activation blocks a fused kernel holds in workgroup memory (act_q8f.wgsl's
 /// `FUSED_BLOCKS`): K <= 16384.
 pub const FUSED_BLOCKS: usize = 512;
@@ -58,7 +62,7 @@ pub fn fused_shader(format: FormatId) -> Option<&'static str> {
     })
 }
 
-/// The staged kernel of a format for 4 or more columns (act_q8s.wgsl: each step's activation
+/// The staged kernel of a format for its 4-, 8- and 16-column variants (act_q8s.wgsl: each step's activation
 /// blocks copied into workgroup memory once per workgroup), if any: the formats where it was
 /// faster than the plain kernel at n = 8 on an NVIDIA H200 (docs/BENCHMARKS.md, session 7;
 /// for ROCmFP3, MXFP4, NVFP4 and PTQ1_0 it was slower).

@@ -29,10 +29,12 @@
 //!   `quant_q8_0.wgsl`; the bytes are the same). The dispatches of one call are separated by
 //!   compute-to-compute barriers (on an H200 an empty dispatch plus such a barrier took 1.9
 //!   µs, plus a barrier over every stage 3.0 µs: docs/BENCHMARKS.md, session 7).
-//! * For 4 or more columns, Q8_0, Q4_0, ROCmFP2 and PQ2_0 use staged kernels
-//!   (`act_q8s.wgsl`, `LOWBIT_VK_STAGED=0` or [`VulkanOptions::staged`] turns them off): each
-//!   step's activation blocks are copied into workgroup memory once per workgroup instead of
-//!   being read from L2 by every thread for its own rows.
+//! * In their 4-, 8- and 16-column variants (calls of 3 or more columns), Q8_0, Q4_0, ROCmFP2
+//!   and PQ2_0 use staged kernels (`act_q8s.wgsl`; `LOWBIT_VK_STAGED=0` or
+//!   [`VulkanOptions::staged`] turns them off): each step's activation blocks are copied into
+//!   workgroup memory once per workgroup instead of being read from L2 by every thread for
+//!   its own rows. They and the fused kernels need 28 KiB of workgroup memory and stay off on
+//!   a device that allows less.
 //! * Opt-in (`LOWBIT_VK_FUSED=1` or [`VulkanOptions::fused`]), n = 1 with K <= 16384 for Q8_0
 //!   and Q4_0: a fused kernel whose every workgroup quantizes the activation column itself
 //!   (the same bytes as the quantizer dispatch) into workgroup memory, so the call is one
@@ -124,9 +126,9 @@ pub struct VulkanOptions {
     /// 14336x4096 and 16384x16384, faster only for a 128-row matrix). Off: a separate
     /// quantizer dispatch.
     pub fused: Option<bool>,
-    /// Use the staged kernels for 4 or more columns where the format has one (each step's
-    /// activation blocks copied into workgroup memory once per workgroup; `None`:
-    /// `LOWBIT_VK_STAGED`, else on).
+    /// Use the staged kernels in the 4-, 8- and 16-column variants where the format has one
+    /// (each step's activation blocks copied into workgroup memory once per workgroup;
+    /// `None`: `LOWBIT_VK_STAGED`, else on).
     pub staged: Option<bool>,
     /// Quantize Q8_0 / Q8_1 activations with eight threads per block (`quant_q8_0p`) rather
     /// than one (`quant_q8_0`); the same bytes (`None`: `LOWBIT_VK_QUANT_WIDE`, else on).
@@ -228,7 +230,8 @@ pub struct VulkanBackend {
     shape: Mutex<Option<kernels::Shape>>,
     /// Whether n = 1 calls use the fused kernels where the format has one.
     fused: bool,
-    /// Whether calls of 4 or more columns use the staged kernels where the format has one.
+    /// Whether the 4-, 8- and 16-column variants are the staged kernels where the format has
+    /// one.
     staged: bool,
     /// Whether Q8_0 / Q8_1 activations are quantized by `quant_q8_0p` (eight threads a
     /// block) rather than `quant_q8_0`.
@@ -325,6 +328,31 @@ impl VulkanBackend {
             Some(d) => d,
             None => info.dot4_accelerated,
         };
+        // The fused and staged kernels declare up to 28 KiB of workgroup memory (the plain
+        // ones 16 KiB, Vulkan's minimum): on a device with less they stay off, and asking for
+        // them is an error.
+        let roomy = info.max_shared_bytes >= kernels::EXTRA_SHARED_BYTES;
+        for (what, asked, on) in [
+            (
+                "the fused kernels",
+                opts.fused.is_some() || env_flag("LOWBIT_VK_FUSED")?.is_some(),
+                fused,
+            ),
+            (
+                "the staged kernels",
+                opts.staged.is_some() || env_flag("LOWBIT_VK_STAGED")?.is_some(),
+                staged,
+            ),
+        ] {
+            if asked && on && !roomy {
+                return Err(VulkanError::MissingFeature(format!(
+                    "{what} need {} bytes of workgroup memory, the device allows {}",
+                    kernels::EXTRA_SHARED_BYTES,
+                    info.max_shared_bytes
+                )));
+            }
+        }
+        let (fused, staged) = (fused && roomy, staged && roomy);
         let max_buffer = opts.max_weight_buffer_bytes.unwrap_or(u64::MAX).min(info.max_buffer());
         Self::check_shape(opts.shape)?;
         let cache_dir = disk_cache::folder(opts.pipeline_cache_dir.as_deref());
@@ -455,7 +483,7 @@ impl VulkanBackend {
     }
 
     /// The matmul kernel for `ncols` columns: the fused one (`fused`: the caller checked that
-    /// the format has one and the call fits it), the staged one (4 or more columns, where the
+    /// the format has one and the call fits it), the staged one (`ncols >= 4`, where the
     /// format has one and staging is on) or the plain one.
     fn matmul_kernel(
         &self,
