@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 /// Matmul kernels: (kernel name, WGSL files in order, shape set). common.wgsl is appended to
 /// every kernel. Kernels on `mm_body` define a format's block access and dot product only.
 /// Names ending in `_f` are the fused 1-column kernels (act_q8f.wgsl), compiled for n = 1 only.
-const MATMUL_KERNELS: [(&str, &[&str], Shapes); 16] = [
+const MATMUL_KERNELS: [(&str, &[&str], Shapes); 20] = [
     ("mm_q8_0", &["mm_q8_0"], Shapes::Small),
     ("mm_q4_0", &["mm_q4_0"], Shapes::Small),
     ("mm_q4_1", &["mm_q4_1"], Shapes::Small),
@@ -41,12 +41,21 @@ const MATMUL_KERNELS: [(&str, &[&str], Shapes); 16] = [
     // decode is ALU-heavy (ROCmFP2/3, MXFP4, NVFP4, PTQ1_0), which therefore have none.
     ("mm_q8_0_f", &["mm_q8_0b", "act_q8f", "q8_0_fn", "mm_body"], Shapes::Small),
     ("mm_q4_0_f", &["mm_q4_0b", "act_q8f", "q8_0_fn", "mm_body"], Shapes::Small),
+    // Staged (names ending in `_s`, 4-, 8- and 16-column variants only): each step's
+    // activation blocks are copied into workgroup memory once per workgroup (act_q8s.wgsl).
+    // Only for the formats where that was faster at n = 8 on an H200 (docs/BENCHMARKS.md,
+    // session 7: ROCmFP3, MXFP4, NVFP4 and PTQ1_0 were slower staged).
+    ("mm_q8_0_s", &["mm_q8_0b", "act_q8s", "mm_body"], Shapes::Small),
+    ("mm_q4_0_s", &["mm_q4_0b", "act_q8s", "mm_body"], Shapes::Small),
+    ("mm_rocmfp2_s", &["mm_rocmfp2", "act_q8s", "mm_body"], Shapes::Small),
+    ("mm_pq2_0_s", &["mm_pq2_0", "act_q8s", "mm_body"], Shapes::Large),
 ];
 
 /// Helper kernels: (name, files, workgroup size).
-const HELPERS: [(&str, &[&str], u32); 4] = [
+const HELPERS: [(&str, &[&str], u32); 5] = [
     ("read_bw", &["read_bw"], 256),
     ("quant_q8_0", &["quant_q8_0", "q8_0_fn"], 64),
+    ("quant_q8_0p", &["quant_q8_0p"], 256),
     ("quant_q8_k", &["quant_q8_k"], 64),
     ("fwht256", &["fwht256"], 256),
 ];
@@ -114,7 +123,7 @@ fn variants() -> Vec<Variant> {
     }
     for (shader, files, set) in MATMUL_KERNELS {
         for ncols in NCOLS {
-            if shader.ends_with("_f") && ncols != 1 {
+            if shader.ends_with("_f") && ncols != 1 || shader.ends_with("_s") && ncols < 4 {
                 continue;
             }
             for &(tpr, rpt, bpt) in matmul_shapes(set, ncols) {

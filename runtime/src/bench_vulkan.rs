@@ -18,6 +18,9 @@
 //!   Weight GB/s = canonical weight bytes / time per call; ratio = weight GB/s / read ceiling.
 //! * `--vk-sweep`: every compiled kernel shape (threads per row, rows per thread, blocks per
 //!   step) for each row, not only the default.
+//! * `--vk-profile`: for each row also [`VulkanBackend::profile_matmul`] (the call's parts
+//!   timed on their own) and [`VulkanBackend::read_dispatch_us`] (our read kernel over the
+//!   same bytes, one dispatch and barrier per copy of the weights).
 //!
 //! What must not live here: kernels or device code (those are `lowbit-vulkan`'s).
 
@@ -57,6 +60,9 @@ pub struct VkRow {
     pub gflop_s: f64,
     /// `weight_gb_s` / the read ceiling.
     pub ratio_to_bandwidth: f64,
+    /// With `--vk-profile`: the call's parts, and our read kernel's microseconds per dispatch
+    /// over the same bytes with the grid size that gave them.
+    pub profile: Option<(lowbit_vulkan::MatmulProfile, f64, u32)>,
 }
 
 /// Everything one Vulkan run measured.
@@ -97,6 +103,7 @@ pub fn run(
     vk: &VulkanBackend,
     cfg: &BenchConfig,
     sweep: bool,
+    profile: bool,
     line: &mut dyn FnMut(&str),
 ) -> Result<VkReport, String> {
     let start = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
@@ -177,7 +184,7 @@ pub fn run(
                 let shapes = if sweep {
                     kernels::shapes(kernels::matmul_shader(format).unwrap_or(""), ncols)
                 } else {
-                    vec![kernels::default_shape(format, ncols)]
+                    vec![vk.kernel_for(format, n).map_err(err)?.0]
                 };
                 for shape in shapes {
                     vk.set_shape(Some(shape)).map_err(err)?;
@@ -193,6 +200,29 @@ pub fn run(
                     t.sort_by(f64::total_cmp);
                     let secs = t[1];
                     let weight_gb_s = wbytes as f64 / secs / 1e9;
+                    let prof = if profile {
+                        let p = vk.profile_matmul(&refs, &x, n, reps).map_err(err)?;
+                        let (rus, groups) =
+                            vk.read_dispatch_us(wbytes as u64, copies, reps).map_err(err)?;
+                        line(&format!(
+                            "  profile us: empty+barrier {:.2}, empty+compute barrier {:.2}, empty {:.2}, act {:.2}, \
+                             matmul+barrier {:.2}, matmul {:.2}, call {:.2}; read kernel \
+                             same bytes {:.2} ({} groups, {:.1} GB/s)",
+                            p.empty_us,
+                            p.empty_compute_barrier_us,
+                            p.empty_no_barrier_us,
+                            p.act_us,
+                            p.matmul_us,
+                            p.matmul_no_barrier_us,
+                            p.full_us,
+                            rus,
+                            groups,
+                            wbytes as f64 / rus / 1e3
+                        ));
+                        Some((p, rus, groups))
+                    } else {
+                        None
+                    };
                     let row = VkRow {
                         format,
                         rows,
@@ -205,6 +235,7 @@ pub fn run(
                         weight_gb_s,
                         gflop_s: 2.0 * (rows * k * n) as f64 / secs / 1e9,
                         ratio_to_bandwidth: weight_gb_s / read_gb_s,
+                        profile: prof,
                     };
                     line(&format!(
                         "{:<10} {:>12} {:>4} {:>8} {:>6} {:>11.1} {:>9.1} {:>9.1} {:>6.3}",
@@ -288,7 +319,7 @@ impl VkReport {
                      \"threads_per_row\": {}, \"rows_per_thread\": {}, \"blocks_per_step\": {}, \
                      \"us_per_call\": {}, \
                      \"weight_bytes\": {}, \"copies\": {}, \"weight_gb_s\": {}, \"gflop_s\": {}, \
-                     \"ratio_to_bandwidth\": {}}}",
+                     \"ratio_to_bandwidth\": {}{}}}",
                     json_str(r.format.name()),
                     r.rows,
                     r.k,
@@ -301,7 +332,21 @@ impl VkReport {
                     r.copies,
                     json_num(r.weight_gb_s),
                     json_num(r.gflop_s),
-                    json_num(r.ratio_to_bandwidth)
+                    json_num(r.ratio_to_bandwidth),
+                    r.profile.map_or(String::new(), |(p, rus, groups)| format!(
+                        ", \"profile_us\": {{\"empty_barrier\": {}, \"empty_compute_barrier\": {}, \"empty\": {}, \"act\": {}, \
+                         \"matmul_barrier\": {}, \"matmul\": {}, \"call\": {}, \
+                         \"read_same_bytes\": {}, \"read_groups\": {}}}",
+                        json_num(p.empty_us),
+                        json_num(p.empty_compute_barrier_us),
+                        json_num(p.empty_no_barrier_us),
+                        json_num(p.act_us),
+                        json_num(p.matmul_us),
+                        json_num(p.matmul_no_barrier_us),
+                        json_num(p.full_us),
+                        json_num(rus),
+                        groups
+                    ))
                 )
             })
             .collect();
@@ -340,7 +385,7 @@ mod tests {
             command_line: "test".into(),
         };
         let mut lines = Vec::new();
-        let r = run(&vk, &cfg, false, &mut |l| lines.push(l.to_string())).unwrap();
+        let r = run(&vk, &cfg, false, true, &mut |l| lines.push(l.to_string())).unwrap();
         assert!(r.read_gb_s > 0.0);
         assert_eq!(r.matmul.len(), 4);
         for row in &r.matmul {

@@ -437,6 +437,11 @@ struct BenchArgs {
     /// Vulkan: time every compiled kernel shape, not only the default one.
     #[arg(long)]
     vk_sweep: bool,
+    /// Vulkan: also time the parts of each call (empty dispatch, activation quantization,
+    /// matmul dispatches alone, with and without barriers) and our read kernel over the same
+    /// bytes per dispatch.
+    #[arg(long)]
+    vk_profile: bool,
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -955,6 +960,7 @@ fn run_quantize(a: QuantizeArgs) -> Result<String, CmdError> {
 fn run_bench_vulkan(
     cfg: &bench::BenchConfig,
     sweep: bool,
+    profile: bool,
     json: Option<&std::path::Path>,
 ) -> Result<Option<ExitCode>, CliError> {
     use lowbit_runtime::bench_vulkan;
@@ -969,13 +975,15 @@ fn run_bench_vulkan(
             return Ok(Some(ExitCode::FAILURE));
         }
     };
-    let report = streamed_report(json, |l| bench_vulkan::run(&vk, cfg, sweep, l), |r| r.to_json())?;
+    let report =
+        streamed_report(json, |l| bench_vulkan::run(&vk, cfg, sweep, profile, l), |r| r.to_json())?;
     Ok(Some(if report.is_some() { ExitCode::SUCCESS } else { ExitCode::FAILURE }))
 }
 
 #[cfg(not(feature = "vulkan"))]
 fn run_bench_vulkan(
     _: &bench::BenchConfig,
+    _: bool,
     _: bool,
     _: Option<&std::path::Path>,
 ) -> Result<Option<ExitCode>, CliError> {
@@ -1013,7 +1021,7 @@ fn run_bench(a: BenchArgs) -> Result<ExitCode, CliError> {
         command_line: std::env::args().collect::<Vec<_>>().join(" "),
     };
     if a.backend == BackendArg::Vulkan {
-        if let Some(code) = run_bench_vulkan(&cfg, a.vk_sweep, a.json.as_deref())? {
+        if let Some(code) = run_bench_vulkan(&cfg, a.vk_sweep, a.vk_profile, a.json.as_deref())? {
             return Ok(code);
         }
     }

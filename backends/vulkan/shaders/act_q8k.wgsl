@@ -36,3 +36,6 @@ fn row_factor(row: u32) -> f32 {
 
 // Nothing to prepare: the activations were quantized by their own dispatch.
 fn prepare_act(lid: u32) {}
+
+// Nothing to stage: the kernel reads its activations where they are.
+fn stage_act(lid: u32, b0: u32) {}

@@ -12,6 +12,10 @@
 //                                             formats that read more data per column)
 //   fn row_factor(row: u32) -> f32            multiplies each thread's partial of a row
 //   fn prepare_act(lid: u32)                  called once by every thread before the loop
+//   fn stage_act(lid: u32, b0: u32)           called by every thread at the start of each step
+//                                             (b0: the step's first block), in uniform control
+//                                             flow (act_q8s.wgsl copies the step's activations
+//                                             into workgroup memory there)
 //   const PREFETCH: bool                      whether to fetch one step ahead (formats whose
 //                                             block_dot reads most of the block itself: no)
 // Each thread fetches BPT consecutive blocks of RPT rows into registers (with PREFETCH one
@@ -35,7 +39,8 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wgid: 
         base[r] = min(row0 + r, pc.rows - 1u) * pc.nb;
     }
     let step = TPR * BPT;
-    var b0 = (lid % TPR) * BPT;
+    let first = (lid % TPR) * BPT;
+    var b0 = first;
     var raw: array<WRaw, 8>;
     if (PREFETCH) {
         for (var j = 0u; j < BPT; j++) {
@@ -47,7 +52,11 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wgid: 
     }
     // Fused kernels quantize the activations here, while the first weights are in flight.
     prepare_act(lid);
-    for (; b0 < pc.nb; b0 += step) {
+    // Every thread runs every step (the same count for the whole workgroup, so that
+    // stage_act may synchronise it); blocks past the row's end are clamped and add nothing.
+    for (var s0 = 0u; s0 < pc.nb; s0 += step) {
+        b0 = s0 + first;
+        stage_act(lid, s0);
         var w: array<WBlock, 8>;
         for (var j = 0u; j < BPT; j++) {
             let b = min(b0 + j, pc.nb - 1u);

@@ -42,6 +42,8 @@ pub struct DeviceInfo {
     pub timestamp_period: f64,
     /// Whether the device is a CPU implementation (lavapipe, SwiftShader).
     pub is_cpu: bool,
+    /// Largest workgroup memory one compute pipeline may declare, bytes.
+    pub max_shared_bytes: u32,
 }
 
 impl DeviceInfo {
@@ -223,6 +225,7 @@ impl Context {
             max_groups: [l.max_compute_work_group_count[0], l.max_compute_work_group_count[1]],
             timestamp_period: if ts_bits > 0 { f64::from(l.timestamp_period) } else { 0.0 },
             is_cpu: props.device_type == vk::PhysicalDeviceType::CPU,
+            max_shared_bytes: l.max_compute_shared_memory_size,
         };
         Ok(Context {
             _entry: entry,

@@ -156,6 +156,7 @@ mod tests {
             max_groups: [1, 1],
             timestamp_period: 1.0,
             is_cpu: false,
+            max_shared_bytes: 49152,
         };
         let uuid = [3u8; 16];
         let path = file(&dir, &info, &uuid);

@@ -44,6 +44,10 @@ pub fn matmul_shader(format: FormatId) -> Option<&'static str> {
     crate::repack::layout(format).map(|l| l.shader)
 }
 
+/// Workgroup memory the fused (act_q8f.wgsl + an 8-output reduction buffer) and staged
+/// (act_q8s.wgsl + a 16-output reduction buffer) kernels declare at most: 28 KiB.
+pub const EXTRA_SHARED_BYTES: u32 = 28 * 1024;
+
 /// Most 32-element activation blocks a fused kernel holds in workgroup memory (act_q8f.wgsl's
 /// `FUSED_BLOCKS`): K <= 16384.
 pub const FUSED_BLOCKS: usize = 512;
@@ -56,6 +60,36 @@ pub fn fused_shader(format: FormatId) -> Option<&'static str> {
         F::Q4_0 => "mm_q4_0_f",
         _ => return None,
     })
+}
+
+/// The staged kernel of a format for its 4-, 8- and 16-column variants (act_q8s.wgsl: each step's activation
+/// blocks copied into workgroup memory once per workgroup), if any: the formats where it was
+/// faster than the plain kernel at n = 8 on an NVIDIA H200 (docs/BENCHMARKS.md, session 7;
+/// for ROCmFP3, MXFP4, NVFP4 and PTQ1_0 it was slower).
+pub fn staged_shader(format: FormatId) -> Option<&'static str> {
+    use FormatId as F;
+    Some(match format {
+        F::Q8_0 => "mm_q8_0_s",
+        F::Q4_0 => "mm_q4_0_s",
+        F::RocmFp2 => "mm_rocmfp2_s",
+        F::Pq2_0 => "mm_pq2_0_s",
+        _ => return None,
+    })
+}
+
+/// The default shape of a format's staged kernel ([`staged_shader`]) for `ncols >= 4`: the
+/// fastest at n = 8 in session 7's sweep on an H200 (lowest time summed relative to each
+/// shape's best over 16384x16384 and 14336x4096; the 4- and 16-column variants were not
+/// swept and take the same where they have it, else as [`default_shape`]).
+pub fn default_staged_shape(format: FormatId, ncols: u32) -> Shape {
+    let preferred = match format {
+        FormatId::Pq2_0 => (8, 4, 1),
+        _ => (16, 8, 1),
+    };
+    match staged_shader(format) {
+        Some(shader) if shapes(shader, ncols).contains(&preferred) => preferred,
+        _ => default_shape(format, ncols),
+    }
 }
 
 /// The smallest column variant that covers `n` columns (`n <= MAX_COLS`).

@@ -24,6 +24,17 @@
 //!   others are decoded again per column (TQ2_0 keeps its whole block in registers; Q4_K and
 //!   Q6_K keep only their block headers there and re-read the code words, from cache, per
 //!   column). Kernels on the shared body fetch each step's weight words one step ahead.
+//! * Q8_0 / Q8_1 activations are quantized eight threads to a block (`quant_q8_0p.wgsl`;
+//!   `LOWBIT_VK_QUANT_WIDE=0` or [`VulkanOptions::quant_wide`] selects the one-thread-a-block
+//!   `quant_q8_0.wgsl`; the bytes are the same). The dispatches of one call are separated by
+//!   compute-to-compute barriers (on an H200 an empty dispatch plus such a barrier took 1.9
+//!   µs, plus a barrier over every stage 3.0 µs: docs/BENCHMARKS.md, session 7).
+//! * In their 4-, 8- and 16-column variants (calls of 3 or more columns), Q8_0, Q4_0, ROCmFP2
+//!   and PQ2_0 use staged kernels (`act_q8s.wgsl`; `LOWBIT_VK_STAGED=0` or
+//!   [`VulkanOptions::staged`] turns them off): each step's activation blocks are copied into
+//!   workgroup memory once per workgroup instead of being read from L2 by every thread for
+//!   its own rows. They and the fused kernels need 28 KiB of workgroup memory and stay off on
+//!   a device that allows less.
 //! * Opt-in (`LOWBIT_VK_FUSED=1` or [`VulkanOptions::fused`]), n = 1 with K <= 16384 for Q8_0
 //!   and Q4_0: a fused kernel whose every workgroup quantizes the activation column itself
 //!   (the same bytes as the quantizer dispatch) into workgroup memory, so the call is one
@@ -87,6 +98,7 @@ use lowbit_core::FormatId;
 pub use device::DeviceInfo;
 pub use error::VulkanError;
 pub use pipeline::MAX_PIPELINES;
+pub use probe::MatmulProfile;
 
 use device::{Buffer, Context};
 use run::{Bind, Recorder, Runner};
@@ -114,6 +126,13 @@ pub struct VulkanOptions {
     /// 14336x4096 and 16384x16384, faster only for a 128-row matrix). Off: a separate
     /// quantizer dispatch.
     pub fused: Option<bool>,
+    /// Use the staged kernels in the 4-, 8- and 16-column variants where the format has one
+    /// (each step's activation blocks copied into workgroup memory once per workgroup;
+    /// `None`: `LOWBIT_VK_STAGED`, else on).
+    pub staged: Option<bool>,
+    /// Quantize Q8_0 / Q8_1 activations with eight threads per block (`quant_q8_0p`) rather
+    /// than one (`quant_q8_0`); the same bytes (`None`: `LOWBIT_VK_QUANT_WIDE`, else on).
+    pub quant_wide: Option<bool>,
 }
 
 /// One row range of an uploaded matrix, in its own buffers.
@@ -166,6 +185,21 @@ struct Scratch {
     dummy: Option<Buffer>,
 }
 
+/// How a matmul's activations are prepared (see `VulkanBackend::act_plan`).
+#[derive(Clone, Copy, Debug)]
+struct ActPlan {
+    /// The fused kernel quantizes the activation column itself.
+    fused: bool,
+    /// The quantizer dispatch: (kernel, elements per block, blocks per workgroup).
+    quant: Option<(&'static str, usize, u32)>,
+}
+
+/// The whole of a staged scratch buffer as a kernel binding.
+fn bind(o: &Option<Buffer>) -> Bind {
+    let buf = o.as_ref().expect("staged");
+    Bind { buffer: buf.buffer, range: buf.size }
+}
+
 fn ensure<'a>(
     ctx: &Context,
     slot: &'a mut Option<Buffer>,
@@ -196,6 +230,12 @@ pub struct VulkanBackend {
     shape: Mutex<Option<kernels::Shape>>,
     /// Whether n = 1 calls use the fused kernels where the format has one.
     fused: bool,
+    /// Whether the 4-, 8- and 16-column variants are the staged kernels where the format has
+    /// one.
+    staged: bool,
+    /// Whether Q8_0 / Q8_1 activations are quantized by `quant_q8_0p` (eight threads a
+    /// block) rather than `quant_q8_0`.
+    quant_wide: bool,
     ctx: Arc<Context>,
 }
 
@@ -271,6 +311,14 @@ impl VulkanBackend {
             Some(f) => f,
             None => env_flag("LOWBIT_VK_FUSED")?.unwrap_or(false),
         };
+        let staged = match opts.staged {
+            Some(w) => w,
+            None => env_flag("LOWBIT_VK_STAGED")?.unwrap_or(true),
+        };
+        let quant_wide = match opts.quant_wide {
+            Some(w) => w,
+            None => env_flag("LOWBIT_VK_QUANT_WIDE")?.unwrap_or(true),
+        };
         let ctx = Arc::new(Context::new(index)?);
         let info = &ctx.info;
         let dot4 = match dot4_forced {
@@ -280,6 +328,31 @@ impl VulkanBackend {
             Some(d) => d,
             None => info.dot4_accelerated,
         };
+        // The fused and staged kernels declare up to 28 KiB of workgroup memory (the plain
+        // ones 16 KiB, Vulkan's minimum): on a device with less they stay off, and asking for
+        // them is an error.
+        let roomy = info.max_shared_bytes >= kernels::EXTRA_SHARED_BYTES;
+        for (what, asked, on) in [
+            (
+                "the fused kernels",
+                opts.fused.is_some() || env_flag("LOWBIT_VK_FUSED")?.is_some(),
+                fused,
+            ),
+            (
+                "the staged kernels",
+                opts.staged.is_some() || env_flag("LOWBIT_VK_STAGED")?.is_some(),
+                staged,
+            ),
+        ] {
+            if asked && on && !roomy {
+                return Err(VulkanError::MissingFeature(format!(
+                    "{what} need {} bytes of workgroup memory, the device allows {}",
+                    kernels::EXTRA_SHARED_BYTES,
+                    info.max_shared_bytes
+                )));
+            }
+        }
+        let (fused, staged) = (fused && roomy, staged && roomy);
         let max_buffer = opts.max_weight_buffer_bytes.unwrap_or(u64::MAX).min(info.max_buffer());
         Self::check_shape(opts.shape)?;
         let cache_dir = disk_cache::folder(opts.pipeline_cache_dir.as_deref());
@@ -292,6 +365,8 @@ impl VulkanBackend {
             max_buffer,
             shape: Mutex::new(opts.shape),
             fused,
+            staged,
+            quant_wide,
             ctx,
         })
     }
@@ -408,7 +483,8 @@ impl VulkanBackend {
     }
 
     /// The matmul kernel for `ncols` columns: the fused one (`fused`: the caller checked that
-    /// the format has one and the call fits it) or the plain one.
+    /// the format has one and the call fits it), the staged one (`ncols >= 4`, where the
+    /// format has one and staging is on) or the plain one.
     fn matmul_kernel(
         &self,
         format: FormatId,
@@ -416,15 +492,38 @@ impl VulkanBackend {
         fused: bool,
     ) -> Result<usize, VulkanError> {
         let plain = kernels::matmul_shader(format).ok_or(VulkanError::Unsupported { format })?;
-        let shader = if fused { kernels::fused_shader(format).unwrap_or(plain) } else { plain };
+        let staged = match kernels::staged_shader(format) {
+            Some(s) if self.staged && ncols >= 4 && !fused => Some(s),
+            _ => None,
+        };
+        let shader = if fused {
+            kernels::fused_shader(format).unwrap_or(plain)
+        } else {
+            staged.unwrap_or(plain)
+        };
         let forced = *self.shape.lock().unwrap_or_else(|p| p.into_inner());
         let shape = match forced {
             Some(s) if kernels::find(shader, s, ncols, self.dot4).is_some() => s,
+            _ if staged.is_some() => kernels::default_staged_shape(format, ncols),
             _ => kernels::default_shape(format, ncols),
         };
         kernels::find(shader, shape, ncols, self.dot4).ok_or_else(|| {
             VulkanError::BadArgument(format!("no {shader} kernel for {ncols} columns"))
         })
+    }
+
+    /// The kernel shape (threads per row, rows per thread, blocks per step) and shader a
+    /// matmul of `n` columns (at most [`kernels::MAX_COLS`] per dispatch) of `format` uses now
+    /// (with the fused kernels on: for K <= 16384, where n = 1 calls use them).
+    pub fn kernel_for(
+        &self,
+        format: FormatId,
+        n: usize,
+    ) -> Result<(kernels::Shape, &'static str), VulkanError> {
+        let ncols = kernels::ncols_for(n.clamp(1, kernels::MAX_COLS));
+        let fused = self.fused && n == 1 && kernels::fused_shader(format).is_some();
+        let k = &kernels::KERNELS[self.matmul_kernel(format, ncols, fused)?];
+        Ok(((k.tpr, k.rpt, k.bpt), k.shader))
     }
 
     /// Stages `x` on the device and sizes the scratch buffers for `n` columns of `m`.
@@ -471,48 +570,90 @@ impl VulkanBackend {
         m: &VulkanMatrix,
         n: usize,
     ) -> Result<(), VulkanError> {
-        let MatrixDesc { format, rows, cols } = m.desc;
-        let nb = cols / format.geometry().block_elems;
-        let b = |o: &Option<Buffer>| {
-            let buf = o.as_ref().expect("staged");
-            Bind { buffer: buf.buffer, range: buf.size }
-        };
-        let dummy = b(&s.dummy);
-        let info = format.info();
-        if info.rotation == Rotation::Fwht256 {
-            // In place on the staged activations (every call stages them afresh).
-            let k = self.helper_kernel("fwht256")?;
-            let segs = (n * cols / 256) as u32;
-            let binds = [b(&s.x_dev), dummy, dummy, dummy, dummy];
-            rec.dispatch(k, &binds, [segs, 0, 0, 0, 0, 0, 0, 0], segs)?;
-            rec.barrier();
+        let plan = self.record_act(rec, s, m, n)?;
+        self.record_mm(rec, s, m, n, plan)
+    }
+
+    /// The Q8_0 / Q8_1 quantizer: (kernel, elements per block, blocks per workgroup).
+    fn q8_0_quantizer(&self) -> (&'static str, usize, u32) {
+        if self.quant_wide {
+            ("quant_q8_0p", 32, 32)
+        } else {
+            ("quant_q8_0", 32, 64)
         }
-        // (kernel, blocks, elements per block, blocks per workgroup) of the quantizer.
+    }
+
+    /// How a matmul's activations reach its kernel: whether the call uses the fused kernel
+    /// and whether the activations were quantized by their own dispatch (else read as f32).
+    fn act_plan(&self, m: &VulkanMatrix, n: usize) -> ActPlan {
+        let MatrixDesc { format, cols, .. } = m.desc;
         // One column of at most FUSED_BLOCKS activation blocks: the fused kernel quantizes it.
         let fused = self.fused
             && n == 1
             && cols / 32 <= kernels::FUSED_BLOCKS
             && kernels::fused_shader(format).is_some();
-        let quant = match info.activation {
+        let quant = match format.info().activation {
             _ if fused => None,
-            ActFormat::Q8_0 | ActFormat::Q8_1 => Some(("quant_q8_0", 32, 64)),
+            ActFormat::Q8_0 | ActFormat::Q8_1 => Some(self.q8_0_quantizer()),
             ActFormat::Q8K => Some(("quant_q8_k", 256, 1)),
             ActFormat::F32 => None,
         };
-        if let Some((shader, elems, per_group)) = quant {
+        ActPlan { fused, quant }
+    }
+
+    /// Records the activation rotation and quantization of a matmul of `m` (each followed by a
+    /// barrier), as the plan it returns says.
+    fn record_act(
+        &self,
+        rec: &mut Recorder<'_>,
+        s: &Scratch,
+        m: &VulkanMatrix,
+        n: usize,
+    ) -> Result<ActPlan, VulkanError> {
+        let MatrixDesc { format, cols, .. } = m.desc;
+        let dummy = bind(&s.dummy);
+        if format.info().rotation == Rotation::Fwht256 {
+            // In place on the staged activations (every call stages them afresh).
+            let k = self.helper_kernel("fwht256")?;
+            let segs = (n * cols / 256) as u32;
+            let binds = [bind(&s.x_dev), dummy, dummy, dummy, dummy];
+            rec.dispatch(k, &binds, [segs, 0, 0, 0, 0, 0, 0, 0], segs)?;
+            rec.compute_barrier();
+        }
+        let plan = self.act_plan(m, n);
+        // (kernel, elements per block, blocks per workgroup) of the quantizer.
+        if let Some((shader, elems, per_group)) = plan.quant {
             let k = self.helper_kernel(shader)?;
             let blocks = (n * cols / elems) as u32;
             let params = [blocks, (cols / elems) as u32, n as u32, 0, 0, 0, 0, 0];
-            let binds = [b(&s.x_dev), dummy, b(&s.act_q), b(&s.act_meta), dummy];
+            let binds = [bind(&s.x_dev), dummy, bind(&s.act_q), bind(&s.act_meta), dummy];
             rec.dispatch(k, &binds, params, blocks.div_ceil(per_group))?;
-            rec.barrier();
+            rec.compute_barrier();
         }
-        let (act0, act1) =
-            if quant.is_some() { (b(&s.act_q), b(&s.act_meta)) } else { (b(&s.x_dev), dummy) };
+        Ok(plan)
+    }
+
+    /// Records the matmul dispatches of `m` (one per segment and tile of columns) on
+    /// activations prepared by [`Self::record_act`] with the same `plan`.
+    fn record_mm(
+        &self,
+        rec: &mut Recorder<'_>,
+        s: &Scratch,
+        m: &VulkanMatrix,
+        n: usize,
+        plan: ActPlan,
+    ) -> Result<(), VulkanError> {
+        let MatrixDesc { format, rows, cols } = m.desc;
+        let nb = cols / format.geometry().block_elems;
+        let (act0, act1) = if plan.quant.is_some() {
+            (bind(&s.act_q), bind(&s.act_meta))
+        } else {
+            (bind(&s.x_dev), bind(&s.dummy))
+        };
         let mut c0 = 0;
         while c0 < n {
             let tile = (n - c0).min(kernels::MAX_COLS);
-            let kidx = self.matmul_kernel(format, kernels::ncols_for(tile), fused)?;
+            let kidx = self.matmul_kernel(format, kernels::ncols_for(tile), plan.fused)?;
             let rpw = kernels::KERNELS[kidx].rows_per_workgroup();
             for seg in &m.segments {
                 let params = [
@@ -530,7 +671,7 @@ impl VulkanBackend {
                     Bind { buffer: seg.scales.buffer, range: seg.scales.size },
                     act0,
                     act1,
-                    b(&s.y_dev),
+                    bind(&s.y_dev),
                 ];
                 rec.dispatch(kidx, &binds, params, (seg.rows as u32).div_ceil(rpw))?;
             }

@@ -11,6 +11,26 @@ use crate::device::Buffer;
 use crate::run::Bind;
 use crate::{ensure, State, VulkanBackend, VulkanError, VulkanMatrix};
 
+/// Microseconds per repetition of the parts of a matmul call ([`VulkanBackend::profile_matmul`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct MatmulProfile {
+    /// An empty dispatch (one workgroup that reads nothing) and a full barrier (all stages,
+    /// host included).
+    pub empty_us: f64,
+    /// An empty dispatch and a compute-to-compute barrier.
+    pub empty_compute_barrier_us: f64,
+    /// An empty dispatch with no barrier between repetitions.
+    pub empty_no_barrier_us: f64,
+    /// The activation preparation (rotation, quantizer dispatch; their barriers).
+    pub act_us: f64,
+    /// The matmul dispatches on activations prepared once, each followed by a barrier.
+    pub matmul_us: f64,
+    /// The matmul dispatches back to back, no barrier between repetitions.
+    pub matmul_no_barrier_us: f64,
+    /// The whole call, as `time_matmul` times it.
+    pub full_us: f64,
+}
+
 /// The bytes of x (after a helper kernel ran), act_q and act_meta.
 type HelperOut = (Vec<u8>, Vec<u8>, Vec<u8>);
 
@@ -49,13 +69,164 @@ impl VulkanBackend {
             rec.timestamp(0);
             for i in 0..reps.max(1) {
                 self.record_matmul(rec, s, ms[i % ms.len()], n)?;
-                rec.barrier();
+                rec.compute_barrier();
             }
             rec.timestamp(1);
             Ok(true)
         })?;
         let t = t.ok_or(VulkanError::MissingFeature("timestamps on the compute queue".into()))?;
         Ok(t / reps.max(1) as f64)
+    }
+
+    /// Where the time of a matmul call goes (GPU timestamps, each part timed on its own over
+    /// `reps` repetitions cycling through `ms`, every repetition followed by a full barrier
+    /// unless said otherwise): see [`MatmulProfile`].
+    pub fn profile_matmul(
+        &self,
+        ms: &[&VulkanMatrix],
+        x: &[f32],
+        n: usize,
+        reps: usize,
+    ) -> Result<MatmulProfile, VulkanError> {
+        let first = ms.first().ok_or(VulkanError::BadArgument("no matrix to time".into()))?;
+        if ms.iter().any(|m| m.desc != first.desc) {
+            return Err(VulkanError::BadArgument("matrices of different shapes".into()));
+        }
+        self.check_call(first, x, n)?;
+        let reps = reps.max(1);
+        let empty_k = self.helper_kernel("read_bw")?;
+        let mut st = self.lock();
+        self.stage(&mut st, first, x, n)?;
+        let State { runner, scratch } = &mut *st;
+        let xbytes = (x.len() * 4) as u64;
+        let plan = self.act_plan(first, n);
+        let s = &*scratch;
+        let dummy = crate::bind(&s.dummy);
+        let empty_binds = [dummy, dummy, dummy, dummy, crate::bind(&s.dummy)];
+        // mode: 0 empty dispatch + full barrier, 1 empty dispatches without barriers, 2
+        // activation preparation, 3 matmul dispatches only, 4 matmul dispatches without
+        // barriers, 5 the whole call, 6 empty dispatch + compute-to-compute barrier. Modes 2,
+        // 3 and 5 end each repetition with a compute-to-compute barrier, as `time_matmul`.
+        let mut time = |mode: u32| -> Result<f64, VulkanError> {
+            let t = runner.submit(&self.ctx, |rec| {
+                rec.copy(
+                    s.x_host.as_ref().expect("staged").buffer,
+                    s.x_dev.as_ref().expect("staged").buffer,
+                    xbytes,
+                );
+                rec.barrier();
+                self.record_matmul(rec, s, first, n)?;
+                rec.barrier();
+                rec.timestamp(0);
+                for i in 0..reps {
+                    let m = ms[i % ms.len()];
+                    match mode {
+                        0 | 1 | 6 => {
+                            rec.dispatch(empty_k, &empty_binds, [0; 8], 1)?;
+                        }
+                        2 => {
+                            self.record_act(rec, s, m, n)?;
+                        }
+                        3 | 4 => self.record_mm(rec, s, m, n, plan)?,
+                        _ => self.record_matmul(rec, s, m, n)?,
+                    }
+                    match mode {
+                        0 => rec.barrier(),
+                        1 | 4 => {}
+                        _ => rec.compute_barrier(),
+                    }
+                }
+                rec.barrier();
+                rec.timestamp(1);
+                Ok(true)
+            })?;
+            let t =
+                t.ok_or(VulkanError::MissingFeature("timestamps on the compute queue".into()))?;
+            Ok(t / reps as f64 * 1e6)
+        };
+        // Twice: the first pass warms clocks and caches.
+        let mut out = [0f64; 7];
+        for _ in 0..2 {
+            for (mode, o) in out.iter_mut().enumerate() {
+                *o = time(mode as u32)?;
+            }
+        }
+        Ok(MatmulProfile {
+            empty_us: out[0],
+            empty_no_barrier_us: out[1],
+            act_us: out[2],
+            matmul_us: out[3],
+            matmul_no_barrier_us: out[4],
+            full_us: out[5],
+            empty_compute_barrier_us: out[6],
+        })
+    }
+
+    /// Our read kernel over `copies` separate buffers of `bytes` each, one dispatch per
+    /// buffer in turn, each followed by a compute-to-compute barrier (as one matmul call):
+    /// the best microseconds per dispatch over several grid sizes, and that grid size.
+    pub fn read_dispatch_us(
+        &self,
+        bytes: u64,
+        copies: usize,
+        reps: usize,
+    ) -> Result<(f64, u32), VulkanError> {
+        let size = bytes.min(self.ctx.info.max_buffer()) / 16 * 16;
+        if size < 4096 {
+            return Err(VulkanError::BadArgument(format!("read probe of {size} bytes")));
+        }
+        let k = self.helper_kernel("read_bw")?;
+        let mut srcs = Vec::new();
+        for _ in 0..copies.max(1) {
+            srcs.push(Buffer::new(&self.ctx, size, false)?);
+        }
+        let out = Buffer::new(&self.ctx, 1 << 20, false)?;
+        let mut st = self.lock();
+        let State { runner, scratch } = &mut *st;
+        ensure(&self.ctx, &mut scratch.dummy, 256, false)?;
+        let dummy = scratch.dummy.as_ref().expect("made");
+        let d = Bind { buffer: dummy.buffer, range: dummy.size };
+        let words = (size / 16) as u32;
+        let mut best = (f64::INFINITY, 0u32);
+        for groups in [264u32, 528, 1056, 2112, 4224, 8448, 16896] {
+            let threads = groups * 256;
+            if threads / 2 > words && best.1 != 0 {
+                break;
+            }
+            let params = [words, threads, 0, 0, 0, 0, 0, 0];
+            let t = runner.submit(&self.ctx, |rec| {
+                for src in &srcs {
+                    rec.fill(src.buffer, size, 0x5A5A_5A5A);
+                }
+                rec.barrier();
+                for pass in 0..2 {
+                    if pass == 1 {
+                        rec.timestamp(0);
+                    }
+                    for i in 0..reps.max(1) {
+                        let src = &srcs[i % srcs.len()];
+                        let binds = [
+                            Bind { buffer: src.buffer, range: size },
+                            d,
+                            d,
+                            d,
+                            Bind { buffer: out.buffer, range: out.size },
+                        ];
+                        rec.dispatch(k, &binds, params, groups)?;
+                        rec.compute_barrier();
+                    }
+                }
+                rec.timestamp(1);
+                Ok(true)
+            })?;
+            let t =
+                t.ok_or(VulkanError::MissingFeature("timestamps on the compute queue".into()))?;
+            let us = t / reps.max(1) as f64 * 1e6;
+            if us < best.0 {
+                best = (us, groups);
+            }
+        }
+        Ok(best)
     }
 
     /// Streaming-read bandwidth of our own read kernel, in bytes per second: a device buffer of
@@ -161,9 +332,12 @@ impl VulkanBackend {
     /// The device's quantization of `x` (columns of `k`) to `act` (Q8_0, Q8_1 or Q8_K), as the
     /// canonical block bytes: for tests that compare it byte for byte with the core's encoder.
     pub fn quantize_q8(&self, act: FormatId, x: &[f32], k: usize) -> Result<Vec<u8>, VulkanError> {
-        let (shader, elems, meta) = match act {
-            FormatId::Q8_0 | FormatId::Q8_1 => ("quant_q8_0", 32, 16),
-            FormatId::Q8K => ("quant_q8_k", 256, 80),
+        let (shader, elems, meta, per_group) = match act {
+            FormatId::Q8_0 | FormatId::Q8_1 => {
+                let (k, elems, per_group) = self.q8_0_quantizer();
+                (k, elems, 16, per_group)
+            }
+            FormatId::Q8K => ("quant_q8_k", 256, 80, 1),
             _ => {
                 return Err(VulkanError::BadArgument(format!(
                     "{act} is not a Q8 activation format"
@@ -177,7 +351,7 @@ impl VulkanBackend {
         let n = x.len() / k;
         let blocks = x.len() / elems;
         let params = [blocks as u32, (k / elems) as u32, n as u32, 0, 0, 0, 0, 0];
-        let groups = if elems == 32 { (blocks as u32).div_ceil(64) } else { blocks as u32 };
+        let groups = (blocks as u32).div_ceil(per_group);
         let (_, qs, meta_bytes) = self.run_helper(shader, x, blocks * meta, params, groups)?;
         let f = |i: usize, c: usize| {
             let o = i * meta + c * 4;

@@ -75,6 +75,28 @@ impl Recorder<'_> {
         };
     }
 
+    /// Makes earlier shader writes visible to later shader reads and writes, compute stage to
+    /// compute stage only: the barrier between the dispatches of a matmul (and between calls
+    /// timed back to back). Transfers and host reads need [`Self::barrier`].
+    pub fn compute_barrier(&mut self) {
+        let mb = [vk::MemoryBarrier::default()
+            .src_access_mask(vk::AccessFlags::SHADER_WRITE)
+            .dst_access_mask(vk::AccessFlags::SHADER_READ | vk::AccessFlags::SHADER_WRITE)];
+        let stage = vk::PipelineStageFlags::COMPUTE_SHADER;
+        // SAFETY: recording state.
+        unsafe {
+            self.ctx.device.cmd_pipeline_barrier(
+                self.cmd,
+                stage,
+                stage,
+                vk::DependencyFlags::empty(),
+                &mb,
+                &[],
+                &[],
+            )
+        };
+    }
+
     /// Writes timestamp `i` (0 or 1) once all earlier commands are done.
     pub fn timestamp(&mut self, i: u32) {
         // SAFETY: recording state; the pool has 2 queries, reset at the start of the buffer.

@@ -1,8 +1,8 @@
 //! The Vulkan backend against the core: device-side Q8_0 quantization byte for byte, every
 //! kernel against the exact product within the accumulation bound on odd shapes and column
 //! counts (both dot-product paths where the device has both), matrices split over several
-//! buffers, and errors. Skips with a message when no Vulkan device exists, unless
-//! LOWBIT_REQUIRE_VULKAN=1.
+//! buffers, which kernel serves which column count, and errors. Skips with a message when no
+//! Vulkan device exists, unless LOWBIT_REQUIRE_VULKAN=1.
 
 mod common;
 
@@ -302,4 +302,24 @@ fn the_disk_pipeline_cache_is_written_reused_and_survives_corruption() {
     assert_eq!(run(&b), y0);
     drop(b);
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn staged_kernels_serve_three_or_more_columns_of_their_formats_only() {
+    use lowbit_vulkan::kernels::staged_shader;
+    let Some(b) = backend(VulkanOptions::default()) else { return };
+    let Some(off) = backend(VulkanOptions { staged: Some(false), ..Default::default() }) else {
+        return;
+    };
+    let roomy = b.info().max_shared_bytes >= lowbit_vulkan::kernels::EXTRA_SHARED_BYTES;
+    for format in FORMATS {
+        for n in [1, 2, 3, 4, 8, 13, 16, 40] {
+            let (_, shader) = ok(b.kernel_for(format, n), "kernel_for");
+            // The 4-, 8- and 16-column variants: calls of 3 or more columns.
+            let want = roomy && n >= 3 && staged_shader(format).is_some();
+            assert_eq!(shader.ends_with("_s"), want, "{format} n = {n}: {shader}");
+            let (_, shader) = ok(off.kernel_for(format, n), "kernel_for");
+            assert!(!shader.ends_with("_s"), "{format} n = {n}: {shader} with staging off");
+        }
+    }
 }

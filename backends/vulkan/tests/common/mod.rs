@@ -26,14 +26,22 @@ pub fn backend(opts: VulkanOptions) -> Option<VulkanBackend> {
     }
 }
 
-/// Backends to test: the default (fused 1-column kernels off), plus one with them on, on the
-/// other dot-product path where the device has both.
+/// Backends to test: the default (fused 1-column kernels off, staged kernels for 4+ columns,
+/// the eight-threads-a-block Q8_0 quantizer), plus one with the fused kernels on, the staged
+/// ones off and the one-thread-a-block quantizer, on the other dot-product path where the
+/// device has both.
 pub fn backends() -> Vec<VulkanBackend> {
     let Some(b) = backend(VulkanOptions::default()) else { return Vec::new() };
     let mut out = Vec::new();
     let other = if b.info().dot4_supported { Some(!b.uses_dot4()) } else { None };
     out.push(b);
-    out.extend(backend(VulkanOptions { dot4: other, fused: Some(true), ..Default::default() }));
+    out.extend(backend(VulkanOptions {
+        dot4: other,
+        fused: Some(true),
+        quant_wide: Some(false),
+        staged: Some(false),
+        ..Default::default()
+    }));
     out
 }
 
