@@ -106,6 +106,8 @@ pub(crate) fn encode_row(
             let half = make_half(xs, qw, sigma2);
             let b = if exhaustive {
                 scale_search::search_exhaustive(cb, &half, &table)
+            } else if cb == Codebook::Fp2 && opts.importance.is_none() {
+                quad_fp2::search_fp2_unweighted(&half, &table)
             } else if cb == Codebook::Fp2 {
                 quad_fp2::search_fp2(&half, &table)
             } else {

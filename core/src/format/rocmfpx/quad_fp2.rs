@@ -191,8 +191,21 @@ fn mark_bytes(aa: f64, b: f64, c: f64, v: f64, tp: f64, mask: &mut u128) {
 }
 
 /// The fast ROCmFP2 search: the same byte as the exhaustive search on every half (module docs).
-#[allow(clippy::needless_range_loop)]
 pub(crate) fn search_fp2(h: &Half, table: &[f64; NB]) -> u8 {
+    search_fp2_w::<false>(h, table)
+}
+
+/// [`search_fp2`] for a half whose weights are all 1 (no importance weights): the same
+/// operations on the same values (every `w` is the constant 1, so products with it and sums of
+/// it are the values the general path computes, bit for bit), which the compiler folds.
+pub(crate) fn search_fp2_unweighted(h: &Half, table: &[f64; NB]) -> u8 {
+    debug_assert!(h.w.iter().all(|&w| w == 1.0));
+    search_fp2_w::<true>(h, table)
+}
+
+#[allow(clippy::needless_range_loop)]
+#[inline(always)]
+fn search_fp2_w<const UNIT: bool>(h: &Half, table: &[f64; NB]) -> u8 {
     let mut key = [0u64; 16];
     let mut low = 0u64;
     for i in 0..16 {
@@ -212,7 +225,7 @@ pub(crate) fn search_fp2(h: &Half, table: &[f64; NB]) -> u8 {
     for j in 0..16 {
         let bits = key[j];
         let a = f64::from_bits(bits & !15);
-        let w = h.w[(bits & 15) as usize];
+        let w = if UNIT { 1.0 } else { h.w[(bits & 15) as usize] };
         wa[j] = w * a;
         ww[j] = w;
         wa2[j] = w * (a * a);
