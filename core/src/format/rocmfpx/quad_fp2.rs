@@ -25,9 +25,14 @@
 //!    `a > 2.5 s`) is such a prefix, so `E(s) = min_k q_k(s)` exactly.
 //! 3. **Model error.** `A`, `B_k`, `C_k` are sums of non-negative terms (relative error
 //!    `< 25u` whatever the order of the additions: `A` is summed in four lanes and `P_k`, `Q_k`
-//!    in four blocks of four plus block offsets, to shorten the dependency chains), so the computed `q_k(s)` is within `2^-45 D_k(s)` of the exact one,
-//!    `D_k = A + 2 s B_k + s^2 C_k`; the computed minimum `m_k = A - B_k (B_k / C_k)` is within
-//!    `2^-44 A` of `min_s q_k(s)` (`B_k^2 / C_k <= A` by Cauchy-Schwarz).
+//!    in four blocks of four plus block offsets, to shorten the dependency chains), so the
+//!    computed `q_k(s)` is within `2^-45 D_k(s)` of the exact one, `D_k = A + 2 s B_k + s^2 C_k`.
+//!    The vertex `v_k = B_k / C_k` is computed as one rounded division, or, when every weight is
+//!    1 (then `C_k = 16 + 15 k` exactly), as `B_k` times the rounded reciprocal of `C_k`
+//!    (relative error `<= 2u` instead of `u`). The computed minimum `m_k = A - B_k v_k` is then
+//!    within `2^-44 A` of `min_s q_k(s)`: `B_k v_k` is within `(1 + 25u)^2 / (1 - 25u)` times
+//!    `(1 + 2u)(1 + u)` of the exact `B_k^2 / C_k <= A` (Cauchy-Schwarz), about `78u A`, and `A`
+//!    and the subtraction add `26u A`: `104u < 2^-46`.
 //! 4. **Threshold.** `T_E` = the smallest `q_k + 2^-45 D_k` over the two bytes around the vertex
 //!    `B_k / C_k` of the quadratic with the smallest `m_k` (found by a tree of comparisons; any
 //!    `k` would do, as every `q_k >= E`): `E(b_T) <= T_E` for one of them.
@@ -123,6 +128,18 @@ fn argmin17(m: &[f64; 17]) -> usize {
         ix[0]
     }
 }
+
+/// `1 / C_k = 1 / (16 + 15 k)`, rounded, for halves whose weights are all 1 (module docs, step
+/// 3: the vertex is `B_k` times this instead of a division).
+const RC: [f64; 17] = {
+    let mut r = [0f64; 17];
+    let mut k = 0;
+    while k < 17 {
+        r[k] = 1.0 / (16.0 + 15.0 * k as f64);
+        k += 1;
+    }
+    r
+};
 
 /// `2^-45`: error bound of a computed `q_k(s)` relative to `D_k(s)` (module docs, step 3).
 const EPS_Q: f64 = 1.0 / 35_184_372_088_832.0; // 2^-45
@@ -245,7 +262,7 @@ fn search_fp2_w<const UNIT: bool>(h: &Half, table: &[f64; NB]) -> u8 {
         let (pk, qk) = if k == 0 { (0.0, 0.0) } else { (p[k - 1], q[k - 1]) };
         let b = pt + 3.0 * pk;
         let c = wt + 15.0 * qk;
-        let v = b / c;
+        let v = if UNIT { b * RC[k] } else { b / c };
         bk[k] = b;
         ck[k] = c;
         vk[k] = v;
