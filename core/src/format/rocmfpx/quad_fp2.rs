@@ -161,22 +161,39 @@ fn quad(a: f64, b: f64, c: f64, s: f64) -> (f64, f64) {
     (x - y, x + y)
 }
 
-/// Marks in `mask` the bytes whose computed `q - 2^-45 D` of the quadratic `(aa, b, c)`
-/// (vertex `v`) is at most `tp` (module docs, step 5): the four bytes of a window holding
-/// `floor_byte(v)` and the byte above it are evaluated without branches; below and above the
-/// window the walk goes on, byte by byte, only where it would not yet have stopped (the window's
-/// edge byte marked, or not safely beyond the vertex). Every byte a walk from the vertex would
-/// mark is marked; a window byte such a walk would not have reached is marked only if it passes
-/// the same test, which step 6 tolerates.
+/// The four bytes `w0..w0 + 4` around a vertex `v` (they lie in `0..NB` and hold
+/// `floor_byte(v)` and, when it is not 126, the byte above it) and the quadratic `(aa, b, c)`'s
+/// computed `(q, D)` at each of them.
+struct Window {
+    w0: usize,
+    q: [f64; 4],
+    d: [f64; 4],
+}
+
 #[inline(always)]
-fn mark_bytes(aa: f64, b: f64, c: f64, v: f64, tp: f64, mask: &mut u128) {
-    let f = floor_byte(v);
-    // w0 ..= w0 + 3 lies in 0..NB and holds f and, when f + 1 < NB, f + 1.
-    let w0 = f.clamp(1, NB - 3) - 1;
+fn window(aa: f64, b: f64, c: f64, v: f64) -> Window {
+    let w0 = floor_byte(v).clamp(1, NB - 3) - 1;
+    let mut q = [0f64; 4];
+    let mut d = [0f64; 4];
+    for i in 0..4 {
+        (q[i], d[i]) = quad(aa, b, c, SCALE[w0 + i]);
+    }
+    Window { w0, q, d }
+}
+
+/// Marks in `mask` the bytes whose computed `q - 2^-45 D` of the quadratic `(aa, b, c)`
+/// (vertex `v`, its [`window`] `win`) is at most `tp` (module docs, step 5): the window's four
+/// bytes are tested without branches; below and above the window the walk goes on, byte by
+/// byte, only where it would not yet have stopped (the window's edge byte marked, or not safely
+/// beyond the vertex). Every byte a walk from the vertex would mark is marked; a window byte
+/// such a walk would not have reached is marked only if it passes the same test, which step 6
+/// tolerates.
+#[inline(always)]
+fn mark_bytes(aa: f64, b: f64, c: f64, v: f64, win: &Window, tp: f64, mask: &mut u128) {
+    let w0 = win.w0;
     let mut bits = 0u32;
     for i in 0..4 {
-        let (qq, d) = quad(aa, b, c, SCALE[w0 + i]);
-        bits |= u32::from(qq - EPS_Q * d <= tp) << i;
+        bits |= u32::from(win.q[i] - EPS_Q * win.d[i] <= tp) << i;
     }
     *mask |= u128::from(bits) << w0;
     if w0 > 0 && (bits & 1 != 0 || SCALE[w0] >= v * VLO) {
@@ -269,12 +286,13 @@ fn search_fp2_w<const UNIT: bool>(h: &Half, table: &[f64; NB]) -> u8 {
         mk[k] = aa - b * v;
     }
     let k0 = argmin17(&mk);
-    // Upper bound T_E from the best quadratic's two bytes around its vertex.
+    // Upper bound T_E from the best quadratic's two bytes around its vertex, both in its window.
     let f = floor_byte(vk[k0]);
+    let win0 = window(aa, bk[k0], ck[k0], vk[k0]);
     let mut te = f64::INFINITY;
     for b in [f, (f + 1).min(NB - 1)] {
-        let (qq, d) = quad(aa, bk[k0], ck[k0], SCALE[b]);
-        let u = qq + EPS_Q * d;
+        let i = b - win0.w0; // 0..4 (see [`Window`])
+        let u = win0.q[i & 3] + EPS_Q * win0.d[i & 3];
         te = if u < te { u } else { te };
     }
     let tp = te * GROW46;
@@ -293,7 +311,12 @@ fn search_fp2_w<const UNIT: bool>(h: &Half, table: &[f64; NB]) -> u8 {
         live_k &= live_k - 1;
         surv[ns] = k;
         ns += 1;
-        mark_bytes(aa, bk[k], ck[k], vk[k], tp, &mut mask);
+        if k == k0 {
+            mark_bytes(aa, bk[k], ck[k], vk[k], &win0, tp, &mut mask);
+        } else {
+            let win = window(aa, bk[k], ck[k], vk[k]);
+            mark_bytes(aa, bk[k], ck[k], vk[k], &win, tp, &mut mask);
+        }
     }
     if mask.count_ones() == 1 {
         return mask.trailing_zeros() as u8;
