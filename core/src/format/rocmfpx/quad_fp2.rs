@@ -427,4 +427,93 @@ mod tests {
             );
         }
     }
+
+    /// Edge and random halves (f32 values widened): zeros, equal magnitudes, f32 subnormals,
+    /// huge values, values on the code threshold and on the levels of some scale, mixtures.
+    fn edge_halves() -> impl Iterator<Item = [f64; 16]> {
+        let table = scale_table_f64();
+        let mut st = 0x0dd_ba11_u64;
+        let mut uni = move || {
+            st = st.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            ((st >> 11) as f64) / ((1u64 << 53) as f64)
+        };
+        (0..6000).map(move |iter| {
+            let kind = iter % 12;
+            let mag = [1e-3, 0.02, 1.0, 300.0][(iter / 12) % 4];
+            core::array::from_fn(|i| {
+                let r = uni();
+                let sign = if uni() < 0.5 { -1.0 } else { 1.0 };
+                let b = ((uni() * 127.0) as usize).min(126);
+                let v = match kind {
+                    0 => 0.0,
+                    1 => mag,                                                   // all equal
+                    2 => (r - 0.5) * mag,                                       // uniform
+                    3 => f64::from(f32::from_bits((r * 8388607.0) as u32 + 1)), // subnormals
+                    4 => [1e30, 3.0e38, 1e20, 0.0][i % 4] * r,                  // huge
+                    5 => [2.5, 1.0, 4.0, 1.75][i % 4] * table[b], // thresholds and levels
+                    6 => {
+                        if i < 3 {
+                            mag * r
+                        } else {
+                            0.0
+                        }
+                    } // mostly zeros
+                    7 => {
+                        if i % 2 == 0 {
+                            mag
+                        } else {
+                            4.0 * mag
+                        }
+                    } // two exact levels
+                    8 => mag * (i / 4) as f64,                    // four groups of equals
+                    9 => (r - 0.5) * mag * libm::pow(2.0, (uni() * 40.0) - 20.0), // wide range
+                    10 => f64::from(f32::MIN_POSITIVE) * (1.0 + r), // smallest normals
+                    _ => {
+                        if i == 5 {
+                            896.0 * (1.0 + r)
+                        } else {
+                            (r - 0.5) * 0.01
+                        }
+                    } // one outlier
+                };
+                sign * f64::from(v as f32)
+            })
+        })
+    }
+
+    #[test]
+    fn unit_weight_search_matches_exhaustive_on_edge_halves() {
+        let table = scale_table_f64();
+        for x in edge_halves() {
+            let h = Half { x, w: [1.0; 16] };
+            let want = search_exhaustive(Codebook::Fp2, &h, &table);
+            assert_eq!(search_fp2_unweighted(&h, &table), want, "{h:?}");
+            assert_eq!(search_fp2(&h, &table), want, "{h:?}");
+        }
+    }
+
+    #[test]
+    fn weighted_search_matches_exhaustive_on_edge_halves() {
+        // weights in [0, 3), exact zeros (some halves all zero), tiny and huge weights
+        let table = scale_table_f64();
+        let mut st = 0xfeed_u64;
+        let mut uni = move || {
+            st = st.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            ((st >> 11) as f64) / ((1u64 << 53) as f64)
+        };
+        for (n, x) in edge_halves().enumerate() {
+            let w = core::array::from_fn(|i| match (n + i) % 7 {
+                0 => 0.0,
+                1 => 1e-30 * uni(),
+                2 => 1e30 * uni(),
+                _ => 3.0 * uni(),
+            });
+            let h = Half { x, w: if n % 13 == 0 { [0.0; 16] } else { w } };
+            assert_eq!(
+                search_fp2(&h, &table),
+                search_exhaustive(Codebook::Fp2, &h, &table),
+                "{h:?}"
+            );
+        }
+    }
 }
