@@ -59,7 +59,9 @@ fn row_sigma2(src: &[f32]) -> f64 {
 }
 
 /// Fills one half in place: inputs widened to f64 and, with importance weights, the weights
-/// `qw * sqrt(sigma2 + x^2)` (without, the weights stay 1 as the half was created).
+/// `qw * sqrt(sigma2 + x^2)` (without, the weights stay 1 as the half was created). The codec
+/// has checked that importance weights, when given, cover the whole row, so `qw` is `Some` for
+/// every half of a row or for none, and no half keeps another half's weights.
 fn fill_half(h: &mut Half, x: &[f32], qw: Option<&[f32]>, sigma2: f64) {
     for (o, &v) in h.x.iter_mut().zip(x.iter()) {
         *o = f64::from(v);
