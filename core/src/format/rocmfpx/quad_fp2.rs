@@ -321,23 +321,41 @@ fn search_fp2_w<const UNIT: bool>(h: &Half, table: &[f64; NB]) -> u8 {
     if mask.count_ones() == 1 {
         return mask.trailing_zeros() as u8;
     }
-    // Several candidates: bounds from the surviving quadratics.
-    let mut lbs = [0f64; NB];
+    decide(h, table, aa, &bk, &ck, &surv[..ns], mask)
+}
+
+/// Step 6 with several candidate bytes (`mask`): `lb`/`ub` of each from the surviving
+/// quadratics `surv`, then, if they do not single out one byte, the exhaustive search's own
+/// objective. The bounds are recomputed in each pass (the same operations, so the same values)
+/// rather than stored per byte.
+#[inline(never)]
+fn decide(
+    h: &Half,
+    table: &[f64; NB],
+    aa: f64,
+    bk: &[f64; 17],
+    ck: &[f64; 17],
+    surv: &[usize],
+    mask: u128,
+) -> u8 {
+    let bounds = |b: usize| -> (f64, f64) {
+        let s = SCALE[b];
+        let (mut lb, mut ub) = (f64::INFINITY, f64::INFINITY);
+        for &k in surv {
+            let (qq, d) = quad(aa, bk[k], ck[k], s);
+            let (l, u) = (qq - EPS_Q * d, qq + EPS_Q * d);
+            lb = if l < lb { l } else { lb };
+            ub = if u < ub { u } else { ub };
+        }
+        (lb, ub)
+    };
     let mut best_ub = f64::INFINITY;
     let mut best_b = 0usize;
     let mut m = mask;
     while m != 0 {
         let b = m.trailing_zeros() as usize;
         m &= m - 1;
-        let s = SCALE[b];
-        let (mut lb, mut ub) = (f64::INFINITY, f64::INFINITY);
-        for &k in &surv[..ns] {
-            let (qq, d) = quad(aa, bk[k], ck[k], s);
-            let (l, u) = (qq - EPS_Q * d, qq + EPS_Q * d);
-            lb = if l < lb { l } else { lb };
-            ub = if u < ub { u } else { ub };
-        }
-        lbs[b] = lb;
+        let ub = bounds(b).1;
         if ub < best_ub {
             best_ub = ub;
             best_b = b;
@@ -349,7 +367,7 @@ fn search_fp2_w<const UNIT: bool>(h: &Half, table: &[f64; NB]) -> u8 {
     while m != 0 {
         let b = m.trailing_zeros() as usize;
         m &= m - 1;
-        live += usize::from(lbs[b] <= cut);
+        live += usize::from(bounds(b).0 <= cut);
     }
     if live == 1 {
         return best_b as u8;
@@ -359,7 +377,7 @@ fn search_fp2_w<const UNIT: bool>(h: &Half, table: &[f64; NB]) -> u8 {
     while m != 0 {
         let b = m.trailing_zeros() as usize;
         m &= m - 1;
-        if lbs[b] <= cut {
+        if bounds(b).0 <= cut {
             let v = objective(Codebook::Fp2, h, table[b]);
             if v < bs {
                 bs = v;
