@@ -185,7 +185,8 @@ pub fn encode_row(
             },
         });
     }
-    if let Some(i) = src.iter().position(|x| !x.is_finite()) {
+    if !all_finite(src) {
+        let i = src.iter().position(|x| !x.is_finite()).unwrap_or(0);
         return Err(Error::BadInput { format, buffer: Buffer::Values, index: i });
     }
     if let Some(w) = opts.importance {
@@ -205,6 +206,17 @@ pub fn encode_row(
         Family::Prism => format::prism::encode_row(format, src, opts, dst),
         Family::Onebit => format::onebit::encode_row(format, src, opts, dst),
     }
+}
+
+/// True when every value is finite: a branch-free scan (exponent bits all ones means inf or
+/// NaN) that the compiler vectorizes; the caller locates the first bad value only on failure.
+fn all_finite(src: &[f32]) -> bool {
+    const EXP: u32 = 0x7f80_0000;
+    let mut bad = 0u32;
+    for &x in src {
+        bad |= u32::from(x.to_bits() & EXP == EXP);
+    }
+    bad == 0
 }
 
 /// The reference dot product of one weight row with one activation row in the format's

@@ -71,6 +71,18 @@ pub(crate) const SCALE: [f64; 128] = {
     t
 };
 
+/// Every legal scale as f64, indexed by byte (the first 127 entries of [`SCALE`]; the same
+/// values as the tests' `scale_search::scale_table_f64`, without computing them per row).
+pub(crate) const SCALE_TABLE: [f64; NB] = {
+    let mut t = [0f64; NB];
+    let mut b = 0;
+    while b < NB {
+        t[b] = SCALE[b];
+        b += 1;
+    }
+    t
+};
+
 /// The largest byte `b <= 126` with `SCALE[b] <= t'` for `t >= 0`, where `t' = t` when
 /// `t >= 2^-7` (exact: the grid there is the numbers with 3 fraction bits, whose byte is read off
 /// the f64 bits) and `t' = fl(t + 2^-7) - 2^-7` otherwise (the linear range `b / 1024`, read the
@@ -304,6 +316,7 @@ mod tests {
         let t = scale_table_f64();
         for b in 0..NB {
             assert_eq!(SCALE[b], t[b]);
+            assert_eq!(SCALE_TABLE[b].to_bits(), t[b].to_bits());
             assert_eq!(floor_byte(t[b]), b);
             if b + 1 < NB {
                 let mid = 0.5 * (t[b] + t[b + 1]);

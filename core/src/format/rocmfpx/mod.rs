@@ -58,11 +58,13 @@ fn row_sigma2(src: &[f32]) -> f64 {
     s / src.len() as f64
 }
 
-/// Builds one half: inputs widened to f64 and weights `qw * sqrt(sigma2 + x^2)` (or 1).
-fn make_half(x: &[f32], qw: Option<&[f32]>, sigma2: f64) -> Half {
-    let mut h = Half { x: [0.0; 16], w: [1.0; 16] };
-    for (i, &v) in x.iter().take(16).enumerate() {
-        h.x[i] = f64::from(v);
+/// Fills one half in place: inputs widened to f64 and, with importance weights, the weights
+/// `qw * sqrt(sigma2 + x^2)` (without, the weights stay 1 as the half was created). The codec
+/// has checked that importance weights, when given, cover the whole row, so `qw` is `Some` for
+/// every half of a row or for none, and no half keeps another half's weights.
+fn fill_half(h: &mut Half, x: &[f32], qw: Option<&[f32]>, sigma2: f64) {
+    for (o, &v) in h.x.iter_mut().zip(x.iter()) {
+        *o = f64::from(v);
     }
     if let Some(qw) = qw {
         for (i, &q) in qw.iter().take(16).enumerate() {
@@ -70,7 +72,6 @@ fn make_half(x: &[f32], qw: Option<&[f32]>, sigma2: f64) -> Half {
             h.w[i] = f64::from(q) * libm::sqrt(sigma2 + x * x);
         }
     }
-    h
 }
 
 /// Encodes a row (lengths checked by the codec). `Rule::Reference` runs the fast search,
@@ -94,18 +95,21 @@ pub(crate) fn encode_row(
             return Err(Error::Unsupported { format, op: "encode with the improved rule" })
         }
     };
-    let table = scale_search::scale_table_f64();
+    let table = fast_fp2::SCALE_TABLE;
     let sigma2 = if opts.importance.is_some() { row_sigma2(src) } else { 0.0 };
     let bb = format.geometry().block_bytes;
     for (bi, (x, out)) in src.chunks_exact(32).zip(dst.chunks_exact_mut(bb)).enumerate() {
         let mut e = [0u8; 2];
         let mut codes = [[0u8; 16]; 2];
+        let mut half = Half { x: [0.0; 16], w: [1.0; 16] };
         for hh in 0..2 {
             let xs = &x[16 * hh..16 * hh + 16];
             let qw = opts.importance.and_then(|w| w.get(32 * bi + 16 * hh..32 * bi + 16 * hh + 16));
-            let half = make_half(xs, qw, sigma2);
+            fill_half(&mut half, xs, qw, sigma2);
             let b = if exhaustive {
                 scale_search::search_exhaustive(cb, &half, &table)
+            } else if cb == Codebook::Fp2 && opts.importance.is_none() {
+                quad_fp2::search_fp2_unweighted(&half, &table)
             } else if cb == Codebook::Fp2 {
                 quad_fp2::search_fp2(&half, &table)
             } else {

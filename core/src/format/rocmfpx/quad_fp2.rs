@@ -25,9 +25,14 @@
 //!    `a > 2.5 s`) is such a prefix, so `E(s) = min_k q_k(s)` exactly.
 //! 3. **Model error.** `A`, `B_k`, `C_k` are sums of non-negative terms (relative error
 //!    `< 25u` whatever the order of the additions: `A` is summed in four lanes and `P_k`, `Q_k`
-//!    in four blocks of four plus block offsets, to shorten the dependency chains), so the computed `q_k(s)` is within `2^-45 D_k(s)` of the exact one,
-//!    `D_k = A + 2 s B_k + s^2 C_k`; the computed minimum `m_k = A - B_k (B_k / C_k)` is within
-//!    `2^-44 A` of `min_s q_k(s)` (`B_k^2 / C_k <= A` by Cauchy-Schwarz).
+//!    in four blocks of four plus block offsets, to shorten the dependency chains), so the
+//!    computed `q_k(s)` is within `2^-45 D_k(s)` of the exact one, `D_k = A + 2 s B_k + s^2 C_k`.
+//!    The vertex `v_k = B_k / C_k` is computed as one rounded division, or, when every weight is
+//!    1 (then `C_k = 16 + 15 k` exactly), as `B_k` times the rounded reciprocal of `C_k`
+//!    (relative error `<= 2u` instead of `u`). The computed minimum `m_k = A - B_k v_k` is then
+//!    within `2^-44 A` of `min_s q_k(s)`: `B_k v_k` is within `(1 + 25u)^2 / (1 - 25u)` times
+//!    `(1 + 2u)(1 + u)` of the exact `B_k^2 / C_k <= A` (Cauchy-Schwarz), about `78u A`, and `A`
+//!    and the subtraction add `26u A`: `104u < 2^-46`.
 //! 4. **Threshold.** `T_E` = the smallest `q_k + 2^-45 D_k` over the two bytes around the vertex
 //!    `B_k / C_k` of the quadratic with the smallest `m_k` (found by a tree of comparisons; any
 //!    `k` would do, as every `q_k >= E`): `E(b_T) <= T_E` for one of them.
@@ -124,6 +129,18 @@ fn argmin17(m: &[f64; 17]) -> usize {
     }
 }
 
+/// `1 / C_k = 1 / (16 + 15 k)`, rounded, for halves whose weights are all 1 (module docs, step
+/// 3: the vertex is `B_k` times this instead of a division).
+const RC: [f64; 17] = {
+    let mut r = [0f64; 17];
+    let mut k = 0;
+    while k < 17 {
+        r[k] = 1.0 / (16.0 + 15.0 * k as f64);
+        k += 1;
+    }
+    r
+};
+
 /// `2^-45`: error bound of a computed `q_k(s)` relative to `D_k(s)` (module docs, step 3).
 const EPS_Q: f64 = 1.0 / 35_184_372_088_832.0; // 2^-45
 /// `2^-44`: error bound of a computed `m_k` relative to `A`.
@@ -144,22 +161,39 @@ fn quad(a: f64, b: f64, c: f64, s: f64) -> (f64, f64) {
     (x - y, x + y)
 }
 
-/// Marks in `mask` the bytes whose computed `q - 2^-45 D` of the quadratic `(aa, b, c)`
-/// (vertex `v`) is at most `tp` (module docs, step 5): the four bytes of a window holding
-/// `floor_byte(v)` and the byte above it are evaluated without branches; below and above the
-/// window the walk goes on, byte by byte, only where it would not yet have stopped (the window's
-/// edge byte marked, or not safely beyond the vertex). Every byte a walk from the vertex would
-/// mark is marked; a window byte such a walk would not have reached is marked only if it passes
-/// the same test, which step 6 tolerates.
+/// The four bytes `w0..w0 + 4` around a vertex `v` (they lie in `0..NB` and hold
+/// `floor_byte(v)` and, when it is not 126, the byte above it) and the quadratic `(aa, b, c)`'s
+/// computed `(q, D)` at each of them.
+struct Window {
+    w0: usize,
+    q: [f64; 4],
+    d: [f64; 4],
+}
+
 #[inline(always)]
-fn mark_bytes(aa: f64, b: f64, c: f64, v: f64, tp: f64, mask: &mut u128) {
-    let f = floor_byte(v);
-    // w0 ..= w0 + 3 lies in 0..NB and holds f and, when f + 1 < NB, f + 1.
-    let w0 = f.clamp(1, NB - 3) - 1;
+fn window(aa: f64, b: f64, c: f64, v: f64) -> Window {
+    let w0 = floor_byte(v).clamp(1, NB - 3) - 1;
+    let mut q = [0f64; 4];
+    let mut d = [0f64; 4];
+    for i in 0..4 {
+        (q[i], d[i]) = quad(aa, b, c, SCALE[w0 + i]);
+    }
+    Window { w0, q, d }
+}
+
+/// Marks in `mask` the bytes whose computed `q - 2^-45 D` of the quadratic `(aa, b, c)`
+/// (vertex `v`, its [`window`] `win`) is at most `tp` (module docs, step 5): the window's four
+/// bytes are tested without branches; below and above the window the walk goes on, byte by
+/// byte, only where it would not yet have stopped (the window's edge byte marked, or not safely
+/// beyond the vertex). Every byte a walk from the vertex would mark is marked; a window byte
+/// such a walk would not have reached is marked only if it passes the same test, which step 6
+/// tolerates.
+#[inline(always)]
+fn mark_bytes(aa: f64, b: f64, c: f64, v: f64, win: &Window, tp: f64, mask: &mut u128) {
+    let w0 = win.w0;
     let mut bits = 0u32;
     for i in 0..4 {
-        let (qq, d) = quad(aa, b, c, SCALE[w0 + i]);
-        bits |= u32::from(qq - EPS_Q * d <= tp) << i;
+        bits |= u32::from(win.q[i] - EPS_Q * win.d[i] <= tp) << i;
     }
     *mask |= u128::from(bits) << w0;
     if w0 > 0 && (bits & 1 != 0 || SCALE[w0] >= v * VLO) {
@@ -191,8 +225,21 @@ fn mark_bytes(aa: f64, b: f64, c: f64, v: f64, tp: f64, mask: &mut u128) {
 }
 
 /// The fast ROCmFP2 search: the same byte as the exhaustive search on every half (module docs).
-#[allow(clippy::needless_range_loop)]
 pub(crate) fn search_fp2(h: &Half, table: &[f64; NB]) -> u8 {
+    search_fp2_w::<false>(h, table)
+}
+
+/// [`search_fp2`] for a half whose weights are all 1 (no importance weights): the same
+/// operations on the same values (every `w` is the constant 1, so products with it and sums of
+/// it are the values the general path computes, bit for bit), which the compiler folds.
+pub(crate) fn search_fp2_unweighted(h: &Half, table: &[f64; NB]) -> u8 {
+    debug_assert!(h.w.iter().all(|&w| w == 1.0));
+    search_fp2_w::<true>(h, table)
+}
+
+#[allow(clippy::needless_range_loop)]
+#[inline(always)]
+fn search_fp2_w<const UNIT: bool>(h: &Half, table: &[f64; NB]) -> u8 {
     let mut key = [0u64; 16];
     let mut low = 0u64;
     for i in 0..16 {
@@ -212,7 +259,7 @@ pub(crate) fn search_fp2(h: &Half, table: &[f64; NB]) -> u8 {
     for j in 0..16 {
         let bits = key[j];
         let a = f64::from_bits(bits & !15);
-        let w = h.w[(bits & 15) as usize];
+        let w = if UNIT { 1.0 } else { h.w[(bits & 15) as usize] };
         wa[j] = w * a;
         ww[j] = w;
         wa2[j] = w * (a * a);
@@ -232,19 +279,20 @@ pub(crate) fn search_fp2(h: &Half, table: &[f64; NB]) -> u8 {
         let (pk, qk) = if k == 0 { (0.0, 0.0) } else { (p[k - 1], q[k - 1]) };
         let b = pt + 3.0 * pk;
         let c = wt + 15.0 * qk;
-        let v = b / c;
+        let v = if UNIT { b * RC[k] } else { b / c };
         bk[k] = b;
         ck[k] = c;
         vk[k] = v;
         mk[k] = aa - b * v;
     }
     let k0 = argmin17(&mk);
-    // Upper bound T_E from the best quadratic's two bytes around its vertex.
+    // Upper bound T_E from the best quadratic's two bytes around its vertex, both in its window.
     let f = floor_byte(vk[k0]);
+    let win0 = window(aa, bk[k0], ck[k0], vk[k0]);
     let mut te = f64::INFINITY;
     for b in [f, (f + 1).min(NB - 1)] {
-        let (qq, d) = quad(aa, bk[k0], ck[k0], SCALE[b]);
-        let u = qq + EPS_Q * d;
+        let i = b - win0.w0; // 0..4 (see [`Window`])
+        let u = win0.q[i & 3] + EPS_Q * win0.d[i & 3];
         te = if u < te { u } else { te };
     }
     let tp = te * GROW46;
@@ -263,28 +311,51 @@ pub(crate) fn search_fp2(h: &Half, table: &[f64; NB]) -> u8 {
         live_k &= live_k - 1;
         surv[ns] = k;
         ns += 1;
-        mark_bytes(aa, bk[k], ck[k], vk[k], tp, &mut mask);
+        if k == k0 {
+            mark_bytes(aa, bk[k], ck[k], vk[k], &win0, tp, &mut mask);
+        } else {
+            let win = window(aa, bk[k], ck[k], vk[k]);
+            mark_bytes(aa, bk[k], ck[k], vk[k], &win, tp, &mut mask);
+        }
     }
     if mask.count_ones() == 1 {
         return mask.trailing_zeros() as u8;
     }
-    // Several candidates: bounds from the surviving quadratics.
-    let mut lbs = [0f64; NB];
+    decide(h, table, aa, &bk, &ck, &surv[..ns], mask)
+}
+
+/// Step 6 with several candidate bytes (`mask`): `lb`/`ub` of each from the surviving
+/// quadratics `surv`, then, if they do not single out one byte, the exhaustive search's own
+/// objective. The bounds are recomputed in each pass (the same operations, so the same values)
+/// rather than stored per byte.
+#[inline(never)]
+fn decide(
+    h: &Half,
+    table: &[f64; NB],
+    aa: f64,
+    bk: &[f64; 17],
+    ck: &[f64; 17],
+    surv: &[usize],
+    mask: u128,
+) -> u8 {
+    let bounds = |b: usize| -> (f64, f64) {
+        let s = SCALE[b];
+        let (mut lb, mut ub) = (f64::INFINITY, f64::INFINITY);
+        for &k in surv {
+            let (qq, d) = quad(aa, bk[k], ck[k], s);
+            let (l, u) = (qq - EPS_Q * d, qq + EPS_Q * d);
+            lb = if l < lb { l } else { lb };
+            ub = if u < ub { u } else { ub };
+        }
+        (lb, ub)
+    };
     let mut best_ub = f64::INFINITY;
     let mut best_b = 0usize;
     let mut m = mask;
     while m != 0 {
         let b = m.trailing_zeros() as usize;
         m &= m - 1;
-        let s = SCALE[b];
-        let (mut lb, mut ub) = (f64::INFINITY, f64::INFINITY);
-        for &k in &surv[..ns] {
-            let (qq, d) = quad(aa, bk[k], ck[k], s);
-            let (l, u) = (qq - EPS_Q * d, qq + EPS_Q * d);
-            lb = if l < lb { l } else { lb };
-            ub = if u < ub { u } else { ub };
-        }
-        lbs[b] = lb;
+        let ub = bounds(b).1;
         if ub < best_ub {
             best_ub = ub;
             best_b = b;
@@ -296,7 +367,7 @@ pub(crate) fn search_fp2(h: &Half, table: &[f64; NB]) -> u8 {
     while m != 0 {
         let b = m.trailing_zeros() as usize;
         m &= m - 1;
-        live += usize::from(lbs[b] <= cut);
+        live += usize::from(bounds(b).0 <= cut);
     }
     if live == 1 {
         return best_b as u8;
@@ -306,7 +377,7 @@ pub(crate) fn search_fp2(h: &Half, table: &[f64; NB]) -> u8 {
     while m != 0 {
         let b = m.trailing_zeros() as usize;
         m &= m - 1;
-        if lbs[b] <= cut {
+        if bounds(b).0 <= cut {
             let v = objective(Codebook::Fp2, h, table[b]);
             if v < bs {
                 bs = v;
@@ -367,6 +438,95 @@ mod tests {
                     h.x[i] = -h.x[i - 8];
                 }
             }
+            assert_eq!(
+                search_fp2(&h, &table),
+                search_exhaustive(Codebook::Fp2, &h, &table),
+                "{h:?}"
+            );
+        }
+    }
+
+    /// Edge and random halves (f32 values widened): zeros, equal magnitudes, f32 subnormals,
+    /// huge values, values on the code threshold and on the levels of some scale, mixtures.
+    fn edge_halves() -> impl Iterator<Item = [f64; 16]> {
+        let table = scale_table_f64();
+        let mut st = 0x0dd_ba11_u64;
+        let mut uni = move || {
+            st = st.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            ((st >> 11) as f64) / ((1u64 << 53) as f64)
+        };
+        (0..6000).map(move |iter| {
+            let kind = iter % 12;
+            let mag = [1e-3, 0.02, 1.0, 300.0][(iter / 12) % 4];
+            core::array::from_fn(|i| {
+                let r = uni();
+                let sign = if uni() < 0.5 { -1.0 } else { 1.0 };
+                let b = ((uni() * 127.0) as usize).min(126);
+                let v = match kind {
+                    0 => 0.0,
+                    1 => mag,                                                   // all equal
+                    2 => (r - 0.5) * mag,                                       // uniform
+                    3 => f64::from(f32::from_bits((r * 8388607.0) as u32 + 1)), // subnormals
+                    4 => [1e30, 3.0e38, 1e20, 0.0][i % 4] * r,                  // huge
+                    5 => [2.5, 1.0, 4.0, 1.75][i % 4] * table[b], // thresholds and levels
+                    6 => {
+                        if i < 3 {
+                            mag * r
+                        } else {
+                            0.0
+                        }
+                    } // mostly zeros
+                    7 => {
+                        if i % 2 == 0 {
+                            mag
+                        } else {
+                            4.0 * mag
+                        }
+                    } // two exact levels
+                    8 => mag * (i / 4) as f64,                    // four groups of equals
+                    9 => (r - 0.5) * mag * libm::pow(2.0, (uni() * 40.0) - 20.0), // wide range
+                    10 => f64::from(f32::MIN_POSITIVE) * (1.0 + r), // smallest normals
+                    _ => {
+                        if i == 5 {
+                            896.0 * (1.0 + r)
+                        } else {
+                            (r - 0.5) * 0.01
+                        }
+                    } // one outlier
+                };
+                sign * f64::from(v as f32)
+            })
+        })
+    }
+
+    #[test]
+    fn unit_weight_search_matches_exhaustive_on_edge_halves() {
+        let table = scale_table_f64();
+        for x in edge_halves() {
+            let h = Half { x, w: [1.0; 16] };
+            let want = search_exhaustive(Codebook::Fp2, &h, &table);
+            assert_eq!(search_fp2_unweighted(&h, &table), want, "{h:?}");
+            assert_eq!(search_fp2(&h, &table), want, "{h:?}");
+        }
+    }
+
+    #[test]
+    fn weighted_search_matches_exhaustive_on_edge_halves() {
+        // weights in [0, 3), exact zeros (some halves all zero), tiny and huge weights
+        let table = scale_table_f64();
+        let mut st = 0xfeed_u64;
+        let mut uni = move || {
+            st = st.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            ((st >> 11) as f64) / ((1u64 << 53) as f64)
+        };
+        for (n, x) in edge_halves().enumerate() {
+            let w = core::array::from_fn(|i| match (n + i) % 7 {
+                0 => 0.0,
+                1 => 1e-30 * uni(),
+                2 => 1e30 * uni(),
+                _ => 3.0 * uni(),
+            });
+            let h = Half { x, w: if n % 13 == 0 { [0.0; 16] } else { w } };
             assert_eq!(
                 search_fp2(&h, &table),
                 search_exhaustive(Codebook::Fp2, &h, &table),

@@ -50,6 +50,7 @@ pub(crate) struct Half {
 }
 
 /// Every legal scale as f64, indexed by byte (exact: UE4M3-b8 values are exact in f32).
+#[cfg(test)]
 pub(crate) fn scale_table_f64() -> [f64; NSCALES] {
     let t = crate::scalar::ue4m3_b8_table();
     let mut out = [0f64; NSCALES];
