@@ -84,27 +84,35 @@ pub(crate) fn validated_planes(
     Ok((sp, planes))
 }
 
-/// Rows per warp of the tensor-core kernels (the MMA's M); as a forced rows-per-warp value it
-/// selects them.
-pub(crate) const MMA_ROWS: usize = 16;
+/// The tensor-core kernel variants (kernels/lowbit_mma.h, `lb_mv_<stem>_<nc>_mma_m<MT>p<P>`):
+/// (forced rows-per-warp code, MT, P): a block owns 16 MT rows, a lane keeps P units of loads in
+/// flight. A forced rows-per-warp value equal to a code selects that variant; the first is the
+/// default.
+pub(crate) const MMA_VARIANTS: [(usize, usize, usize); 4] =
+    [(32, 2, 4), (16, 1, 4), (64, 4, 2), (18, 1, 8)];
 
-/// Whether column tiles of 8 and 16 use the tensor-core kernels by default:
-/// `LOWBIT_HIP_MMA=1`. Off otherwise: on the H200 they are correct but slower than the dp4a
-/// kernels so far (docs/BENCHMARKS.md, session 6).
+/// Whether column tiles of 8 and 16 use the tensor-core kernels by default (where the format
+/// has them): yes unless `LOWBIT_HIP_MMA=0`.
 fn mma_by_default() -> bool {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ON.get_or_init(|| std::env::var("LOWBIT_HIP_MMA").is_ok_and(|v| v == "1"))
+    *ON.get_or_init(|| !std::env::var("LOWBIT_HIP_MMA").is_ok_and(|v| v == "0"))
 }
 
-/// The matvec kernel for `n` columns: (name, column tile, rows per warp). Column tiles of 8
-/// and 16 use the tensor-core kernel where the format has one (layout.rs `MMA_STEMS`) when
-/// rows per warp are forced to [`MMA_ROWS`], or by default under `LOWBIT_HIP_MMA=1`; else the
-/// dp4a kernels.
-pub(crate) fn kernel_choice(
-    sp: &Split,
-    n: usize,
-    forced: (usize, usize),
-) -> (String, usize, usize) {
+/// A matvec kernel to launch: its name, the column tile (grid y covers `n` in tiles of
+/// `nc`) and the rows one block owns (grid x covers the rows in those).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct KernelChoice {
+    pub name: String,
+    pub nc: usize,
+    pub rows_per_block: usize,
+}
+
+/// The matvec kernel for `n` columns. Column tiles of 8 and 16 use the tensor-core kernels
+/// where the format has one (layout.rs `MMA_STEMS`): the variant whose code `forced.0` is (see
+/// [`MMA_VARIANTS`]), else by default (unless `LOWBIT_HIP_MMA=0` or rows per warp are forced to
+/// a dp4a value); everything else the dp4a kernels with [`WARPS_PER_CTA`] warps of
+/// `work_shape` rows per block.
+pub(crate) fn kernel_choice(sp: &Split, n: usize, forced: (usize, usize)) -> KernelChoice {
     // f32 activations: tiles of at most 8 columns (the shared-memory stage's limit).
     let max_nc = if sp.act == ActFormat::F32 { 8 } else { 16 };
     let nc = match n {
@@ -115,12 +123,19 @@ pub(crate) fn kernel_choice(
         _ => 16,
     }
     .min(max_nc);
-    let mma = forced.0 == MMA_ROWS || (forced.0 == 0 && mma_by_default());
-    if nc >= 8 && mma && layout::MMA_STEMS.contains(&sp.stem) {
-        return (format!("lb_mv_{}_{nc}_mma", sp.stem), nc, MMA_ROWS);
+    let variant = MMA_VARIANTS
+        .iter()
+        .find(|v| v.0 == forced.0)
+        .or(if forced.0 == 0 && mma_by_default() { MMA_VARIANTS.first() } else { None });
+    if let (true, true, Some(&(_, mt, p))) =
+        (nc >= 8, layout::MMA_STEMS.contains(&sp.stem), variant)
+    {
+        let name = format!("lb_mv_{}_{nc}_mma_m{mt}p{p}", sp.stem);
+        return KernelChoice { name, nc, rows_per_block: 16 * mt };
     }
     let (rpw, ups) = work_shape(sp, nc, forced);
-    (format!("lb_mv_{}_{nc}_r{rpw}_u{ups}", sp.stem), nc, rpw)
+    let name = format!("lb_mv_{}_{nc}_r{rpw}_u{ups}", sp.stem);
+    KernelChoice { name, nc, rows_per_block: WARPS_PER_CTA * rpw }
 }
 
 /// Device memory, freed on drop.
@@ -287,8 +302,9 @@ impl HipBackend {
         &self.arch
     }
 
-    /// Forces the rows each warp owns (1, 2 or 4; 16: the tensor-core kernels for n >= 5 where
-    /// the format has them; anything else restores the default), for tuning sweeps.
+    /// Forces the rows each warp owns (1, 2 or 4: the dp4a kernels), or a tensor-core variant
+    /// for column tiles of 8 and 16 where the format has them (16, 32, 64, 18: `MMA_VARIANTS`);
+    /// anything else restores the default. For tuning sweeps.
     pub fn set_rows_per_warp(&self, rows: usize) {
         self.forced_rows.store(rows, std::sync::atomic::Ordering::Relaxed);
     }
@@ -365,9 +381,9 @@ impl HipBackend {
             self.forced_rows.load(std::sync::atomic::Ordering::Relaxed),
             self.forced_units.load(std::sync::atomic::Ordering::Relaxed),
         );
-        let (name, nc, rpw) = kernel_choice(&m.split, n, forced);
+        let KernelChoice { name, nc, rows_per_block } = kernel_choice(&m.split, n, forced);
         let gy = u32::try_from(n.div_ceil(nc)).map_err(|_| too_large(format))?;
-        let gx = u32::try_from(rows.div_ceil(WARPS_PER_CTA * rpw).min(1 << 20))
+        let gx = u32::try_from(rows.div_ceil(rows_per_block).min(1 << 20))
             .map_err(|_| too_large(format))?;
         let (rows, nu, n) = (u32_of(rows, format)?, u32_of(cols / 32, format)?, u32_of(n, format)?);
         let mut args =
@@ -536,7 +552,9 @@ fn kernel_names() -> Vec<String> {
     for (stem, f32_act) in layout::STEMS {
         let tiles: &[usize] = if f32_act { &[1, 2, 4, 8] } else { &[1, 2, 4, 8, 16] };
         if layout::MMA_STEMS.contains(&stem) {
-            v.extend([8, 16].map(|nc| format!("lb_mv_{stem}_{nc}_mma")));
+            for nc in [8, 16] {
+                v.extend(MMA_VARIANTS.map(|(_, mt, p)| format!("lb_mv_{stem}_{nc}_mma_m{mt}p{p}")));
+            }
         }
         for &nc in tiles {
             for r in [1, 2, 4] {

@@ -22,15 +22,23 @@ pub fn planes(desc: MatrixDesc, bytes: &[u8]) -> Result<Planes, String> {
     Ok([p.q, p.s, p.g, p.r])
 }
 
-/// The kernel `matmul` launches for `n` columns: (name, column tile, rows per warp);
-/// `forced` = (rows per warp, pipeline depth) as the tuning setters take them, (0, 0) for the
-/// defaults.
+/// The kernel `matmul` launches for `n` columns: (name, column tile, rows per block on the
+/// device); `forced` = (rows per warp, pipeline depth) as the tuning setters take them, (0, 0)
+/// for the defaults.
 pub fn kernel(
     format: FormatId,
     n: usize,
     forced: (usize, usize),
 ) -> Option<(String, usize, usize)> {
-    layout::split(format).map(|sp| kernel_choice(&sp, n, forced))
+    layout::split(format).map(|sp| {
+        let k = kernel_choice(&sp, n, forced);
+        (k.name, k.nc, k.rows_per_block)
+    })
+}
+
+/// The forced rows-per-warp codes that select the tensor-core variants (backend.rs).
+pub fn mma_variant_codes() -> Vec<usize> {
+    crate::backend::MMA_VARIANTS.iter().map(|v| v.0).collect()
 }
 
 /// Activations in the device layout: (Q8 quants, per-unit scales, per-unit extra words,

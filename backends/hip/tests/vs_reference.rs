@@ -338,17 +338,20 @@ fn host_emulation_matches_reference() {
                 let (aq, ad, ae, xt) =
                     lowbit_hip::testing::activations(format, &x, k, pos).unwrap();
                 let units: &[usize] = if n == 1 { &[1, 2, 4, 12, 14] } else { &[1] };
-                // The defaults, the tensor-core kernels (rows per warp 16: n >= 5, where a
-                // format has them), then every forced (rows per warp, pipeline).
+                // The defaults, every tensor-core variant (n >= 5, where a format has them),
+                // then every forced (rows per warp, pipeline).
                 let forced =
                     [1usize, 2, 4].iter().flat_map(|&r| units.iter().map(move |&u| (r, u)));
-                for (r, u) in [(0, 0), (16, 0)].into_iter().chain(forced) {
-                    let (name, nc, rpw) = lowbit_hip::testing::kernel(format, n, (r, u)).unwrap();
+                let mma = lowbit_hip::testing::mma_variant_codes().into_iter().map(|r| (r, 0));
+                for (r, u) in [(0, 0)].into_iter().chain(mma).chain(forced) {
+                    // Every kernel grid-strides its rows, so any grid is correct; one emulated
+                    // warp per block covers a block's rows with this one.
+                    let (name, nc, rpb) = lowbit_hip::testing::kernel(format, n, (r, u)).unwrap();
                     // SAFETY: every lb_mv kernel has the Kernel signature (kernels/lowbit_kernels.hip).
                     let f: libloading::Symbol<Kernel> =
                         unsafe { lib.get(name.as_bytes()) }.unwrap();
                     let mut y = vec![f32::NAN; n * rows];
-                    let (gx, gy) = (rows.div_ceil(rpw), n.div_ceil(nc));
+                    let (gx, gy) = (rows.div_ceil(rpb), n.div_ceil(nc));
                     for by in 0..gy {
                         for bx in 0..gx {
                             // SAFETY: the planes and activations are laid out as the kernel
