@@ -722,29 +722,31 @@ LB_DEV void lb_mv(const Mat& m, const ActPtrs& ap, float* y, lb_u32 rows, lb_u32
 // n = 5..16 on NVIDIA: the int8 tensor-core kernels (lowbit_mma.h).
 #include "lowbit_mma.h"
 
-// The tensor-core kernels lb_mv_<stem>_<NC>_mma_m<MT>p<P> (NC = 8 or 16 columns, 16 MT rows per
-// block, P units in flight per lane; Fr: the fragment decoder, ACC: units chained per epilogue);
-// without LB_MMA (AMD) the same names run the staged dp4a skeleton with 4 rows per warp (correct
-// for the host's grid, which assumes 16 MT rows per block: rows are grid-strided).
+// The tensor-core kernels lb_mv_<stem>_<NC>_mma_m<MT>b<RB>s<S> (NC = 8 or 16 columns, 16 MT
+// rows per block, RB staged bytes per row and stage, S stages; Fr: the fragment decoder, ACC:
+// units chained per epilogue); without LB_MMA (AMD) the same names run the staged dp4a
+// skeleton with 4 rows per warp (correct for the host's grid, which assumes 16 MT rows per
+// block: rows are grid-strided).
 #if defined(LB_MMA)
-#define LB_MVQ_BODY(Fr, Dec, ACC, NC, MT, P) lb_mvq<NC, MT, P, ACC, Fr>(m, ap, y, rows, nu, ncols)
+#define LB_MVQ_BODY(Fr, Dec, ACC, NC, MT, RB, S) lb_mvq<NC, MT, RB, S, ACC, Fr>(m, ap, y, rows, nu, ncols)
 #else
-#define LB_MVQ_BODY(Fr, Dec, ACC, NC, MT, P) lb_mv<NC, 4, Dec, ActQ8, false>(m, ap, y, rows, nu, ncols)
+#define LB_MVQ_BODY(Fr, Dec, ACC, NC, MT, RB, S) lb_mv<NC, 4, Dec, ActQ8, false>(m, ap, y, rows, nu, ncols)
 #endif
-#define LB_MVQ(fmt, Fr, Dec, ACC, NC, MT, P)                                                        \
-    LB_KERNEL void lb_mv_##fmt##_##NC##_mma_m##MT##p##P(                                           \
+#define LB_MVQ(fmt, Fr, Dec, ACC, NC, MT, RB, S)                                                    \
+    LB_KERNEL void lb_mv_##fmt##_##NC##_mma_m##MT##b##RB##s##S(                                   \
         const lb_u8* q, const lb_u8* s, const lb_u8* g, const lb_u8* r, const lb_i8* aq,           \
         const float* ad, const lb_u32* ae, const float* x, float* y, lb_u32 rows, lb_u32 nu,       \
         lb_u32 ncols) {                                                                            \
         Mat m = {q, s, g, r};                                                                      \
         ActPtrs ap = {aq, ad, ae, x};                                                              \
-        LB_MVQ_BODY(Fr, Dec, ACC, NC, MT, P);                                                      \
+        LB_MVQ_BODY(Fr, Dec, ACC, NC, MT, RB, S);                                                  \
     }
-// The variants (backend.rs MMA_VARIANTS): (MT, P) = (1, 4), (2, 4), (4, 2), (1, 8).
-#define LB_MVQ_NC(fmt, Fr, Dec, ACC, NC)                                                            \
-    LB_MVQ(fmt, Fr, Dec, ACC, NC, 1, 4) LB_MVQ(fmt, Fr, Dec, ACC, NC, 2, 4)                        \
-    LB_MVQ(fmt, Fr, Dec, ACC, NC, 4, 2) LB_MVQ(fmt, Fr, Dec, ACC, NC, 1, 8)
-#define LB_MVQ_ALL(fmt, Fr, Dec, ACC) LB_MVQ_NC(fmt, Fr, Dec, ACC, 8) LB_MVQ_NC(fmt, Fr, Dec, ACC, 16)
+// The variants (backend.rs MMA_VARIANTS): (MT, RB, S) = (1, 128, 2), (2, 64, 2), (1, 64, 3),
+// (1, 64, 2) for NC = 8; NC = 16 the first two (static shared memory: 48 KiB per block).
+#define LB_MVQ_ALL(fmt, Fr, Dec, ACC)                                                               \
+    LB_MVQ(fmt, Fr, Dec, ACC, 8, 1, 128, 2) LB_MVQ(fmt, Fr, Dec, ACC, 8, 2, 64, 2)                 \
+    LB_MVQ(fmt, Fr, Dec, ACC, 8, 1, 64, 3) LB_MVQ(fmt, Fr, Dec, ACC, 8, 1, 64, 2)                  \
+    LB_MVQ(fmt, Fr, Dec, ACC, 16, 1, 128, 2) LB_MVQ(fmt, Fr, Dec, ACC, 16, 2, 64, 2)
 
 // NC = 1: the pipelined skeleton, else the staged one (a template, so only the chosen one is
 // instantiated). U = P (1, 2, 4): P deep with the activations in the ring; U = 10 + P (12,

@@ -21,79 +21,119 @@
 // unit) costs one FADD and one FFMA (two-scale formats: two MMAs, one per scale half, the
 // other half's A words zero).
 //
+// Loads: a warp's weight bytes go to its own shared-memory ring of S stages by cp.async (16 B
+// per lane and copy, each row's RB bytes per stage contiguous: whole 64- or 128-byte spans,
+// where a lane loading only its fragment's 4 bytes would touch every sector twice), and lanes
+// read their fragment words back from the ring (16-byte chunks XOR-swizzled by row: no bank
+// conflicts). The small per-unit values (weight scales, B words, activation scales) come
+// straight from global memory one unit ahead.
+//
 // Parallelism: a block (LB_MMA_WARPS warps) owns 16 MT rows; its warps split the row's units
-// into contiguous ranges (K split), each keeping the raw words of its next P - 1 units in
-// flight (a register ring), and the partial sums meet in shared memory at the end. So a
+// into contiguous ranges (K split), and the partial sums meet in shared memory at the end. So a
 // 16384-row matrix gives 16384 / (16 MT) blocks of 8 warps, not 1024 / MT lone warps.
 #pragma once
 
 #if defined(LB_MMA)
 #define LB_MMA_WARPS (LB_BLOCK >= 32 ? LB_BLOCK / 32 : 1)
 
-// ------------------------------------------------------------------ fragment decoders --------
-// fetch(m, row, u, nu, t): the raw bits lane t needs from unit u of `row`; frag(lo, hi): its
-// two A words; scales(s0, s1): the row-unit's weight scale(s) (s0 = s1 unless SPLIT);
-// ilo/ihi(t): the activation words paired with lo/hi; SPLIT formats also say which scale half
-// lo and hi belong to (hlo/hhi). The integer parts are exact; the float association per unit
-// is the dp4a decoders' up to the order of the final products (within the bound).
+// ------------------------------------------------------------------ staging helpers ---------
+// 16-byte asynchronous copy global -> shared, `valid` (0..16) bytes read, the rest zero-filled
+// (cp.async, sm_80+); groups committed and waited as PTX's cp.async.commit_group / wait_group.
+#if defined(LB_HOST_EMULATION)
+LB_DEV void lb_cp_async16(void* dst, const void* src, lb_u32 valid) {
+    for (lb_u32 i = 0; i < 16; i++) ((lb_u8*)dst)[i] = i < valid ? ((const lb_u8*)src)[i] : 0;
+}
+LB_DEV void lb_cp_commit() {}
+template <int N>
+LB_DEV void lb_cp_wait() {}
+#else
+LB_DEV void lb_cp_async16(void* dst, const void* src, lb_u32 valid) {
+    lb_u32 d = (lb_u32)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16, %2;" ::"r"(d), "l"(src), "r"(valid) : "memory");
+}
+LB_DEV void lb_cp_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+template <int N>
+LB_DEV void lb_cp_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory"); }
+#endif
 
-// Word t of a 16-byte unit, plus the unit's scale bits (SB bytes of the s plane).
-template <int SB>
+// Byte o of a staged row whose 16-byte chunks sit XOR-swizzled by `swz`.
+LB_DEV lb_u32 lb_lds32(const lb_u8* rowp, lb_u32 swz, lb_u32 o) {
+    return *(const lb_u32*)(rowp + ((((o >> 4) ^ swz) << 4) | (o & 15u)));
+}
+LB_DEV lb_u32 lb_lds16(const lb_u8* rowp, lb_u32 swz, lb_u32 o) {
+    return *(const lb_u16*)(rowp + ((((o >> 4) ^ swz) << 4) | (o & 15u)));
+}
+
+// ------------------------------------------------------------------ fragment decoders --------
+// Per format, as static functions: QB code bytes per unit in the q plane (HALVES: Q8_0's two
+// 16-byte regions per row); frag(rowp, swz, j, t, lo, hi): lane t's two A words of the j-th
+// unit of a staged row (RB bytes: HALVES puts the second region at RB / 2); sbits(m, row, u,
+// nu): the row-unit's raw scale bits from global memory; scales(bits, s0, s1): the weight
+// scale(s) (s0 = s1 unless SPLIT); ilo/ihi(t): the activation words paired with lo/hi; SPLIT
+// formats also say which scale half lo and hi belong to (hlo/hhi). The integer parts are
+// exact; the float association per unit is the dp4a decoders' up to the order of the final
+// products (within the bound).
+
+// 16-byte units: word t of the unit.
 struct FrW16 {
-    lb_u32 v, sc;
-    LB_DEVM void fetch(const Mat& m, lb_u64 row, lb_u32 u, lb_u32 nu, lb_u32 t) {
-        lb_u64 i = row * nu + u;
-        v = *(const lb_u32*)(m.q + i * 16 + 4 * t);
-        sc = SB == 1 ? (lb_u32)m.s[i] : (lb_u32)((const lb_u16*)m.s)[i];
-    }
+    static constexpr int QB = 16;
+    static constexpr bool HALVES = false;
+    LB_DEV lb_u32 word(const lb_u8* rowp, lb_u32 swz, lb_u32 j, lb_u32 t) { return lb_lds32(rowp, swz, j * 16 + 4 * t); }
+    LB_DEV lb_u32 s16(const Mat& m, lb_u64 row, lb_u32 u, lb_u32 nu) { return ((const lb_u16*)m.s)[row * nu + u]; }
     LB_DEV lb_u32 ilo(lb_u32 t) { return t; }
     LB_DEV lb_u32 ihi(lb_u32 t) { return 4 + t; }
 };
 
 // Q8_0: the q plane in halves like the activations: word t of each half.
-struct FrQ8_0 {
-    lb_u32 x0, x1, sc;
+struct FrQ8_0 : FrW16 {
+    static constexpr bool HALVES = true;
     static constexpr bool SPLIT = false;
-    LB_DEVM void fetch(const Mat& m, lb_u64 row, lb_u32 u, lb_u32 nu, lb_u32 t) {
-        const lb_u8* base = m.q + row * nu * 32;
-        x0 = *(const lb_u32*)(base + u * 16ull + 4 * t);
-        x1 = *(const lb_u32*)(base + (lb_u64)(nu + u) * 16 + 4 * t);
-        sc = ((const lb_u16*)m.s)[row * nu + u];
+    template <int RB>
+    LB_DEV void frag(const lb_u8* rowp, lb_u32 swz, lb_u32 j, lb_u32 t, lb_u32& lo, lb_u32& hi) {
+        lo = lb_lds32(rowp, swz, j * 16 + 4 * t);
+        hi = lb_lds32(rowp, swz, RB / 2 + j * 16 + 4 * t);
     }
-    LB_DEVM void frag(lb_u32& lo, lb_u32& hi) const { lo = x0; hi = x1; }
-    LB_DEVM void scales(float& s0, float& s1) const { s0 = s1 = lb_h2f(sc); }
-    LB_DEV lb_u32 ilo(lb_u32 t) { return t; }
-    LB_DEV lb_u32 ihi(lb_u32 t) { return 4 + t; }
+    LB_DEV lb_u32 sbits(const Mat& m, lb_u64 row, lb_u32 u, lb_u32 nu) { return s16(m, row, u, nu); }
+    LB_DEV void scales(lb_u32 sc, float& s0, float& s1) { s0 = s1 = lb_h2f(sc); }
 };
 
 // Q4_0: low nibbles of word t are elements 4t.., high ones 16 + 4t.. (DecQ4_0's w[t], w[4+t]).
-struct FrQ4_0 : FrW16<2> {
+struct FrQ4_0 : FrW16 {
     static constexpr bool SPLIT = false;
-    LB_DEVM void frag(lb_u32& lo, lb_u32& hi) const {
+    template <int RB>
+    LB_DEV void frag(const lb_u8* rowp, lb_u32 swz, lb_u32 j, lb_u32 t, lb_u32& lo, lb_u32& hi) {
+        lb_u32 v = word(rowp, swz, j, t);
         lo = (lb_u32)lb_sub_bytes((lb_i32)(v & 0x0f0f0f0fu), 8);
         hi = (lb_u32)lb_sub_bytes((lb_i32)((v >> 4) & 0x0f0f0f0fu), 8);
     }
-    LB_DEVM void scales(float& s0, float& s1) const { s0 = s1 = lb_h2f(sc); }
+    LB_DEV lb_u32 sbits(const Mat& m, lb_u64 row, lb_u32 u, lb_u32 nu) { return s16(m, row, u, nu); }
+    LB_DEV void scales(lb_u32 sc, float& s0, float& s1) { s0 = s1 = lb_h2f(sc); }
 };
 
 // MXFP4: the kvalues lookup of word t (DecMxfp4's w[t], w[4+t]); scale 2^(e - 128).
-struct FrMxfp4 : FrW16<1> {
+struct FrMxfp4 : FrW16 {
     static constexpr bool SPLIT = false;
-    LB_DEVM void frag(lb_u32& lo, lb_u32& hi) const {
+    template <int RB>
+    LB_DEV void frag(const lb_u8* rowp, lb_u32 swz, lb_u32 j, lb_u32 t, lb_u32& lo, lb_u32& hi) {
         const lb_u32 tb[4] = LB_KVALUES_MXFP4;
-        lb_lut16(tb, v, lo, hi);
+        lb_lut16(tb, word(rowp, swz, j, t), lo, hi);
     }
-    LB_DEVM void scales(float& s0, float& s1) const {
+    LB_DEV lb_u32 sbits(const Mat& m, lb_u64 row, lb_u32 u, lb_u32 nu) { return m.s[row * nu + u]; }
+    LB_DEV void scales(lb_u32 sc, float& s0, float& s1) {
         s0 = s1 = lb_as_float(sc >= 2 ? (sc - 1) << 23 : 0x00200000u << sc);
     }
 };
 
 // ROCmFP3: 8-entry lookup of word t (DecFp3's w[t], w[4+t]); lo in the first scale half, hi in
 // the second.
-struct FrFp3 : FrW16<2> {
+struct FrFp3 : FrW16 {
     static constexpr bool SPLIT = true;
-    LB_DEVM void frag(lb_u32& lo, lb_u32& hi) const { lb_lut8(0x04020100u, 0xfcfeff00u, v, lo, hi); }
-    LB_DEVM void scales(float& s0, float& s1) const {
+    template <int RB>
+    LB_DEV void frag(const lb_u8* rowp, lb_u32 swz, lb_u32 j, lb_u32 t, lb_u32& lo, lb_u32& hi) {
+        lb_lut8(0x04020100u, 0xfcfeff00u, word(rowp, swz, j, t), lo, hi);
+    }
+    LB_DEV lb_u32 sbits(const Mat& m, lb_u64 row, lb_u32 u, lb_u32 nu) { return s16(m, row, u, nu); }
+    LB_DEV void scales(lb_u32 sc, float& s0, float& s1) {
         s0 = lb_ue4m3_b8(sc & 0xffu);
         s1 = lb_ue4m3_b8(sc >> 8);
     }
@@ -103,13 +143,15 @@ struct FrFp3 : FrW16<2> {
 
 // NVFP4: word t's low nibbles are DecNvfp4's w[{0,1,4,5}[t]], the high ones w[{2,3,6,7}[t]];
 // words 0-1 are the first sub-block (scale s0), 2-3 the second.
-struct FrNvfp4 : FrW16<2> {
+struct FrNvfp4 : FrW16 {
     static constexpr bool SPLIT = true;
-    LB_DEVM void frag(lb_u32& lo, lb_u32& hi) const {
+    template <int RB>
+    LB_DEV void frag(const lb_u8* rowp, lb_u32 swz, lb_u32 j, lb_u32 t, lb_u32& lo, lb_u32& hi) {
         const lb_u32 tb[4] = LB_KVALUES_MXFP4;
-        lb_lut16(tb, v, lo, hi);
+        lb_lut16(tb, word(rowp, swz, j, t), lo, hi);
     }
-    LB_DEVM void scales(float& s0, float& s1) const {
+    LB_DEV lb_u32 sbits(const Mat& m, lb_u64 row, lb_u32 u, lb_u32 nu) { return s16(m, row, u, nu); }
+    LB_DEV void scales(lb_u32 sc, float& s0, float& s1) {
         s0 = lb_ue4m3_b8(sc & 0x7fu);
         s1 = lb_ue4m3_b8((sc >> 8) & 0x7fu);
     }
@@ -123,8 +165,9 @@ struct FrNvfp4 : FrW16<2> {
 // (16 codes); lb_codebook16's first two output words of those bytes are the dp4a decoders'
 // w[2t] and w[2t+1] (activations in lb_codebook4_pos order, as for the dp4a kernels).
 struct FrCodes2 {
-    lb_u32 v, sc;
-    LB_DEVM void codes(lb_u32 table, lb_u32& lo, lb_u32& hi) const {
+    static constexpr int QB = 8;
+    static constexpr bool HALVES = false;
+    LB_DEV void codes(lb_u32 table, lb_u32 v, lb_u32& lo, lb_u32& hi) {
         lo = __byte_perm(table, 0u, v & 0x3333u);
         hi = __byte_perm(table, 0u, (v >> 2) & 0x3333u);
     }
@@ -135,13 +178,12 @@ struct FrCodes2 {
 // ROCmFP2: codebook {-4, -1, 1, 4}; bytes 0-3 (lanes 0, 1) scale s0, 4-7 s1.
 struct FrFp2 : FrCodes2 {
     static constexpr bool SPLIT = true;
-    LB_DEVM void fetch(const Mat& m, lb_u64 row, lb_u32 u, lb_u32 nu, lb_u32 t) {
-        lb_u64 i = row * nu + u;
-        v = ((const lb_u16*)(m.q + i * 8))[t];
-        sc = ((const lb_u16*)m.s)[i];
+    template <int RB>
+    LB_DEV void frag(const lb_u8* rowp, lb_u32 swz, lb_u32 j, lb_u32 t, lb_u32& lo, lb_u32& hi) {
+        codes(0x0401FFFCu, lb_lds16(rowp, swz, j * 8 + 2 * t), lo, hi);
     }
-    LB_DEVM void frag(lb_u32& lo, lb_u32& hi) const { codes(0x0401FFFCu, lo, hi); }
-    LB_DEVM void scales(float& s0, float& s1) const {
+    LB_DEV lb_u32 sbits(const Mat& m, lb_u64 row, lb_u32 u, lb_u32 nu) { return ((const lb_u16*)m.s)[row * nu + u]; }
+    LB_DEV void scales(lb_u32 sc, float& s0, float& s1) {
         s0 = lb_ue4m3_b8(sc & 0xffu);
         s1 = lb_ue4m3_b8(sc >> 8);
     }
@@ -153,45 +195,48 @@ struct FrFp2 : FrCodes2 {
 template <int G>
 struct FrTern : FrCodes2 {
     static constexpr bool SPLIT = false;
-    LB_DEVM void fetch(const Mat& m, lb_u64 row, lb_u32 u, lb_u32 nu, lb_u32 t) {
-        lb_u64 i = row * nu + u;
-        v = ((const lb_u16*)(m.q + i * 8))[t];
-        sc = ((const lb_u16*)m.g)[i / G];
+    template <int RB>
+    LB_DEV void frag(const lb_u8* rowp, lb_u32 swz, lb_u32 j, lb_u32 t, lb_u32& lo, lb_u32& hi) {
+        codes(0x020100FFu, lb_lds16(rowp, swz, j * 8 + 2 * t), lo, hi);
     }
-    LB_DEVM void frag(lb_u32& lo, lb_u32& hi) const { codes(0x020100FFu, lo, hi); }
-    LB_DEVM void scales(float& s0, float& s1) const { s0 = s1 = lb_h2f(sc); }
+    LB_DEV lb_u32 sbits(const Mat& m, lb_u64 row, lb_u32 u, lb_u32 nu) { return ((const lb_u16*)m.g)[(row * nu + u) / G]; }
+    LB_DEV void scales(lb_u32 sc, float& s0, float& s1) { s0 = s1 = lb_h2f(sc); }
 };
 
 // ------------------------------------------------------------------ the skeleton ------------
-// y[col * rows + row] for NC columns (grid y: column tiles) and 16 MT rows per block (grid x,
-// strided). ACC > 1: the integer sums of ACC consecutive units are chained through the MMA's
-// accumulator before one epilogue (legal when neither the weight nor the activation scale
-// changes within ACC units: TQ2_0, whose f16 d and Q8_K d both cover 8 units); the warps' unit
-// ranges are then multiples of ACC. Every lane-indexed array has LB_SIM entries: one on the
-// device, 32 in the host emulation (where one thread plays the warp).
-template <int NC, int MT, int P, int ACC, class Fr>
-LB_DEV void lb_mvq(const Mat& m, const ActPtrs& ap, float* y, lb_u32 rows, lb_u32 nu, lb_u32 ncols) {
-    constexpr int NT = NC / 8;
-    constexpr int E = MT * NT * 4 * 32;  // a warp's partial sums, [mt][tt][i][lane]
-    LB_SHARED float red[LB_MMA_WARPS][E];
-    const lb_u32 warp = lb_tid() / 32 % LB_MMA_WARPS, lane0 = lb_tid() % 32;
-    const lb_u32 col0 = lb_bid_y() * NC;
-    // This warp's units [ub, ue).
-    const lb_u32 per = (nu / ACC + LB_MMA_WARPS - 1) / LB_MMA_WARPS * ACC;
-    const lb_u32 ub = warp * per < nu ? warp * per : nu;
-    const lb_u32 ue = ub + per < nu ? ub + per : nu;
-    const lb_u32 blocks = (rows + 16 * MT - 1) / (16 * MT);
-    const lb_i32 magic = 0x4b400000;
-    static_assert(ACC == 1 || !Fr::SPLIT, "chained units need one scale per unit");
-    struct Slot {
-        Fr w[MT][2];        // rows g and g + 8 of each m-tile
-        lb_u32 b[NT][2];    // B words of column g of each tile
-        float da[NT][2];    // activation scales of columns 2t, 2t + 1
+// One warp's state: the small values of the next unit (a ring of two, indexed by the unit's
+// parity: the unit loop is unrolled over a stage, whose unit count is even) and the
+// accumulators of its 16 MT rows x NC columns, all in registers (every method force-inlined,
+// every index a compile-time constant after unrolling). Lane-indexed arrays have LB_SIM
+// entries: one on the device, 32 in the host emulation (where one thread plays the warp).
+template <int NC, int MT, int RB, int S, int ACC, class Fr>
+struct MvqWarp {
+    static constexpr int NT = NC / 8;
+    static constexpr lb_i32 MAGIC = 0x4b400000;
+    static constexpr int C = Fr::HALVES ? RB / 32 : RB / Fr::QB;  // units per stage
+    static constexpr int CPR = RB / 16;                          // 16-byte chunks per row
+    static constexpr int ROWS = 16 * MT;
+    static constexpr int STAGE = ROWS * RB;                      // bytes per stage
+    static_assert(C % 2 == 0 && CPR >= 4 && (ROWS * CPR) % 32 == 0, "stage shape");
+    struct Small {
+        lb_u32 sc[MT][2];  // weight scale bits of rows g and g + 8 of each m-tile
+        lb_u32 b[NT][2];   // B words of column g of each tile
+        float da[NT][2];   // activation scales of columns 2t, 2t + 1
     };
-    for (lb_u32 rb = lb_bid_x(); rb < blocks; rb += lb_grid_x()) {
-        const lb_u32 row0 = rb * 16 * MT;
-        float acc[LB_SIM][MT][NT][4];
-        lb_i32 chain[LB_SIM][MT][NT][4];
+    Small ring[2][LB_SIM];
+    float acc[LB_SIM][MT][NT][4];
+    lb_i32 chain[LB_SIM][MT][NT][4];
+    lb_u8* stages;  // this warp's S stages
+    Mat m;
+    ActPtrs ap;
+    lb_u32 row0, rows, nu, col0, ncols, lane0;
+
+    // The swizzle of staged row r: chunk c sits at c ^ swz(r) (rows 0-7 of a fragment read
+    // land on distinct banks for 8 and for 4 chunks per row).
+    LB_DEV lb_u32 swz(lb_u32 r) { return CPR >= 8 ? (r & 7u) : ((r >> 1) & (lb_u32)(CPR - 1)); }
+    LB_DEVM lb_u32 clamp_row(lb_u32 r) const { return row0 + r < rows ? row0 + r : rows - 1; }
+
+    LB_DEVM void clear() {
         for (int li = 0; li < LB_SIM; li++)
 #pragma unroll
             for (int mt = 0; mt < MT; mt++)
@@ -200,145 +245,233 @@ LB_DEV void lb_mvq(const Mat& m, const ActPtrs& ap, float* y, lb_u32 rows, lb_u3
 #pragma unroll
                     for (int i = 0; i < 4; i++) {
                         acc[li][mt][tt][i] = 0.0f;
-                        chain[li][mt][tt][i] = magic;
+                        chain[li][mt][tt][i] = MAGIC;
                     }
-        Slot ring[P][LB_SIM];
-        // Loads of unit u into ring slot k (rows and columns past the end are clamped: their
-        // loads stay in bounds and their outputs are dropped).
-        auto fetch = [&](int k, lb_u32 u) {
-            for (int li = 0; li < LB_SIM; li++) {
-                const lb_u32 l = LB_SIM > 1 ? (lb_u32)li : lane0, g = l >> 2, t = l & 3u;
-                Slot& s = ring[k][li];
+    }
+
+    // Issues the copies of units u0 .. u0 + C - 1 of the block's rows into stage `st` (bytes
+    // past a row's end are zero-filled; rows past the matrix's end repeat its last row).
+    LB_DEVM void issue(lb_u32 st, lb_u32 u0) {
+        lb_u8* base = stages + st * STAGE;
+        for (int li = 0; li < LB_SIM; li++) {
+            const lb_u32 l = LB_SIM > 1 ? (lb_u32)li : lane0;
 #pragma unroll
-                for (int mt = 0; mt < MT; mt++)
-#pragma unroll
-                    for (int h = 0; h < 2; h++) {
-                        lb_u32 row = row0 + 16 * mt + g + 8 * h;
-                        s.w[mt][h].fetch(m, row < rows ? row : rows - 1, u, nu, t);
-                    }
-#pragma unroll
-                for (int tt = 0; tt < NT; tt++) {
-                    lb_u32 c = col0 + 8 * tt + g;
-                    const lb_i8* base = ap.aq + (lb_u64)(c < ncols ? c : ncols - 1) * nu * 32;
-                    lb_u32 wl = Fr::ilo(t), wh = Fr::ihi(t);
-                    s.b[tt][0] = *(const lb_u32*)(base + (lb_u64)((wl >> 2) * nu + u) * 16 + 4 * (wl & 3u));
-                    s.b[tt][1] = *(const lb_u32*)(base + (lb_u64)((wh >> 2) * nu + u) * 16 + 4 * (wh & 3u));
-#pragma unroll
-                    for (int j = 0; j < 2; j++) {
-                        lb_u32 cj = col0 + 8 * tt + 2 * t + j;
-                        s.da[tt][j] = ap.ad[(lb_u64)(cj < ncols ? cj : ncols - 1) * nu + u];
-                    }
+            for (int i = 0; i < ROWS * CPR / 32; i++) {
+                const lb_u32 c = l + 32 * i, r = c / CPR, ch = c % CPR;
+                const lb_u64 row = clamp_row(r);
+                const lb_u8* src;
+                lb_i32 valid;
+                if (Fr::HALVES) {
+                    const lb_u32 h = ch / (CPR / 2), u = u0 + ch % (CPR / 2);
+                    src = m.q + row * nu * 32 + (lb_u64)(h * nu + u) * 16;
+                    valid = u < nu ? 16 : 0;
+                } else {
+                    src = m.q + (row * nu + u0) * Fr::QB + ch * 16;
+                    valid = (lb_i32)((nu - u0) * Fr::QB) - (lb_i32)(ch * 16);
+                    valid = valid < 0 ? 0 : valid > 16 ? 16 : valid;
                 }
+                lb_cp_async16(base + r * RB + ((ch ^ swz(r)) << 4), valid > 0 ? src : m.q, (lb_u32)valid);
             }
-        };
-        // The MMAs and epilogue of unit u from slot k.
-        auto step = [&](int k, lb_u32 u) {
-            const bool last = ACC == 1 || u % ACC == ACC - 1;
-            lb_u32 fa[2][MT][LB_SIM][4];
-            float sw[MT][LB_SIM][2][2];  // [row h][scale half]
-            lb_u32 fb[NT][LB_SIM][2];
-            for (int li = 0; li < LB_SIM; li++) {
-                const lb_u32 l = LB_SIM > 1 ? (lb_u32)li : lane0, t = l & 3u;
-                const Slot& s = ring[k][li];
-#pragma unroll
-                for (int mt = 0; mt < MT; mt++) {
-                    lb_u32 lo[2], hi[2];
-#pragma unroll
-                    for (int h = 0; h < 2; h++) {
-                        s.w[mt][h].frag(lo[h], hi[h]);
-                        if (last) s.w[mt][h].scales(sw[mt][li][h][0], sw[mt][li][h][1]);
-                    }
-                    if constexpr (Fr::SPLIT) {
-                        // Half 0's MMA gets the words of the first scale half, half 1's the rest.
-                        const bool l0 = Fr::hlo(t) == 0, h0 = Fr::hhi(t) == 0;
-                        fa[0][mt][li][0] = l0 ? lo[0] : 0u;
-                        fa[0][mt][li][1] = l0 ? lo[1] : 0u;
-                        fa[0][mt][li][2] = h0 ? hi[0] : 0u;
-                        fa[0][mt][li][3] = h0 ? hi[1] : 0u;
-                        fa[1][mt][li][0] = l0 ? 0u : lo[0];
-                        fa[1][mt][li][1] = l0 ? 0u : lo[1];
-                        fa[1][mt][li][2] = h0 ? 0u : hi[0];
-                        fa[1][mt][li][3] = h0 ? 0u : hi[1];
-                    } else {
-                        fa[0][mt][li][0] = lo[0];
-                        fa[0][mt][li][1] = lo[1];
-                        fa[0][mt][li][2] = hi[0];
-                        fa[0][mt][li][3] = hi[1];
-                    }
-                }
-#pragma unroll
-                for (int tt = 0; tt < NT; tt++) {
-                    fb[tt][li][0] = s.b[tt][0];
-                    fb[tt][li][1] = s.b[tt][1];
-                }
-            }
+        }
+        lb_cp_commit();
+    }
+
+    // The small loads of unit u into ring slot K.
+    template <int K>
+    LB_DEVM void fetch_small(lb_u32 u) {
+        for (int li = 0; li < LB_SIM; li++) {
+            const lb_u32 l = LB_SIM > 1 ? (lb_u32)li : lane0, g = l >> 2, t = l & 3u;
+            Small& s = ring[K][li];
 #pragma unroll
             for (int mt = 0; mt < MT; mt++)
 #pragma unroll
-                for (int tt = 0; tt < NT; tt++) {
-                    lb_i32 d0[LB_SIM][4], d1[LB_SIM][4], c0[LB_SIM][4], c1[LB_SIM][4];
-                    for (int li = 0; li < LB_SIM; li++)
+                for (int h = 0; h < 2; h++) s.sc[mt][h] = Fr::sbits(m, clamp_row(16 * mt + g + 8 * h), u, nu);
 #pragma unroll
-                        for (int i = 0; i < 4; i++) {
-                            c0[li][i] = chain[li][mt][tt][i];
-                            c1[li][i] = magic;
+            for (int tt = 0; tt < NT; tt++) {
+                const lb_u32 c = col0 + 8 * tt + g;
+                const lb_i8* base = ap.aq + (lb_u64)(c < ncols ? c : ncols - 1) * nu * 32;
+                const lb_u32 wl = Fr::ilo(t), wh = Fr::ihi(t);
+                s.b[tt][0] = *(const lb_u32*)(base + (lb_u64)((wl >> 2) * nu + u) * 16 + 4 * (wl & 3u));
+                s.b[tt][1] = *(const lb_u32*)(base + (lb_u64)((wh >> 2) * nu + u) * 16 + 4 * (wh & 3u));
+#pragma unroll
+                for (int j = 0; j < 2; j++) {
+                    const lb_u32 cj = col0 + 8 * tt + 2 * t + j;
+                    s.da[tt][j] = ap.ad[(lb_u64)(cj < ncols ? cj : ncols - 1) * nu + u];
+                }
+            }
+        }
+    }
+
+    // The MMAs and epilogue of unit u: the j-th of stage `st`, small values in slot K.
+    template <int K>
+    LB_DEVM void step(lb_u32 st, lb_u32 j, lb_u32 u) {
+        const bool last = ACC == 1 || u % ACC == ACC - 1;
+        const lb_u8* base = stages + st * STAGE;
+        lb_u32 fa[2][MT][LB_SIM][4];
+        float sw[MT][LB_SIM][2][2];  // [row h][scale half]
+        lb_u32 fb[NT][LB_SIM][2];
+        for (int li = 0; li < LB_SIM; li++) {
+            const lb_u32 l = LB_SIM > 1 ? (lb_u32)li : lane0, g = l >> 2, t = l & 3u;
+            const Small& s = ring[K][li];
+#pragma unroll
+            for (int mt = 0; mt < MT; mt++) {
+                lb_u32 lo[2], hi[2];
+#pragma unroll
+                for (int h = 0; h < 2; h++) {
+                    const lb_u32 r = 16 * mt + g + 8 * h;
+                    Fr::template frag<RB>(base + r * RB, swz(r), j, t, lo[h], hi[h]);
+                    if (last) Fr::scales(s.sc[mt][h], sw[mt][li][h][0], sw[mt][li][h][1]);
+                }
+                if constexpr (Fr::SPLIT) {
+                    // Half 0's MMA gets the words of the first scale half, half 1's the rest.
+                    const bool l0 = Fr::hlo(t) == 0, h0 = Fr::hhi(t) == 0;
+                    fa[0][mt][li][0] = l0 ? lo[0] : 0u;
+                    fa[0][mt][li][1] = l0 ? lo[1] : 0u;
+                    fa[0][mt][li][2] = h0 ? hi[0] : 0u;
+                    fa[0][mt][li][3] = h0 ? hi[1] : 0u;
+                    fa[1][mt][li][0] = l0 ? 0u : lo[0];
+                    fa[1][mt][li][1] = l0 ? 0u : lo[1];
+                    fa[1][mt][li][2] = h0 ? 0u : hi[0];
+                    fa[1][mt][li][3] = h0 ? 0u : hi[1];
+                } else {
+                    fa[0][mt][li][0] = lo[0];
+                    fa[0][mt][li][1] = lo[1];
+                    fa[0][mt][li][2] = hi[0];
+                    fa[0][mt][li][3] = hi[1];
+                }
+            }
+#pragma unroll
+            for (int tt = 0; tt < NT; tt++) {
+                fb[tt][li][0] = s.b[tt][0];
+                fb[tt][li][1] = s.b[tt][1];
+            }
+        }
+#pragma unroll
+        for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+            for (int tt = 0; tt < NT; tt++) {
+                lb_i32 d0[LB_SIM][4], d1[LB_SIM][4], c0[LB_SIM][4], c1[LB_SIM][4];
+                for (int li = 0; li < LB_SIM; li++)
+#pragma unroll
+                    for (int i = 0; i < 4; i++) {
+                        c0[li][i] = chain[li][mt][tt][i];
+                        c1[li][i] = MAGIC;
+                    }
+                lb_mma16832(d0, fa[0][mt], fb[tt], c0);
+                if (Fr::SPLIT) lb_mma16832(d1, fa[1][mt], fb[tt], c1);
+                for (int li = 0; li < LB_SIM; li++) {
+                    const Small& s = ring[K][li];
+#pragma unroll
+                    for (int i = 0; i < 4; i++) {
+                        if (!last) {
+                            chain[li][mt][tt][i] = d0[li][i];
+                            continue;
                         }
-                    lb_mma16832(d0, fa[0][mt], fb[tt], c0);
-                    if (Fr::SPLIT) lb_mma16832(d1, fa[1][mt], fb[tt], c1);
-                    for (int li = 0; li < LB_SIM; li++) {
-                        const Slot& s = ring[k][li];
-#pragma unroll
-                        for (int i = 0; i < 4; i++) {
-                            if (!last) {
-                                chain[li][mt][tt][i] = d0[li][i];
-                                continue;
-                            }
-                            chain[li][mt][tt][i] = magic;
-                            const float* sr = sw[mt][li][i >> 1];
-                            const float dc = s.da[tt][i & 1];
-                            const float f0 = lb_as_float((lb_u32)d0[li][i]) - 12582912.0f;
-                            if (Fr::SPLIT) {
-                                const float f1 = lb_as_float((lb_u32)d1[li][i]) - 12582912.0f;
-                                acc[li][mt][tt][i] += dc * (sr[0] * f0 + sr[1] * f1);
-                            } else {
-                                acc[li][mt][tt][i] += f0 * (sr[0] * dc);
-                            }
+                        chain[li][mt][tt][i] = MAGIC;
+                        const float* sr = sw[mt][li][i >> 1];
+                        const float dc = s.da[tt][i & 1];
+                        const float f0 = lb_as_float((lb_u32)d0[li][i]) - 12582912.0f;
+                        if (Fr::SPLIT) {
+                            const float f1 = lb_as_float((lb_u32)d1[li][i]) - 12582912.0f;
+                            acc[li][mt][tt][i] += dc * (sr[0] * f0 + sr[1] * f1);
+                        } else {
+                            acc[li][mt][tt][i] += f0 * (sr[0] * dc);
                         }
                     }
                 }
-        };
-        // Prologue: units ub .. ub + P - 2 into slots 0 .. P - 2; then per unit, issue the
-        // unit P - 1 ahead and compute this one (slots by compile-time index: unrolled P times).
-#pragma unroll
-        for (int k = 0; k < P - 1; k++)
-            if (ub + k < ue) fetch(k, ub + k);
-        for (lb_u32 u0 = ub; u0 < ue; u0 += P) {
-#pragma unroll
-            for (int k = 0; k < P; k++) {
-                const lb_u32 u = u0 + k;
-                if (u + P - 1 < ue) fetch((k + P - 1) % P, u + P - 1);
-                if (u < ue) step(k, u);
             }
+    }
+
+    // The C units of stage `st` starting at unit u0 (those below ue), one unit's small loads
+    // ahead.
+    template <int J>
+    LB_DEVM void units(lb_u32 st, lb_u32 u0, lb_u32 ue) {
+        if constexpr (J < C) {
+            const lb_u32 u = u0 + J;
+            if (u + 1 < ue) fetch_small<(J + 1) % 2>(u + 1);
+            if (u < ue) step<J % 2>(st, J, u);
+            units<J + 1>(st, u0, ue);
         }
+    }
+
+    // Units ub .. ue - 1 in stages of C: S - 1 stages in flight while one is computed (a
+    // group is committed every round, empty at the tail, so wait_group S - 1 always means
+    // "this round's stage has landed").
+    LB_DEVM void run(lb_u32 ub, lb_u32 ue) {
+        if (ub >= ue) return;
+        const lb_u32 nst = (ue - ub + C - 1) / C;
+#pragma unroll
+        for (int k = 0; k < S - 1; k++) {
+            if ((lb_u32)k < nst) issue(k, ub + k * C);
+            else lb_cp_commit();
+        }
+        fetch_small<0>(ub);
+        for (lb_u32 i = 0; i < nst; i++) {
+            const lb_u32 nx = i + S - 1;
+            if (nx < nst) issue(nx % S, ub + nx * C);
+            else lb_cp_commit();
+            lb_cp_wait<S - 1>();
+            lb_syncwarp();
+            units<0>(i % S, ub + i * C, ue);
+            lb_syncwarp();  // every lane is done with stage i % S before it is refilled
+        }
+    }
+};
+
+// y[col * rows + row] for NC columns (grid y: column tiles) and 16 MT rows per block (grid x,
+// strided); RB staged bytes per row and stage, S stages. ACC > 1: the integer sums of ACC
+// consecutive units are chained through the MMA's accumulator before one epilogue (legal when
+// neither the weight nor the activation scale changes within ACC units: TQ2_0, whose f16 d and
+// Q8_K d both cover 8 units); the warps' unit ranges are then multiples of ACC (and of a
+// stage's units).
+template <int NC, int MT, int RB, int S, int ACC, class Fr>
+LB_DEV void lb_mvq(const Mat& m, const ActPtrs& ap, float* y, lb_u32 rows, lb_u32 nu, lb_u32 ncols) {
+    static_assert(ACC == 1 || !Fr::SPLIT, "chained units need one scale per unit");
+    typedef MvqWarp<NC, MT, RB, S, ACC, Fr> W;
+    constexpr int NT = NC / 8;
+    constexpr int E = MT * NT * 4 * 32;  // a warp's partial sums, [mt][tt][i][lane]
+    constexpr int Q = W::C > ACC ? W::C : ACC;
+    static_assert(Q % W::C == 0 && Q % ACC == 0, "unit ranges");
+    LB_SHARED float red[LB_MMA_WARPS][E];
+    LB_SHARED __align__(16) lb_u8 ring[LB_MMA_WARPS][S * W::STAGE];
+    const lb_u32 warp = lb_tid() / 32 % LB_MMA_WARPS;
+    // This warp's units [ub, ue).
+    const lb_u32 per = ((nu + Q - 1) / Q + LB_MMA_WARPS - 1) / LB_MMA_WARPS * Q;
+    const lb_u32 ub = warp * per < nu ? warp * per : nu;
+    const lb_u32 ue = ub + per < nu ? ub + per : nu;
+    const lb_u32 blocks = (rows + 16 * MT - 1) / (16 * MT);
+    W w;
+    w.stages = ring[warp];
+    w.m = m;
+    w.ap = ap;
+    w.rows = rows;
+    w.nu = nu;
+    w.col0 = lb_bid_y() * NC;
+    w.ncols = ncols;
+    w.lane0 = lb_tid() % 32;
+    for (lb_u32 rb = lb_bid_x(); rb < blocks; rb += lb_grid_x()) {
+        w.row0 = rb * 16 * MT;
+        w.clear();
+        w.run(ub, ue);
         // The K split's partial sums meet in shared memory; every thread then adds up some
         // outputs over the warps (in warp order: deterministic).
         for (int li = 0; li < LB_SIM; li++) {
-            const lb_u32 l = LB_SIM > 1 ? (lb_u32)li : lane0;
+            const lb_u32 l = LB_SIM > 1 ? (lb_u32)li : w.lane0;
 #pragma unroll
             for (int mt = 0; mt < MT; mt++)
 #pragma unroll
                 for (int tt = 0; tt < NT; tt++)
 #pragma unroll
-                    for (int i = 0; i < 4; i++) red[warp][((mt * NT + tt) * 4 + i) * 32 + l] = acc[li][mt][tt][i];
+                    for (int i = 0; i < 4; i++) red[warp][((mt * NT + tt) * 4 + i) * 32 + l] = w.acc[li][mt][tt][i];
         }
         lb_barrier();
         for (lb_u32 e = lb_tid(); e < (lb_u32)E; e += LB_BLOCK) {
             float v = 0.0f;
 #pragma unroll
-            for (int w = 0; w < LB_MMA_WARPS; w++) v += red[w][e];
+            for (int k = 0; k < LB_MMA_WARPS; k++) v += red[k][e];
             const lb_u32 l = e % 32, i = e / 32 % 4, tt = e / 128 % NT, mt = e / (128 * NT);
-            const lb_u32 row = row0 + 16 * mt + (l >> 2) + 8 * (i >> 1), c = 8 * tt + 2 * (l & 3u) + (i & 1u);
-            if (row < rows && col0 + c < ncols) y[(lb_u64)(col0 + c) * rows + row] = v;
+            const lb_u32 row = w.row0 + 16 * mt + (l >> 2) + 8 * (i >> 1), c = 8 * tt + 2 * (l & 3u) + (i & 1u);
+            if (row < rows && w.col0 + c < ncols) y[(lb_u64)(w.col0 + c) * rows + row] = v;
         }
         lb_barrier();
     }

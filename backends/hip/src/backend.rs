@@ -84,12 +84,14 @@ pub(crate) fn validated_planes(
     Ok((sp, planes))
 }
 
-/// The tensor-core kernel variants (kernels/lowbit_mma.h, `lb_mv_<stem>_<nc>_mma_m<MT>p<P>`):
-/// (forced rows-per-warp code, MT, P): a block owns 16 MT rows, a lane keeps P units of loads in
-/// flight. A forced rows-per-warp value equal to a code selects that variant; the first is the
+/// The tensor-core kernel variants (kernels/lowbit_mma.h,
+/// `lb_mv_<stem>_<nc>_mma_m<MT>b<RB>s<S>`): (forced rows-per-warp code, MT, RB, S, also for
+/// 16 columns). A block owns 16 MT rows, each warp stages RB bytes per row in each of S
+/// shared-memory stages. A forced rows-per-warp value equal to a code selects that variant
+/// (column tiles of 16: the first where the variant has no 16-column kernel); the first is the
 /// default.
-pub(crate) const MMA_VARIANTS: [(usize, usize, usize); 4] =
-    [(32, 2, 4), (16, 1, 4), (64, 4, 2), (18, 1, 8)];
+pub(crate) const MMA_VARIANTS: [(usize, usize, usize, usize, bool); 4] =
+    [(16, 1, 128, 2, true), (32, 2, 64, 2, true), (17, 1, 64, 3, false), (18, 1, 64, 2, false)];
 
 /// Whether column tiles of 8 and 16 use the tensor-core kernels by default (where the format
 /// has them): yes unless `LOWBIT_HIP_MMA=0`.
@@ -126,11 +128,12 @@ pub(crate) fn kernel_choice(sp: &Split, n: usize, forced: (usize, usize)) -> Ker
     let variant = MMA_VARIANTS
         .iter()
         .find(|v| v.0 == forced.0)
-        .or(if forced.0 == 0 && mma_by_default() { MMA_VARIANTS.first() } else { None });
-    if let (true, true, Some(&(_, mt, p))) =
+        .or(if forced.0 == 0 && mma_by_default() { MMA_VARIANTS.first() } else { None })
+        .map(|v| if nc == 16 && !v.4 { MMA_VARIANTS[0] } else { *v });
+    if let (true, true, Some((_, mt, rb, st, _))) =
         (nc >= 8, layout::MMA_STEMS.contains(&sp.stem), variant)
     {
-        let name = format!("lb_mv_{}_{nc}_mma_m{mt}p{p}", sp.stem);
+        let name = format!("lb_mv_{}_{nc}_mma_m{mt}b{rb}s{st}", sp.stem);
         return KernelChoice { name, nc, rows_per_block: 16 * mt };
     }
     let (rpw, ups) = work_shape(sp, nc, forced);
@@ -303,7 +306,7 @@ impl HipBackend {
     }
 
     /// Forces the rows each warp owns (1, 2 or 4: the dp4a kernels), or a tensor-core variant
-    /// for column tiles of 8 and 16 where the format has them (16, 32, 64, 18: `MMA_VARIANTS`);
+    /// for column tiles of 8 and 16 where the format has them (16, 32, 17, 18: `MMA_VARIANTS`);
     /// anything else restores the default. For tuning sweeps.
     pub fn set_rows_per_warp(&self, rows: usize) {
         self.forced_rows.store(rows, std::sync::atomic::Ordering::Relaxed);
@@ -552,8 +555,9 @@ fn kernel_names() -> Vec<String> {
     for (stem, f32_act) in layout::STEMS {
         let tiles: &[usize] = if f32_act { &[1, 2, 4, 8] } else { &[1, 2, 4, 8, 16] };
         if layout::MMA_STEMS.contains(&stem) {
-            for nc in [8, 16] {
-                v.extend(MMA_VARIANTS.map(|(_, mt, p)| format!("lb_mv_{stem}_{nc}_mma_m{mt}p{p}")));
+            for (_, mt, rb, st, with16) in MMA_VARIANTS {
+                let ncs: &[usize] = if with16 { &[8, 16] } else { &[8] };
+                v.extend(ncs.iter().map(|nc| format!("lb_mv_{stem}_{nc}_mma_m{mt}b{rb}s{st}")));
             }
         }
         for &nc in tiles {

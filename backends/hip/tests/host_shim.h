@@ -14,6 +14,7 @@
 #define __device__
 #define __forceinline__ inline
 #define __shared__ static
+#define __align__(n) __attribute__((aligned(n)))
 struct int4 { int x, y, z, w; };
 struct float4 { float x, y, z, w; };
 struct lb_dim3 { unsigned x, y, z; };
