@@ -723,30 +723,24 @@ LB_DEV void lb_mv(const Mat& m, const ActPtrs& ap, float* y, lb_u32 rows, lb_u32
 #include "lowbit_mma.h"
 
 // The tensor-core kernels lb_mv_<stem>_<NC>_mma_m<MT>b<RB>s<S> (NC = 8 or 16 columns, 16 MT
-// rows per block, RB staged bytes per row and stage, S stages; Fr: the fragment decoder, ACC:
-// units chained per epilogue); without LB_MMA (AMD) the same names run the staged dp4a
-// skeleton with 4 rows per warp (correct for the host's grid, which assumes 16 MT rows per
-// block: rows are grid-strided).
-#if defined(LB_MMA)
-#define LB_MVQ_BODY(Fr, Dec, ACC, NC, MT, RB, S) lb_mvq<NC, MT, RB, S, ACC, Fr>(m, ap, y, rows, nu, ncols)
-#else
-#define LB_MVQ_BODY(Fr, Dec, ACC, NC, MT, RB, S) lb_mv<NC, 4, Dec, ActQ8, false>(m, ap, y, rows, nu, ncols)
-#endif
-#define LB_MVQ(fmt, Fr, Dec, ACC, NC, MT, RB, S)                                                    \
+// rows per block, RB staged code bytes per row and stage, S stages; Fr: the fragment decoder,
+// ACC: units chained per epilogue). The same parameters as every matvec kernel, but aq and ad
+// are the reordered activations of lb_mma_acts (af, adf). NVIDIA only (the host never picks
+// them on AMD).
+#define LB_MVQ(fmt, Fr, ACC, NC, MT, RB, S)                                                         \
     LB_KERNEL void lb_mv_##fmt##_##NC##_mma_m##MT##b##RB##s##S(                                   \
         const lb_u8* q, const lb_u8* s, const lb_u8* g, const lb_u8* r, const lb_i8* aq,           \
         const float* ad, const lb_u32* ae, const float* x, float* y, lb_u32 rows, lb_u32 nu,       \
         lb_u32 ncols) {                                                                            \
         Mat m = {q, s, g, r};                                                                      \
-        ActPtrs ap = {aq, ad, ae, x};                                                              \
-        LB_MVQ_BODY(Fr, Dec, ACC, NC, MT, RB, S);                                                  \
+        lb_mvq<NC, MT, RB, S, ACC, Fr>(m, (const lb_u32*)aq, ad, y, rows, nu, ncols);              \
     }
-// The variants (backend.rs MMA_VARIANTS): (MT, RB, S) = (1, 128, 2), (2, 64, 2), (1, 64, 3),
-// (1, 64, 2) for NC = 8; NC = 16 the first two (static shared memory: 48 KiB per block).
-#define LB_MVQ_ALL(fmt, Fr, Dec, ACC)                                                               \
-    LB_MVQ(fmt, Fr, Dec, ACC, 8, 1, 128, 2) LB_MVQ(fmt, Fr, Dec, ACC, 8, 2, 64, 2)                 \
-    LB_MVQ(fmt, Fr, Dec, ACC, 8, 1, 64, 3) LB_MVQ(fmt, Fr, Dec, ACC, 8, 1, 64, 2)                  \
-    LB_MVQ(fmt, Fr, Dec, ACC, 16, 1, 128, 2) LB_MVQ(fmt, Fr, Dec, ACC, 16, 2, 64, 2)
+// The variants (backend.rs MMA_VARIANTS): (MT, RB, S) = (2, 64, 2), (1, 64, 3), (1, 64, 2),
+// (1, 128, 2) for NC = 8; NC = 16 the first (static shared memory: 48 KiB per block).
+#define LB_MVQ_ALL(fmt, Fr, ACC)                                                                    \
+    LB_MVQ(fmt, Fr, ACC, 8, 2, 64, 2) LB_MVQ(fmt, Fr, ACC, 8, 1, 64, 3)                            \
+    LB_MVQ(fmt, Fr, ACC, 8, 1, 64, 2) LB_MVQ(fmt, Fr, ACC, 8, 1, 128, 2)                           \
+    LB_MVQ(fmt, Fr, ACC, 16, 2, 64, 2)
 
 // NC = 1: the pipelined skeleton, else the staged one (a template, so only the chosen one is
 // instantiated). U = P (1, 2, 4): P deep with the activations in the ring; U = 10 + P (12,
@@ -797,11 +791,13 @@ LB_MV_Q8(q6_k, DecQ6K)
 LB_MV_F32(hfp4, DecHfp4<false>)
 LB_MV_F32(hfp4p, DecHfp4<true>)
 
-LB_MVQ_ALL(q8_0, FrQ8_0, DecQ8_0, 1)
-LB_MVQ_ALL(q4_0, FrQ4_0, DecQ4_0, 1)
-LB_MVQ_ALL(mxfp4, FrMxfp4, DecMxfp4, 1)
-LB_MVQ_ALL(nvfp4, FrNvfp4, DecNvfp4, 1)
-LB_MVQ_ALL(rocmfp2, FrFp2, DecFp2, 1)
-LB_MVQ_ALL(rocmfp3, FrFp3, DecFp3, 1)
-LB_MVQ_ALL(pq2, FrTern<4>, DecTern<4>, 1)
-LB_MVQ_ALL(tq2_0, FrTern<8>, DecTern<8>, 8)
+#if defined(LB_MMA)
+LB_MVQ_ALL(q8_0, FrQ8_0, 1)
+LB_MVQ_ALL(q4_0, FrQ4_0, 1)
+LB_MVQ_ALL(mxfp4, FrMxfp4, 1)
+LB_MVQ_ALL(nvfp4, FrNvfp4, 1)
+LB_MVQ_ALL(rocmfp2, FrFp2, 1)
+LB_MVQ_ALL(rocmfp3, FrFp3, 1)
+LB_MVQ_ALL(pq2, FrTern<4>, 1)
+LB_MVQ_ALL(tq2_0, FrTern<8>, 8)
+#endif

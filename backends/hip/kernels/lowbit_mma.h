@@ -37,11 +37,16 @@
 #define LB_MMA_WARPS (LB_BLOCK >= 32 ? LB_BLOCK / 32 : 1)
 
 // ------------------------------------------------------------------ staging helpers ---------
-// 16-byte asynchronous copy global -> shared, `valid` (0..16) bytes read, the rest zero-filled
-// (cp.async, sm_80+); groups committed and waited as PTX's cp.async.commit_group / wait_group.
+// Asynchronous copies global -> shared (cp.async, sm_80+): 16 bytes of which `valid` (0..16)
+// are read and the rest zero-filled, or N whole bytes; groups committed and waited as PTX's
+// cp.async.commit_group / wait_group.
 #if defined(LB_HOST_EMULATION)
 LB_DEV void lb_cp_async16(void* dst, const void* src, lb_u32 valid) {
     for (lb_u32 i = 0; i < 16; i++) ((lb_u8*)dst)[i] = i < valid ? ((const lb_u8*)src)[i] : 0;
+}
+template <int N>
+LB_DEV void lb_cp_async(void* dst, const void* src) {
+    for (int i = 0; i < N; i++) ((lb_u8*)dst)[i] = ((const lb_u8*)src)[i];
 }
 LB_DEV void lb_cp_commit() {}
 template <int N>
@@ -50,6 +55,13 @@ LB_DEV void lb_cp_wait() {}
 LB_DEV void lb_cp_async16(void* dst, const void* src, lb_u32 valid) {
     lb_u32 d = (lb_u32)__cvta_generic_to_shared(dst);
     asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16, %2;" ::"r"(d), "l"(src), "r"(valid) : "memory");
+}
+// N = 4, 8 or 16 bytes, all read (both addresses N-aligned).
+template <int N>
+LB_DEV void lb_cp_async(void* dst, const void* src) {
+    lb_u32 d = (lb_u32)__cvta_generic_to_shared(dst);
+    if constexpr (N == 16) asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(d), "l"(src) : "memory");
+    else asm volatile("cp.async.ca.shared.global [%0], [%1], %2;" ::"r"(d), "l"(src), "n"(N) : "memory");
 }
 LB_DEV void lb_cp_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
 template <int N>
@@ -67,19 +79,20 @@ LB_DEV lb_u32 lb_lds16(const lb_u8* rowp, lb_u32 swz, lb_u32 o) {
 // ------------------------------------------------------------------ fragment decoders --------
 // Per format, as static functions: QB code bytes per unit in the q plane (HALVES: Q8_0's two
 // 16-byte regions per row); frag(rowp, swz, j, t, lo, hi): lane t's two A words of the j-th
-// unit of a staged row (RB bytes: HALVES puts the second region at RB / 2); sbits(m, row, u,
-// nu): the row-unit's raw scale bits from global memory; scales(bits, s0, s1): the weight
-// scale(s) (s0 = s1 unless SPLIT); ilo/ihi(t): the activation words paired with lo/hi; SPLIT
-// formats also say which scale half lo and hi belong to (hlo/hhi). The integer parts are
-// exact; the float association per unit is the dp4a decoders' up to the order of the final
-// products (within the bound).
+// unit of a staged row (RB bytes: HALVES puts the second region at RB / 2); the scale plane
+// `splane` holds SB bytes per G units (staged like the codes); scales(bits, s0, s1): the
+// weight scale(s) (s0 = s1 unless SPLIT); ilo/ihi(t): the activation words paired with lo/hi
+// (ORDER names the pattern for lb_mma_acts); SPLIT formats also say which scale half lo and hi
+// belong to (hlo/hhi). The integer parts are exact; the float association per unit is the
+// dp4a decoders' up to the order of the final products (within the bound).
 
 // 16-byte units: word t of the unit.
 struct FrW16 {
     static constexpr int QB = 16;
     static constexpr bool HALVES = false;
+    static constexpr int SB = 2, G = 1, ORDER = 0;
+    LB_DEV const lb_u8* splane(const Mat& m) { return m.s; }
     LB_DEV lb_u32 word(const lb_u8* rowp, lb_u32 swz, lb_u32 j, lb_u32 t) { return lb_lds32(rowp, swz, j * 16 + 4 * t); }
-    LB_DEV lb_u32 s16(const Mat& m, lb_u64 row, lb_u32 u, lb_u32 nu) { return ((const lb_u16*)m.s)[row * nu + u]; }
     LB_DEV lb_u32 ilo(lb_u32 t) { return t; }
     LB_DEV lb_u32 ihi(lb_u32 t) { return 4 + t; }
 };
@@ -93,7 +106,6 @@ struct FrQ8_0 : FrW16 {
         lo = lb_lds32(rowp, swz, j * 16 + 4 * t);
         hi = lb_lds32(rowp, swz, RB / 2 + j * 16 + 4 * t);
     }
-    LB_DEV lb_u32 sbits(const Mat& m, lb_u64 row, lb_u32 u, lb_u32 nu) { return s16(m, row, u, nu); }
     LB_DEV void scales(lb_u32 sc, float& s0, float& s1) { s0 = s1 = lb_h2f(sc); }
 };
 
@@ -106,19 +118,18 @@ struct FrQ4_0 : FrW16 {
         lo = (lb_u32)lb_sub_bytes((lb_i32)(v & 0x0f0f0f0fu), 8);
         hi = (lb_u32)lb_sub_bytes((lb_i32)((v >> 4) & 0x0f0f0f0fu), 8);
     }
-    LB_DEV lb_u32 sbits(const Mat& m, lb_u64 row, lb_u32 u, lb_u32 nu) { return s16(m, row, u, nu); }
     LB_DEV void scales(lb_u32 sc, float& s0, float& s1) { s0 = s1 = lb_h2f(sc); }
 };
 
 // MXFP4: the kvalues lookup of word t (DecMxfp4's w[t], w[4+t]); scale 2^(e - 128).
 struct FrMxfp4 : FrW16 {
     static constexpr bool SPLIT = false;
+    static constexpr int SB = 1;
     template <int RB>
     LB_DEV void frag(const lb_u8* rowp, lb_u32 swz, lb_u32 j, lb_u32 t, lb_u32& lo, lb_u32& hi) {
         const lb_u32 tb[4] = LB_KVALUES_MXFP4;
         lb_lut16(tb, word(rowp, swz, j, t), lo, hi);
     }
-    LB_DEV lb_u32 sbits(const Mat& m, lb_u64 row, lb_u32 u, lb_u32 nu) { return m.s[row * nu + u]; }
     LB_DEV void scales(lb_u32 sc, float& s0, float& s1) {
         s0 = s1 = lb_as_float(sc >= 2 ? (sc - 1) << 23 : 0x00200000u << sc);
     }
@@ -132,7 +143,6 @@ struct FrFp3 : FrW16 {
     LB_DEV void frag(const lb_u8* rowp, lb_u32 swz, lb_u32 j, lb_u32 t, lb_u32& lo, lb_u32& hi) {
         lb_lut8(0x04020100u, 0xfcfeff00u, word(rowp, swz, j, t), lo, hi);
     }
-    LB_DEV lb_u32 sbits(const Mat& m, lb_u64 row, lb_u32 u, lb_u32 nu) { return s16(m, row, u, nu); }
     LB_DEV void scales(lb_u32 sc, float& s0, float& s1) {
         s0 = lb_ue4m3_b8(sc & 0xffu);
         s1 = lb_ue4m3_b8(sc >> 8);
@@ -145,12 +155,12 @@ struct FrFp3 : FrW16 {
 // words 0-1 are the first sub-block (scale s0), 2-3 the second.
 struct FrNvfp4 : FrW16 {
     static constexpr bool SPLIT = true;
+    static constexpr int ORDER = 1;
     template <int RB>
     LB_DEV void frag(const lb_u8* rowp, lb_u32 swz, lb_u32 j, lb_u32 t, lb_u32& lo, lb_u32& hi) {
         const lb_u32 tb[4] = LB_KVALUES_MXFP4;
         lb_lut16(tb, word(rowp, swz, j, t), lo, hi);
     }
-    LB_DEV lb_u32 sbits(const Mat& m, lb_u64 row, lb_u32 u, lb_u32 nu) { return s16(m, row, u, nu); }
     LB_DEV void scales(lb_u32 sc, float& s0, float& s1) {
         s0 = lb_ue4m3_b8(sc & 0x7fu);
         s1 = lb_ue4m3_b8((sc >> 8) & 0x7fu);
@@ -167,6 +177,8 @@ struct FrNvfp4 : FrW16 {
 struct FrCodes2 {
     static constexpr int QB = 8;
     static constexpr bool HALVES = false;
+    static constexpr int SB = 2, G = 1, ORDER = 2;
+    LB_DEV const lb_u8* splane(const Mat& m) { return m.s; }
     LB_DEV void codes(lb_u32 table, lb_u32 v, lb_u32& lo, lb_u32& hi) {
         lo = __byte_perm(table, 0u, v & 0x3333u);
         hi = __byte_perm(table, 0u, (v >> 2) & 0x3333u);
@@ -182,7 +194,6 @@ struct FrFp2 : FrCodes2 {
     LB_DEV void frag(const lb_u8* rowp, lb_u32 swz, lb_u32 j, lb_u32 t, lb_u32& lo, lb_u32& hi) {
         codes(0x0401FFFCu, lb_lds16(rowp, swz, j * 8 + 2 * t), lo, hi);
     }
-    LB_DEV lb_u32 sbits(const Mat& m, lb_u64 row, lb_u32 u, lb_u32 nu) { return ((const lb_u16*)m.s)[row * nu + u]; }
     LB_DEV void scales(lb_u32 sc, float& s0, float& s1) {
         s0 = lb_ue4m3_b8(sc & 0xffu);
         s1 = lb_ue4m3_b8(sc >> 8);
@@ -192,23 +203,54 @@ struct FrFp2 : FrCodes2 {
 };
 
 // PQ2_0 / PTQ1_0 (G = 4) and TQ2_0 (G = 8): ternary codes, one f16 scale per G units.
-template <int G>
+template <int G_>
 struct FrTern : FrCodes2 {
     static constexpr bool SPLIT = false;
+    static constexpr int G = G_;
+    LB_DEV const lb_u8* splane(const Mat& m) { return m.g; }
     template <int RB>
     LB_DEV void frag(const lb_u8* rowp, lb_u32 swz, lb_u32 j, lb_u32 t, lb_u32& lo, lb_u32& hi) {
         codes(0x020100FFu, lb_lds16(rowp, swz, j * 8 + 2 * t), lo, hi);
     }
-    LB_DEV lb_u32 sbits(const Mat& m, lb_u64 row, lb_u32 u, lb_u32 nu) { return ((const lb_u16*)m.g)[(row * nu + u) / G]; }
     LB_DEV void scales(lb_u32 sc, float& s0, float& s1) { s0 = s1 = lb_h2f(sc); }
 };
 
+// ------------------------------------------------------------------ activations ------------
+// The Q8 activations (lb_quantize_q8 / lb_quantize_q8k layout) reordered for the MMA's B
+// fragments: per tile of 8 columns T and unit u, the 32 lanes' two words (lane 4g + t: column
+// 8T + g, words ilo(t), ihi(t) of the unit in pattern `order`: 0 FrW16, 1 FrNvfp4, 2
+// FrCodes2) in af[((T nu + u) 32 + lane) 2 + {0, 1}], and the unit's 8 column scales in
+// adf[(T nu + u) 8 + c]; columns past ncols are zero. One thread per (T, u, lane), so a warp's
+// B fragments are one 256-byte load and its scales one 32-byte load.
+LB_KERNEL void lb_mma_acts(const lb_i8* aq, const float* ad, lb_u32* af, float* adf, lb_u32 nu,
+                           lb_u32 ncols, lb_u32 ntiles, lb_u32 order) {
+    lb_u64 i = (lb_u64)lb_bid_x() * LB_BLOCK + lb_tid();
+    if (i >= (lb_u64)ntiles * nu * 32) return;
+    const lb_u32 l = (lb_u32)(i % 32), u = (lb_u32)(i / 32 % nu), tile = (lb_u32)(i / 32 / nu);
+    const lb_u32 g = l >> 2, t = l & 3u, c = 8 * tile + g;
+    const lb_u32 wl = order == 0 ? FrW16::ilo(t) : order == 1 ? FrNvfp4::ilo(t) : FrCodes2::ilo(t);
+    const lb_u32 wh = order == 0 ? FrW16::ihi(t) : order == 1 ? FrNvfp4::ihi(t) : FrCodes2::ihi(t);
+    lb_u32 b0 = 0, b1 = 0;
+    if (c < ncols) {
+        const lb_i8* base = aq + (lb_u64)c * nu * 32;
+        b0 = *(const lb_u32*)(base + (lb_u64)((wl >> 2) * nu + u) * 16 + 4 * (wl & 3u));
+        b1 = *(const lb_u32*)(base + (lb_u64)((wh >> 2) * nu + u) * 16 + 4 * (wh & 3u));
+    }
+    af[2 * i] = b0;
+    af[2 * i + 1] = b1;
+    if (l < 8) {
+        const lb_u32 cc = 8 * tile + l;
+        adf[((lb_u64)tile * nu + u) * 8 + l] = cc < ncols ? ad[(lb_u64)cc * nu + u] : 0.0f;
+    }
+}
+
 // ------------------------------------------------------------------ the skeleton ------------
-// One warp's state: the small values of the next unit (a ring of two, indexed by the unit's
-// parity: the unit loop is unrolled over a stage, whose unit count is even) and the
-// accumulators of its 16 MT rows x NC columns, all in registers (every method force-inlined,
-// every index a compile-time constant after unrolling). Lane-indexed arrays have LB_SIM
-// entries: one on the device, 32 in the host emulation (where one thread plays the warp).
+// One warp's state: the B words and activation scales of the next unit (a ring of two,
+// indexed by the unit's parity: the unit loop is unrolled over a stage, whose unit count is
+// even) and the accumulators of its 16 MT rows x NC columns, all in registers (every method
+// force-inlined, every index a compile-time constant after unrolling). The weight codes and
+// scales of C units per row are staged by cp.async. Lane-indexed arrays have LB_SIM entries:
+// one on the device, 32 in the host emulation (where one thread plays the warp).
 template <int NC, int MT, int RB, int S, int ACC, class Fr>
 struct MvqWarp {
     static constexpr int NT = NC / 8;
@@ -216,20 +258,26 @@ struct MvqWarp {
     static constexpr int C = Fr::HALVES ? RB / 32 : RB / Fr::QB;  // units per stage
     static constexpr int CPR = RB / 16;                          // 16-byte chunks per row
     static constexpr int ROWS = 16 * MT;
-    static constexpr int STAGE = ROWS * RB;                      // bytes per stage
+    static constexpr int SBR = C / Fr::G * Fr::SB;               // scale bytes per row and stage
+    // Scales are staged when a row's span is a cp.async size (else, TQ2_0's 2 bytes per 8
+    // units, read from global memory where used: once per chained group).
+    static constexpr bool SSTAGE = SBR == 4 || SBR == 8 || SBR % 16 == 0;
+    static constexpr int SCH = SBR < 16 ? SBR : 16;              // their copy size
+    static constexpr int STAGE = ROWS * (RB + (SSTAGE ? SBR : 0));  // bytes per stage
     static_assert(C % 2 == 0 && CPR >= 4 && (ROWS * CPR) % 32 == 0, "stage shape");
+    static_assert(C % Fr::G == 0 && (SSTAGE || ACC % C == 0), "scale staging");
     struct Small {
-        lb_u32 sc[MT][2];  // weight scale bits of rows g and g + 8 of each m-tile
-        lb_u32 b[NT][2];   // B words of column g of each tile
-        float da[NT][2];   // activation scales of columns 2t, 2t + 1
+        lb_u32 b[NT][2];  // B words of column g of each tile
+        float da[NT][2];  // activation scales of columns 2t, 2t + 1
     };
     Small ring[2][LB_SIM];
     float acc[LB_SIM][MT][NT][4];
     lb_i32 chain[LB_SIM][MT][NT][4];
-    lb_u8* stages;  // this warp's S stages
+    lb_u8* stages;  // this warp's S stages: ROWS x RB code bytes, then ROWS x SBR scale bytes
     Mat m;
-    ActPtrs ap;
-    lb_u32 row0, rows, nu, col0, ncols, lane0;
+    const lb_u32* af;
+    const float* adf;
+    lb_u32 row0, rows, nu, tile0, lane0;
 
     // The swizzle of staged row r: chunk c sits at c ^ swz(r) (rows 0-7 of a fragment read
     // land on distinct banks for 8 and for 4 chunks per row).
@@ -249,10 +297,12 @@ struct MvqWarp {
                     }
     }
 
-    // Issues the copies of units u0 .. u0 + C - 1 of the block's rows into stage `st` (bytes
-    // past a row's end are zero-filled; rows past the matrix's end repeat its last row).
+    // Issues the copies of units u0 .. u0 + C - 1 (u0 and nu multiples of C: the host's
+    // condition) of the block's rows into stage `st`: codes, then scales (rows past the
+    // matrix's end repeat its last row).
     LB_DEVM void issue(lb_u32 st, lb_u32 u0) {
         lb_u8* base = stages + st * STAGE;
+        const lb_u8* sp = Fr::splane(m);
         for (int li = 0; li < LB_SIM; li++) {
             const lb_u32 l = LB_SIM > 1 ? (lb_u32)li : lane0;
 #pragma unroll
@@ -260,46 +310,51 @@ struct MvqWarp {
                 const lb_u32 c = l + 32 * i, r = c / CPR, ch = c % CPR;
                 const lb_u64 row = clamp_row(r);
                 const lb_u8* src;
-                lb_i32 valid;
                 if (Fr::HALVES) {
                     const lb_u32 h = ch / (CPR / 2), u = u0 + ch % (CPR / 2);
                     src = m.q + row * nu * 32 + (lb_u64)(h * nu + u) * 16;
-                    valid = u < nu ? 16 : 0;
                 } else {
                     src = m.q + (row * nu + u0) * Fr::QB + ch * 16;
-                    valid = (lb_i32)((nu - u0) * Fr::QB) - (lb_i32)(ch * 16);
-                    valid = valid < 0 ? 0 : valid > 16 ? 16 : valid;
                 }
-                lb_cp_async16(base + r * RB + ((ch ^ swz(r)) << 4), valid > 0 ? src : m.q, (lb_u32)valid);
+                lb_cp_async16(base + r * RB + ((ch ^ swz(r)) << 4), src, 16);
+            }
+            constexpr int SN = SSTAGE ? ROWS * SBR / SCH : 0;  // scale copies per stage
+#pragma unroll
+            for (int i = 0; i < (SN + 31) / 32; i++) {
+                const lb_u32 c = l + 32 * i;
+                if (c < (lb_u32)SN) {
+                    const lb_u32 r = c / (SBR / SCH), k = c % (SBR / SCH);
+                    const lb_u64 e = (clamp_row(r) * nu + u0) / Fr::G;
+                    lb_cp_async<SCH>(base + ROWS * RB + r * SBR + k * SCH, sp + e * Fr::SB + k * SCH);
+                }
             }
         }
         lb_cp_commit();
     }
 
-    // The small loads of unit u into ring slot K.
+    // The B words and activation scales of unit u into ring slot K.
     template <int K>
     LB_DEVM void fetch_small(lb_u32 u) {
         for (int li = 0; li < LB_SIM; li++) {
-            const lb_u32 l = LB_SIM > 1 ? (lb_u32)li : lane0, g = l >> 2, t = l & 3u;
+            const lb_u32 l = LB_SIM > 1 ? (lb_u32)li : lane0, t = l & 3u;
             Small& s = ring[K][li];
 #pragma unroll
-            for (int mt = 0; mt < MT; mt++)
-#pragma unroll
-                for (int h = 0; h < 2; h++) s.sc[mt][h] = Fr::sbits(m, clamp_row(16 * mt + g + 8 * h), u, nu);
-#pragma unroll
             for (int tt = 0; tt < NT; tt++) {
-                const lb_u32 c = col0 + 8 * tt + g;
-                const lb_i8* base = ap.aq + (lb_u64)(c < ncols ? c : ncols - 1) * nu * 32;
-                const lb_u32 wl = Fr::ilo(t), wh = Fr::ihi(t);
-                s.b[tt][0] = *(const lb_u32*)(base + (lb_u64)((wl >> 2) * nu + u) * 16 + 4 * (wl & 3u));
-                s.b[tt][1] = *(const lb_u32*)(base + (lb_u64)((wh >> 2) * nu + u) * 16 + 4 * (wh & 3u));
-#pragma unroll
-                for (int j = 0; j < 2; j++) {
-                    const lb_u32 cj = col0 + 8 * tt + 2 * t + j;
-                    s.da[tt][j] = ap.ad[(lb_u64)(cj < ncols ? cj : ncols - 1) * nu + u];
-                }
+                const lb_u64 tu = (lb_u64)(tile0 + tt) * nu + u;
+                const lb_u32* b = af + (tu * 32 + l) * 2;
+                s.b[tt][0] = b[0];
+                s.b[tt][1] = b[1];
+                s.da[tt][0] = adf[tu * 8 + 2 * t];
+                s.da[tt][1] = adf[tu * 8 + 2 * t + 1];
             }
         }
+    }
+
+    // The scale bits of unit u, the j-th of its stage, of staged row r.
+    LB_DEVM lb_u32 sbits(const lb_u8* base, lb_u32 r, lb_u32 j, lb_u32 u) const {
+        const lb_u8* p = SSTAGE ? base + ROWS * RB + r * SBR + (j / Fr::G) * Fr::SB
+                                : Fr::splane(m) + (clamp_row(r) * nu + u) / Fr::G * Fr::SB;
+        return Fr::SB == 1 ? (lb_u32)*p : (lb_u32)*(const lb_u16*)p;
     }
 
     // The MMAs and epilogue of unit u: the j-th of stage `st`, small values in slot K.
@@ -320,7 +375,7 @@ struct MvqWarp {
                 for (int h = 0; h < 2; h++) {
                     const lb_u32 r = 16 * mt + g + 8 * h;
                     Fr::template frag<RB>(base + r * RB, swz(r), j, t, lo[h], hi[h]);
-                    if (last) Fr::scales(s.sc[mt][h], sw[mt][li][h][0], sw[mt][li][h][1]);
+                    if (last) Fr::scales(sbits(base, r, j, u), sw[mt][li][h][0], sw[mt][li][h][1]);
                 }
                 if constexpr (Fr::SPLIT) {
                     // Half 0's MMA gets the words of the first scale half, half 1's the rest.
@@ -419,13 +474,15 @@ struct MvqWarp {
 };
 
 // y[col * rows + row] for NC columns (grid y: column tiles) and 16 MT rows per block (grid x,
-// strided); RB staged bytes per row and stage, S stages. ACC > 1: the integer sums of ACC
-// consecutive units are chained through the MMA's accumulator before one epilogue (legal when
-// neither the weight nor the activation scale changes within ACC units: TQ2_0, whose f16 d and
-// Q8_K d both cover 8 units); the warps' unit ranges are then multiples of ACC (and of a
-// stage's units).
+// strided); RB staged code bytes per row and stage, S stages; activations as lb_mma_acts
+// leaves them (af, adf). The host launches it only when nu is a multiple of a stage's units.
+// ACC > 1: the integer sums of ACC consecutive units are chained through the MMA's
+// accumulator before one epilogue (legal when neither the weight nor the activation scale
+// changes within ACC units: TQ2_0, whose f16 d and Q8_K d both cover 8 units); the warps'
+// unit ranges are then multiples of ACC (and of a stage's units).
 template <int NC, int MT, int RB, int S, int ACC, class Fr>
-LB_DEV void lb_mvq(const Mat& m, const ActPtrs& ap, float* y, lb_u32 rows, lb_u32 nu, lb_u32 ncols) {
+LB_DEV void lb_mvq(const Mat& m, const lb_u32* af, const float* adf, float* y, lb_u32 rows, lb_u32 nu,
+                   lb_u32 ncols) {
     static_assert(ACC == 1 || !Fr::SPLIT, "chained units need one scale per unit");
     typedef MvqWarp<NC, MT, RB, S, ACC, Fr> W;
     constexpr int NT = NC / 8;
@@ -440,14 +497,15 @@ LB_DEV void lb_mvq(const Mat& m, const ActPtrs& ap, float* y, lb_u32 rows, lb_u3
     const lb_u32 ub = warp * per < nu ? warp * per : nu;
     const lb_u32 ue = ub + per < nu ? ub + per : nu;
     const lb_u32 blocks = (rows + 16 * MT - 1) / (16 * MT);
+    const lb_u32 col0 = lb_bid_y() * NC;
     W w;
     w.stages = ring[warp];
     w.m = m;
-    w.ap = ap;
+    w.af = af;
+    w.adf = adf;
     w.rows = rows;
     w.nu = nu;
-    w.col0 = lb_bid_y() * NC;
-    w.ncols = ncols;
+    w.tile0 = col0 / 8;
     w.lane0 = lb_tid() % 32;
     for (lb_u32 rb = lb_bid_x(); rb < blocks; rb += lb_grid_x()) {
         w.row0 = rb * 16 * MT;
@@ -471,7 +529,7 @@ LB_DEV void lb_mvq(const Mat& m, const ActPtrs& ap, float* y, lb_u32 rows, lb_u3
             for (int k = 0; k < LB_MMA_WARPS; k++) v += red[k][e];
             const lb_u32 l = e % 32, i = e / 32 % 4, tt = e / 128 % NT, mt = e / (128 * NT);
             const lb_u32 row = w.row0 + 16 * mt + (l >> 2) + 8 * (i >> 1), c = 8 * tt + 2 * (l & 3u) + (i & 1u);
-            if (row < rows && w.col0 + c < ncols) y[(lb_u64)(w.col0 + c) * rows + row] = v;
+            if (row < rows && col0 + c < ncols) y[(lb_u64)(col0 + c) * rows + row] = v;
         }
         lb_barrier();
     }

@@ -86,12 +86,12 @@ pub(crate) fn validated_planes(
 
 /// The tensor-core kernel variants (kernels/lowbit_mma.h,
 /// `lb_mv_<stem>_<nc>_mma_m<MT>b<RB>s<S>`): (forced rows-per-warp code, MT, RB, S, also for
-/// 16 columns). A block owns 16 MT rows, each warp stages RB bytes per row in each of S
+/// 16 columns). A block owns 16 MT rows, each warp stages RB code bytes per row in each of S
 /// shared-memory stages. A forced rows-per-warp value equal to a code selects that variant
-/// (column tiles of 16: the first where the variant has no 16-column kernel); the first is the
+/// (column tiles of 16: the first, the only one with a 16-column kernel); the first is the
 /// default.
 pub(crate) const MMA_VARIANTS: [(usize, usize, usize, usize, bool); 4] =
-    [(16, 1, 128, 2, true), (32, 2, 64, 2, true), (17, 1, 64, 3, false), (18, 1, 64, 2, false)];
+    [(32, 2, 64, 2, true), (17, 1, 64, 3, false), (18, 1, 64, 2, false), (16, 1, 128, 2, false)];
 
 /// Whether column tiles of 8 and 16 use the tensor-core kernels by default (where the format
 /// has them): yes unless `LOWBIT_HIP_MMA=0`.
@@ -101,20 +101,29 @@ fn mma_by_default() -> bool {
 }
 
 /// A matvec kernel to launch: its name, the column tile (grid y covers `n` in tiles of
-/// `nc`) and the rows one block owns (grid x covers the rows in those).
+/// `nc`), the rows one block owns (grid x covers the rows in those) and, for a tensor-core
+/// kernel, the activation word order its fragments need (`lb_mma_acts`' `order`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct KernelChoice {
     pub name: String,
     pub nc: usize,
     pub rows_per_block: usize,
+    pub mma_order: Option<u32>,
 }
 
-/// The matvec kernel for `n` columns. Column tiles of 8 and 16 use the tensor-core kernels
-/// where the format has one (layout.rs `MMA_STEMS`): the variant whose code `forced.0` is (see
-/// [`MMA_VARIANTS`]), else by default (unless `LOWBIT_HIP_MMA=0` or rows per warp are forced to
-/// a dp4a value); everything else the dp4a kernels with [`WARPS_PER_CTA`] warps of
-/// `work_shape` rows per block.
-pub(crate) fn kernel_choice(sp: &Split, n: usize, forced: (usize, usize)) -> KernelChoice {
+/// The matvec kernel for `n` columns of a matrix of `nu` units per row. With `tensor_cores`
+/// (NVIDIA, sm_80 and later) column tiles of 8 and 16 use the tensor-core kernels where the
+/// format has one (layout.rs `MMA_STEMS`) and `nu` is a multiple of a stage's units: the
+/// variant whose code `forced.0` is (see [`MMA_VARIANTS`]), else the first by default (unless
+/// `LOWBIT_HIP_MMA=0` or rows per warp are forced to a dp4a value); everything else the dp4a
+/// kernels with [`WARPS_PER_CTA`] warps of `work_shape` rows per block.
+pub(crate) fn kernel_choice(
+    sp: &Split,
+    n: usize,
+    forced: (usize, usize),
+    nu: usize,
+    tensor_cores: bool,
+) -> KernelChoice {
     // f32 activations: tiles of at most 8 columns (the shared-memory stage's limit).
     let max_nc = if sp.act == ActFormat::F32 { 8 } else { 16 };
     let nc = match n {
@@ -130,15 +139,19 @@ pub(crate) fn kernel_choice(sp: &Split, n: usize, forced: (usize, usize)) -> Ker
         .find(|v| v.0 == forced.0)
         .or(if forced.0 == 0 && mma_by_default() { MMA_VARIANTS.first() } else { None })
         .map(|v| if nc == 16 && !v.4 { MMA_VARIANTS[0] } else { *v });
-    if let (true, true, Some((_, mt, rb, st, _))) =
-        (nc >= 8, layout::MMA_STEMS.contains(&sp.stem), variant)
+    let order = layout::MMA_STEMS.iter().find(|s| s.0 == sp.stem).map(|s| s.1);
+    if let (true, true, Some(order), Some((_, mt, rb, st, _))) =
+        (tensor_cores, nc >= 8, order, variant)
     {
-        let name = format!("lb_mv_{}_{nc}_mma_m{mt}b{rb}s{st}", sp.stem);
-        return KernelChoice { name, nc, rows_per_block: 16 * mt };
+        // Units per stage: RB code bytes per row (Q8_0: halves of 16 bytes, so 32 per unit).
+        if nu % (rb / sp.unit_q) == 0 {
+            let name = format!("lb_mv_{}_{nc}_mma_m{mt}b{rb}s{st}", sp.stem);
+            return KernelChoice { name, nc, rows_per_block: 16 * mt, mma_order: Some(order) };
+        }
     }
     let (rpw, ups) = work_shape(sp, nc, forced);
     let name = format!("lb_mv_{}_{nc}_r{rpw}_u{ups}", sp.stem);
-    KernelChoice { name, nc, rows_per_block: WARPS_PER_CTA * rpw }
+    KernelChoice { name, nc, rows_per_block: WARPS_PER_CTA * rpw, mma_order: None }
 }
 
 /// Device memory, freed on drop.
@@ -176,6 +189,9 @@ struct Workspace {
     ad: Option<DeviceBuffer>,
     ae: Option<DeviceBuffer>,
     y: Option<DeviceBuffer>,
+    /// The tensor-core kernels' reordered activations (lb_mma_acts: B words, scales).
+    af: Option<DeviceBuffer>,
+    adf: Option<DeviceBuffer>,
 }
 
 fn ensure(
@@ -268,7 +284,7 @@ impl HipBackend {
             None => std::env::var("LOWBIT_HIP_ARCH").unwrap_or_default(),
         };
         let code = compile::compile_kernels(&dev.api, &arch)?;
-        dev.load_kernels(&code, &kernel_names())?;
+        dev.load_kernels(&code, &kernel_names(tensor_cores(dev.api.vendor, &arch)))?;
         let name = format!(
             "hip-{}:{}",
             match dev.api.vendor {
@@ -377,18 +393,70 @@ impl HipBackend {
         Ok(act)
     }
 
-    /// Launches the matvec kernel(s) for `n` columns into `yp`.
-    fn run_matvec(&self, m: &HipMatrix, act: [u64; 4], yp: u64, n: usize) -> Result<(), HipError> {
-        let MatrixDesc { format, rows, cols } = m.desc;
+    /// Whether this device runs the tensor-core kernels.
+    fn tensor_cores(&self) -> bool {
+        tensor_cores(self.dev.api.vendor, &self.arch)
+    }
+
+    /// The kernel `run_matvec` launches for `n` columns of `m`.
+    fn choice(&self, m: &HipMatrix, n: usize) -> KernelChoice {
         let forced = (
             self.forced_rows.load(std::sync::atomic::Ordering::Relaxed),
             self.forced_units.load(std::sync::atomic::Ordering::Relaxed),
         );
-        let KernelChoice { name, nc, rows_per_block } = kernel_choice(&m.split, n, forced);
+        kernel_choice(&m.split, n, forced, m.desc.cols / 32, self.tensor_cores())
+    }
+
+    /// The reordered-activation buffers a tensor-core kernel needs for `n` columns of `m`
+    /// ([0, 0] when the kernel for `n` is a dp4a one).
+    fn mma_buffers(
+        &self,
+        ws: &mut Workspace,
+        m: &HipMatrix,
+        n: usize,
+    ) -> Result<[u64; 2], HipError> {
+        let k = self.choice(m, n);
+        if k.mma_order.is_none() {
+            return Ok([0, 0]);
+        }
+        let tiles_units = n.div_ceil(k.nc) * k.nc / 8 * (m.desc.cols / 32);
+        Ok([
+            ensure(&mut ws.af, &self.dev, tiles_units * 256)?,
+            ensure(&mut ws.adf, &self.dev, tiles_units * 32)?,
+        ])
+    }
+
+    /// Launches the matvec kernel for `n` columns into `yp` (for a tensor-core kernel, first
+    /// the activation reorder into `mb`, from [`Self::mma_buffers`]).
+    fn run_matvec(
+        &self,
+        m: &HipMatrix,
+        act: [u64; 4],
+        yp: u64,
+        n: usize,
+        mb: [u64; 2],
+    ) -> Result<(), HipError> {
+        let MatrixDesc { format, rows, cols } = m.desc;
+        let KernelChoice { name, nc, rows_per_block, mma_order } = self.choice(m, n);
         let gy = u32::try_from(n.div_ceil(nc)).map_err(|_| too_large(format))?;
         let gx = u32::try_from(rows.div_ceil(rows_per_block).min(1 << 20))
             .map_err(|_| too_large(format))?;
+        let tiles = n.div_ceil(nc) * nc / 8;
         let (rows, nu, n) = (u32_of(rows, format)?, u32_of(cols / 32, format)?, u32_of(n, format)?);
+        let mut act = act;
+        if let Some(order) = mma_order {
+            let threads = tiles * (cols / 32) * 32;
+            let blocks =
+                u32::try_from(threads.div_ceil(BLOCK as usize)).map_err(|_| too_large(format))?;
+            let tiles = u32_of(tiles, format)?;
+            self.launch(
+                "lb_mma_acts",
+                [blocks, 1],
+                &mut [act[0], act[1], mb[0], mb[1], nu, n, tiles, u64::from(order)],
+            )?;
+            act[0] = mb[0];
+            act[1] = mb[1];
+        }
         let mut args =
             [m.q.ptr, m.s.ptr, m.g.ptr, m.r.ptr, act[0], act[1], act[2], act[3], yp, rows, nu, n];
         self.launch(&name, [gx, gy], &mut args)
@@ -431,11 +499,12 @@ impl HipBackend {
         let mut ws = self.ws.lock().unwrap_or_else(|p| p.into_inner());
         let act = self.prepare(&mut ws, &m.split, m.desc.format, x, m.desc.cols)?;
         let yp = ensure(&mut ws.y, &self.dev, n * m.desc.rows * 4)?;
+        let mb = self.mma_buffers(&mut ws, m, n)?;
         let xp = ws.x.as_ref().map_or(0, |b| b.ptr);
         let ms = self.dev.api.time_ms(&mut || {
             for _ in 0..reps {
                 self.prepare_on_device(&m.split, m.desc.format, xp, act, x.len(), m.desc.cols)?;
-                self.run_matvec(m, act, yp, n)?;
+                self.run_matvec(m, act, yp, n, mb)?;
             }
             Ok(())
         })?;
@@ -546,15 +615,25 @@ fn codebook_pos(dev: &Device, e: usize) -> usize {
     }
 }
 
-/// Every kernel the backend resolves at load.
-fn kernel_names() -> Vec<String> {
+/// Whether a device runs the tensor-core kernels: NVIDIA, sm_80 and later (`mma.sync` with
+/// int8, cp.async).
+fn tensor_cores(vendor: Vendor, arch: &str) -> bool {
+    vendor == Vendor::Nvidia
+        && arch.strip_prefix("sm_").and_then(|v| v.parse::<u32>().ok()).is_some_and(|v| v >= 80)
+}
+
+/// Every kernel the backend resolves at load (the tensor-core ones only where they exist).
+fn kernel_names(tensor_cores: bool) -> Vec<String> {
     let mut v: Vec<String> =
         ["lb_quantize_q8", "lb_quantize_q8k", "lb_interleave_f32", "lb_fwht256", "lb_read"]
             .map(String::from)
             .to_vec();
+    if tensor_cores {
+        v.push("lb_mma_acts".to_string());
+    }
     for (stem, f32_act) in layout::STEMS {
         let tiles: &[usize] = if f32_act { &[1, 2, 4, 8] } else { &[1, 2, 4, 8, 16] };
-        if layout::MMA_STEMS.contains(&stem) {
+        if tensor_cores && layout::MMA_STEMS.iter().any(|s| s.0 == stem) {
             for (_, mt, rb, st, with16) in MMA_VARIANTS {
                 let ncs: &[usize] = if with16 { &[8, 16] } else { &[8] };
                 v.extend(ncs.iter().map(|nc| format!("lb_mv_{stem}_{nc}_mma_m{mt}b{rb}s{st}")));
@@ -618,7 +697,8 @@ impl Backend for HipBackend {
         let mut ws = self.ws.lock().unwrap_or_else(|p| p.into_inner());
         let act = self.prepare(&mut ws, &m.split, format, x, cols)?;
         let yp = ensure(&mut ws.y, &self.dev, n * rows * 4)?;
-        self.run_matvec(m, act, yp, n)?;
+        let mb = self.mma_buffers(&mut ws, m, n)?;
+        self.run_matvec(m, act, yp, n, mb)?;
         self.dev.api.download(bytemuck::cast_slice_mut(y), yp)
     }
 }

@@ -96,10 +96,19 @@ pub(crate) const STEMS: [(&str, bool); 13] = [
     ("hfp4p", true),
 ];
 
-/// The stems with tensor-core kernels for column tiles of 8 and 16 (`lb_mv_<stem>_<nc>_mma`:
-/// their decoders give `scales`, kernels/lowbit_kernels.hip).
-pub(crate) const MMA_STEMS: [&str; 8] =
-    ["q8_0", "q4_0", "mxfp4", "nvfp4", "rocmfp2", "rocmfp3", "pq2", "tq2_0"];
+/// The stems with tensor-core kernels for column tiles of 8 and 16
+/// (`lb_mv_<stem>_<nc>_mma_...`, kernels/lowbit_mma.h), each with the activation word order
+/// of its fragment decoder (`lb_mma_acts`' `order`: 0 FrW16, 1 FrNvfp4, 2 FrCodes2).
+pub(crate) const MMA_STEMS: [(&str, u32); 8] = [
+    ("q8_0", 0),
+    ("q4_0", 0),
+    ("mxfp4", 0),
+    ("nvfp4", 1),
+    ("rocmfp2", 2),
+    ("rocmfp3", 0),
+    ("pq2", 2),
+    ("tq2_0", 2),
+];
 
 /// The split of `format`, or None if the HIP backend has no kernel for it.
 pub(crate) fn split(format: FormatId) -> Option<Split> {
