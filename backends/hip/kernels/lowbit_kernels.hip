@@ -736,11 +736,11 @@ LB_DEV void lb_mv(const Mat& m, const ActPtrs& ap, float* y, lb_u32 rows, lb_u32
         lb_mvq<NC, MT, RB, S, ACC, Fr>(m, (const lb_u32*)aq, ad, y, rows, nu, ncols);              \
     }
 // The variants (backend.rs MMA_VARIANTS): (MT, RB, S) = (2, 64, 2), (1, 64, 3), (1, 64, 2),
-// (1, 128, 2) for NC = 8; NC = 16 the first (static shared memory: 48 KiB per block).
+// (1, 128, 2) for NC = 8; NC = 16 only (1, 64, 2) (static shared memory: 48 KiB per block).
 #define LB_MVQ_ALL(fmt, Fr, ACC)                                                                    \
     LB_MVQ(fmt, Fr, ACC, 8, 2, 64, 2) LB_MVQ(fmt, Fr, ACC, 8, 1, 64, 3)                            \
     LB_MVQ(fmt, Fr, ACC, 8, 1, 64, 2) LB_MVQ(fmt, Fr, ACC, 8, 1, 128, 2)                           \
-    LB_MVQ(fmt, Fr, ACC, 16, 2, 64, 2)
+    LB_MVQ(fmt, Fr, ACC, 16, 1, 64, 2)
 
 // NC = 1: the pipelined skeleton, else the staged one (a template, so only the chosen one is
 // instantiated). U = P (1, 2, 4): P deep with the activations in the ring; U = 10 + P (12,

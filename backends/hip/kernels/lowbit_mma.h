@@ -318,14 +318,16 @@ struct MvqWarp {
                 }
                 lb_cp_async16(base + r * RB + ((ch ^ swz(r)) << 4), src, 16);
             }
-            constexpr int SN = SSTAGE ? ROWS * SBR / SCH : 0;  // scale copies per stage
+            if constexpr (SSTAGE) {
+                constexpr int SN = ROWS * SBR / SCH;  // scale copies per stage
 #pragma unroll
-            for (int i = 0; i < (SN + 31) / 32; i++) {
-                const lb_u32 c = l + 32 * i;
-                if (c < (lb_u32)SN) {
-                    const lb_u32 r = c / (SBR / SCH), k = c % (SBR / SCH);
-                    const lb_u64 e = (clamp_row(r) * nu + u0) / Fr::G;
-                    lb_cp_async<SCH>(base + ROWS * RB + r * SBR + k * SCH, sp + e * Fr::SB + k * SCH);
+                for (int i = 0; i < (SN + 31) / 32; i++) {
+                    const lb_u32 c = l + 32 * i;
+                    if (SN % 32 == 0 || c < (lb_u32)SN) {
+                        const lb_u32 r = c / (SBR / SCH), k = c % (SBR / SCH);
+                        const lb_u64 e = (clamp_row(r) * nu + u0) / Fr::G;
+                        lb_cp_async<SCH>(base + ROWS * RB + r * SBR + k * SCH, sp + e * Fr::SB + k * SCH);
+                    }
                 }
             }
         }
@@ -489,6 +491,8 @@ LB_DEV void lb_mvq(const Mat& m, const lb_u32* af, const float* adf, float* y, l
     constexpr int E = MT * NT * 4 * 32;  // a warp's partial sums, [mt][tt][i][lane]
     constexpr int Q = W::C > ACC ? W::C : ACC;
     static_assert(Q % W::C == 0 && Q % ACC == 0, "unit ranges");
+    // Static shared memory of the device block (8 warps: backend.rs BLOCK) within 48 KiB.
+    static_assert(8 * (E * 4 + S * W::STAGE) <= 48 * 1024, "shared memory");
     LB_SHARED float red[LB_MMA_WARPS][E];
     LB_SHARED __align__(16) lb_u8 ring[LB_MMA_WARPS][S * W::STAGE];
     const lb_u32 warp = lb_tid() / 32 % LB_MMA_WARPS;

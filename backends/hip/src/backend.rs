@@ -88,10 +88,10 @@ pub(crate) fn validated_planes(
 /// `lb_mv_<stem>_<nc>_mma_m<MT>b<RB>s<S>`): (forced rows-per-warp code, MT, RB, S, also for
 /// 16 columns). A block owns 16 MT rows, each warp stages RB code bytes per row in each of S
 /// shared-memory stages. A forced rows-per-warp value equal to a code selects that variant
-/// (column tiles of 16: the first, the only one with a 16-column kernel); the first is the
-/// default.
+/// (column tiles of 16: always the one with a 16-column kernel, (1, 64, 2), as the 48 KiB of
+/// static shared memory allow); the first is the default.
 pub(crate) const MMA_VARIANTS: [(usize, usize, usize, usize, bool); 4] =
-    [(32, 2, 64, 2, true), (17, 1, 64, 3, false), (18, 1, 64, 2, false), (16, 1, 128, 2, false)];
+    [(32, 2, 64, 2, false), (17, 1, 64, 3, false), (18, 1, 64, 2, true), (16, 1, 128, 2, false)];
 
 /// Whether column tiles of 8 and 16 use the tensor-core kernels by default (where the format
 /// has them): yes unless `LOWBIT_HIP_MMA=0`.
@@ -138,7 +138,7 @@ pub(crate) fn kernel_choice(
         .iter()
         .find(|v| v.0 == forced.0)
         .or(if forced.0 == 0 && mma_by_default() { MMA_VARIANTS.first() } else { None })
-        .map(|v| if nc == 16 && !v.4 { MMA_VARIANTS[0] } else { *v });
+        .map(|v| if nc == 16 && !v.4 { MMA_VARIANTS[2] } else { *v });
     let order = layout::MMA_STEMS.iter().find(|s| s.0 == sp.stem).map(|s| s.1);
     if let (true, true, Some(order), Some((_, mt, rb, st, _))) =
         (tensor_cores, nc >= 8, order, variant)
