@@ -114,9 +114,10 @@ pub(crate) struct KernelChoice {
 /// The matvec kernel for `n` columns of a matrix of `nu` units per row. With `tensor_cores`
 /// (NVIDIA, sm_80 and later) column tiles of 8 and 16 use the tensor-core kernels where the
 /// format has one (layout.rs `MMA_STEMS`) and `nu` is a multiple of a stage's units: the
-/// variant whose code `forced.0` is (see [`MMA_VARIANTS`]), else the first by default (unless
-/// `LOWBIT_HIP_MMA=0` or rows per warp are forced to a dp4a value); everything else the dp4a
-/// kernels with [`WARPS_PER_CTA`] warps of `work_shape` rows per block.
+/// variant whose code `forced.0` is (see [`MMA_VARIANTS`]), else the first by default where
+/// `MMA_STEMS` says so (unless `LOWBIT_HIP_MMA=0` or rows per warp are forced to a dp4a
+/// value); everything else the dp4a kernels with [`WARPS_PER_CTA`] warps of `work_shape` rows
+/// per block.
 pub(crate) fn kernel_choice(
     sp: &Split,
     n: usize,
@@ -134,12 +135,14 @@ pub(crate) fn kernel_choice(
         _ => 16,
     }
     .min(max_nc);
+    let stem = layout::MMA_STEMS.iter().find(|s| s.0 == sp.stem);
+    let by_default = forced.0 == 0 && mma_by_default() && stem.is_some_and(|s| s.2);
     let variant = MMA_VARIANTS
         .iter()
         .find(|v| v.0 == forced.0)
-        .or(if forced.0 == 0 && mma_by_default() { MMA_VARIANTS.first() } else { None })
+        .or(if by_default { MMA_VARIANTS.first() } else { None })
         .map(|v| if nc == 16 && !v.4 { MMA_VARIANTS[2] } else { *v });
-    let order = layout::MMA_STEMS.iter().find(|s| s.0 == sp.stem).map(|s| s.1);
+    let order = stem.map(|s| s.1);
     if let (true, true, Some(order), Some((_, mt, rb, st, _))) =
         (tensor_cores, nc >= 8, order, variant)
     {
@@ -700,5 +703,56 @@ impl Backend for HipBackend {
         let mb = self.mma_buffers(&mut ws, m, n)?;
         self.run_matvec(m, act, yp, n, mb)?;
         self.dev.api.download(bytemuck::cast_slice_mut(y), yp)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn choice(format: FormatId, n: usize, forced: usize, nu: usize, tc: bool) -> KernelChoice {
+        let sp = layout::split(format).unwrap();
+        kernel_choice(&sp, n, (forced, 0), nu, tc)
+    }
+
+    #[test]
+    fn tensor_core_kernels_only_where_they_run() {
+        // NVIDIA sm_80+, a format with fragment decoders, 5..16 columns, whole stages per row.
+        let k = choice(FormatId::RocmFp2, 8, 0, 512, true);
+        assert_eq!(k.name, "lb_mv_rocmfp2_8_mma_m2b64s2");
+        assert_eq!((k.rows_per_block, k.mma_order), (32, Some(2)));
+        assert_eq!(
+            choice(FormatId::RocmFp2, 16, 0, 512, true).name,
+            "lb_mv_rocmfp2_16_mma_m1b64s2"
+        );
+        // AMD (or pre-sm_80), n = 4, a format without them, a row of 12 units (stages of 8),
+        // Q8_0 by default: dp4a.
+        assert_eq!(choice(FormatId::RocmFp2, 8, 0, 512, false).mma_order, None);
+        assert_eq!(choice(FormatId::RocmFp2, 4, 0, 512, true).mma_order, None);
+        assert_eq!(choice(FormatId::Q4K, 8, 0, 512, true).mma_order, None);
+        assert_eq!(choice(FormatId::RocmFp2, 8, 0, 12, true).mma_order, None);
+        assert_eq!(choice(FormatId::Q8_0, 8, 0, 512, true).name, "lb_mv_q8_0_8_r4_u1");
+        // Forced variant codes select the variant (16 columns: the one with a 16-column kernel).
+        assert_eq!(choice(FormatId::Q8_0, 8, 16, 512, true).name, "lb_mv_q8_0_8_mma_m1b128s2");
+        assert_eq!(choice(FormatId::Q4_0, 16, 17, 512, true).name, "lb_mv_q4_0_16_mma_m1b64s2");
+        assert!(tensor_cores(Vendor::Nvidia, "sm_90") && tensor_cores(Vendor::Nvidia, "sm_80"));
+        assert!(!tensor_cores(Vendor::Nvidia, "sm_75") && !tensor_cores(Vendor::Amd, "gfx942"));
+    }
+
+    #[test]
+    fn every_chosen_kernel_is_resolved_at_load() {
+        let names = kernel_names(true);
+        for f in FormatId::ALL {
+            let Some(sp) = layout::split(f) else { continue };
+            for n in [1, 2, 3, 5, 8, 13, 16, 40] {
+                for forced in [0, 1, 2, 4, 16, 17, 18, 32] {
+                    for nu in [8, 512] {
+                        let k = kernel_choice(&sp, n, (forced, 0), nu, true);
+                        assert!(names.contains(&k.name), "{f} n {n} forced {forced}: {}", k.name);
+                    }
+                }
+            }
+        }
+        assert!(!kernel_names(false).iter().any(|n| n.contains("mma")));
     }
 }
