@@ -19,3 +19,5 @@ extern "C" __device__ float __uint_as_float(unsigned);
 extern "C" __device__ unsigned __float_as_uint(float);
 extern "C" __device__ void __syncthreads();
 extern "C" __device__ void __syncwarp(unsigned = 0xffffffffu);
+#define __align__(n) __attribute__((aligned(n)))
+extern "C" __device__ unsigned long long __cvta_generic_to_shared(const void*);

@@ -11,7 +11,8 @@
 //! once per rows-per-warp and (n = 1 only) units-per-step setting: a tuning sweep; the JSON's
 //! `rows_per_warp` / `units_per_step` are 0 for the backend's default. Units per step are the
 //! n = 1 pipeline codes (lowbit-hip's `set_units_per_step`: 1, 2, 4, 12, 14); rows per
-//! warp 16 selects the tensor-core kernels for n >= 5 where a format has them.
+//! warp 32, 17, 18 and 16 select the tensor-core kernel variants for n >= 5 where a format has
+//! them (lowbit-hip's `set_rows_per_warp`).
 //!
 //! What must not live here: kernels or device code (lowbit-hip's).
 

@@ -123,22 +123,23 @@ LB_DEV void lb_ld_stream8(const void* p, lb_u32& a, lb_u32& b) {
 // the PTX ISA lays them out, lane = 4 g + t: a[0] = A[g][4t..4t+3], a[1] = A[g+8][4t..],
 // a[2] = A[g][16+4t..], a[3] = A[g+8][16+4t..] (row-major bytes); b[0] = B[4t..4t+3][g],
 // b[1] = B[16+4t..][g]; d[0] = D[g][2t], d[1] = D[g][2t+1], d[2] = D[g+8][2t],
-// d[3] = D[g+8][2t+1]. c is added to every element (the i2f magic number, lb_i2f).
+// d[3] = D[g+8][2t+1]; c (the accumulator C, e.g. the i2f magic number) is laid out as d.
 #define LB_MMA 1
 #if defined(LB_HOST_EMULATION)
 #define LB_SIM 32
 LB_DEV void lb_syncwarp() {}
-LB_DEV void lb_mma16832(lb_i32 (*d)[4], const lb_u32 (*a)[4], const lb_u32 (*b)[2], lb_i32 c) {
+LB_DEV void lb_mma16832(lb_i32 (*d)[4], const lb_u32 (*a)[4], const lb_u32 (*b)[2], const lb_i32 (*c)[4]) {
     lb_host_mma16832(d, a, b, c);
 }
 #else
 #define LB_SIM 1
 LB_DEV void lb_syncwarp() { __syncwarp(); }
-LB_DEV void lb_mma16832(lb_i32 (*d)[4], const lb_u32 (*a)[4], const lb_u32 (*b)[2], lb_i32 c) {
+LB_DEV void lb_mma16832(lb_i32 (*d)[4], const lb_u32 (*a)[4], const lb_u32 (*b)[2], const lb_i32 (*c)[4]) {
     asm("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-        "{%10,%10,%10,%10};"
+        "{%10,%11,%12,%13};"
         : "=r"(d[0][0]), "=r"(d[0][1]), "=r"(d[0][2]), "=r"(d[0][3])
-        : "r"(a[0][0]), "r"(a[0][1]), "r"(a[0][2]), "r"(a[0][3]), "r"(b[0][0]), "r"(b[0][1]), "r"(c));
+        : "r"(a[0][0]), "r"(a[0][1]), "r"(a[0][2]), "r"(a[0][3]), "r"(b[0][0]), "r"(b[0][1]),
+          "r"(c[0][0]), "r"(c[0][1]), "r"(c[0][2]), "r"(c[0][3]));
 }
 #endif
 #define LB_SHARED __shared__

@@ -16,7 +16,7 @@
 // n = 1, where a lane keeps U units of loads in flight; 2, 4, 8 or 16 for n = 2..16, activations
 // staged in shared memory); larger n runs in tiles of 16 columns (grid y). Rows are
 // grid-strided, so a launch is correct for any warp width. On NVIDIA, tiles of 8 and 16 also
-// have tensor-core kernels (lb_mvq, opt-in on the host side).
+// have tensor-core kernels (lb_mvq in lowbit_mma.h).
 //
 // What must not live here: host logic, format validation (the host validates on upload).
 #include "lowbit_hip.h"
@@ -251,10 +251,10 @@ template <int NC> struct StageOf<ActF32, NC> { typedef StageF32<NC> T; };
 // order matching its weight words. `fetch` issues the unit's global loads into raw words and
 // `decode` turns them into dot-ready words, so that the n = 1 skeleton can keep several
 // units' loads in flight (raw words only: few registers) while it decodes an earlier one;
-// `load` is the two together. Decoders whose unit dot is d_act * (a0 * sum0 + a1 * sum1) (sum0
-// over words 0-3, sum1 over 4-7; SPLIT: two scales, else a0 = a1) also give `scales`, for the
-// tensor-core kernels. Integer parts are exact; the float association follows the core
-// reference per unit (only the order of unit sums differs, within the bound).
+// `load` is the two together. The word order of `w` is the activations' (ActQ8), which the
+// tensor-core fragment decoders (lowbit_mma.h) also follow. Integer parts are exact; the float
+// association follows the core reference per unit (only the order of unit sums differs,
+// within the bound).
 
 struct Mat {
     const lb_u8* q;
@@ -305,8 +305,6 @@ struct DecQ8_0 {
     }
     LB_DEVM void decode() { dw = lb_h2f(h); }
     LB_DEVM void load(const Mat& m, lb_u64 row, lb_u32 b, lb_u32 nu) { fetch(m, row, b, nu); decode(); }
-    static constexpr bool SPLIT = false;
-    LB_DEVM void scales(float& a0, float& a1) const { a0 = a1 = dw; }
     LB_DEVM float dot(const ActQ8& a) const { return lb_dotf<8>(w, a.a) * (dw * a.d); }
 };
 
@@ -332,8 +330,6 @@ struct DecQ4_0 : Raw16 {
         dw = lb_h2f(sc);
     }
     LB_DEVM void load(const Mat& m, lb_u64 row, lb_u32 b, lb_u32 nu) { fetch(m, row, b, nu); decode(); }
-    static constexpr bool SPLIT = false;
-    LB_DEVM void scales(float& a0, float& a1) const { a0 = a1 = dw; }
     LB_DEVM float dot(const ActQ8& a) const { return lb_dotf<8>(w, a.a) * dw * a.d; }
 };
 
@@ -378,8 +374,6 @@ struct DecMxfp4 : Raw16 {
         dx = lb_as_float(sc >= 2 ? (sc - 1) << 23 : 0x00200000u << sc);
     }
     LB_DEVM void load(const Mat& m, lb_u64 row, lb_u32 b, lb_u32 nu) { fetch(m, row, b, nu); decode(); }
-    static constexpr bool SPLIT = false;
-    LB_DEVM void scales(float& a0, float& a1) const { a0 = a1 = dx; }
     LB_DEVM float dot(const ActQ8& a) const { return (a.d * dx) * lb_dotf<8>(w, a.a); }
 };
 
@@ -404,8 +398,6 @@ struct DecNvfp4 : Raw16 {
         s1 = lb_ue4m3_b8((sc >> 8) & 0x7fu);
     }
     LB_DEVM void load(const Mat& m, lb_u64 row, lb_u32 b, lb_u32 nu) { fetch(m, row, b, nu); decode(); }
-    static constexpr bool SPLIT = true;
-    LB_DEVM void scales(float& a0, float& a1) const { a0 = s0; a1 = s1; }
     LB_DEVM float dot(const ActQ8& a) const {
         return (a.d * s0) * lb_dotf<4>(w, a.a) + (a.d * s1) * lb_dotf<4>(w + 4, a.a + 4);
     }
@@ -430,8 +422,6 @@ struct DecFp3 : Raw16 {
         s1 = lb_ue4m3_b8(sc >> 8);
     }
     LB_DEVM void load(const Mat& m, lb_u64 row, lb_u32 b, lb_u32 nu) { fetch(m, row, b, nu); decode(); }
-    static constexpr bool SPLIT = true;
-    LB_DEVM void scales(float& a0, float& a1) const { a0 = s0; a1 = s1; }
     LB_DEVM float dot(const ActQ8& a) const {
         return a.d * (s0 * lb_dotf<4>(w, a.a) + s1 * lb_dotf<4>(w + 4, a.a + 4));
     }
@@ -465,8 +455,6 @@ struct DecFp2 {
         s1 = lb_ue4m3_b8(sc >> 8);
     }
     LB_DEVM void load(const Mat& m, lb_u64 row, lb_u32 b, lb_u32 nu) { fetch(m, row, b, nu); decode(); }
-    static constexpr bool SPLIT = true;
-    LB_DEVM void scales(float& a0, float& a1) const { a0 = s0; a1 = s1; }
     LB_DEVM float dot(const ActQ8& a) const {
         return a.d * (s0 * lb_dotf<4>(w, a.a) + s1 * lb_dotf<4>(w + 4, a.a + 4));
     }
@@ -490,8 +478,6 @@ struct DecTern {
         dw = lb_h2f(sc);
     }
     LB_DEVM void load(const Mat& m, lb_u64 row, lb_u32 b, lb_u32 nu) { fetch(m, row, b, nu); decode(); }
-    static constexpr bool SPLIT = false;
-    LB_DEVM void scales(float& a0, float& a1) const { a0 = a1 = dw; }
     LB_DEVM float dot(const ActQ8& a) const { return dw * (a.d * lb_dotf<8>(w, a.a)); }
 };
 
@@ -733,209 +719,28 @@ LB_DEV void lb_mv(const Mat& m, const ActPtrs& ap, float* y, lb_u32 rows, lb_u32
     }
 }
 
-// n = 5..16 on NVIDIA: int8 tensor-core MMA (lb_mma16832) for the decoders with `scales`.
-// Each warp owns 16 rows (the MMA's M), a block LB_MMA_WARPS * 16, grid-strided; columns in
-// tiles of 8 (the MMA's N), NC per block (grid y). The block stages the Q8 activations of 32
-// units x NC columns in shared memory (StageMma: B-fragment order, no bank conflicts). Per
-// step of 4 units, lane 4g + t fetches and decodes unit t of rows g and g + 8 (the next step's
-// raw words already in flight: a ring of 2) into the warp's shared tile; then per unit one
-// MMA per column tile (two for SPLIT: one per half, the other half's A words zero) gives the
-// integer sums of 16 rows x 8 columns with the i2f magic number added, so the epilogue per
-// (row, column, unit) is one FADD and one or two FMAs in the lane that owns the output. Each
-// (row, column) is accumulated in one lane: no reduction.
-#if defined(LB_MMA)
-#define LB_MMA_WARPS (LB_BLOCK >= 32 ? LB_BLOCK / 32 : 1)
+// n = 5..16 on NVIDIA: the int8 tensor-core kernels (lowbit_mma.h).
+#include "lowbit_mma.h"
 
-template <int NC>
-struct StageMma {
-    lb_i32x4 q[2][32][NC];  // [half][unit][column]: words 0-3 / 4-7 of the unit's quants
-    float d[32][NC];
-    LB_DEVM void fill(const ActPtrs& p, lb_u32 col0, lb_u32 nc, lb_u32 c0, lb_u32 nu) {
-        for (lb_u32 i = lb_tid(); i < 2u * 32 * NC; i += LB_BLOCK) {
-            lb_u32 h = i / (32 * NC), j = (i / NC) % 32, c = i % NC, b = c0 + j;
-            lb_i32x4 v = {0, 0, 0, 0};
-            float dv = 0.0f;
-            if (c < nc && b < nu) {
-                lb_u64 col = col0 + c;
-                v = *(const lb_i32x4*)(p.aq + col * nu * 32 + (lb_u64)(h * nu + b) * 16);
-                dv = p.ad[col * nu + b];
-            }
-            q[h][j][c] = v;
-            if (h == 0) d[j][c] = dv;
-        }
-    }
-};
-
-// The warp's decoded tile of 4 units x 16 rows: 8 words per row, the two halves swapped in
-// rows 4-7 and 12-15 (word w at w ^ 4), so the A-fragment reads hit 32 distinct banks.
-struct TileMma {
-    lb_u32 w[4][16][8];
-    float s[4][16][2];
-};
-
-LB_DEV lb_u32 lb_mma_swz(lb_u32 row) { return ((row >> 2) & 1u) << 2; }
-
-template <int NC, class Dec>
-LB_DEV void lb_mvq(const Mat& m, const ActPtrs& ap, float* y, lb_u32 rows, lb_u32 nu, lb_u32 ncols) {
-    constexpr int NT = NC / 8;
-    LB_SHARED StageMma<NC> st;
-    LB_SHARED TileMma tiles[LB_MMA_WARPS];
-    lb_u32 warp = lb_tid() / 32 % LB_MMA_WARPS, lane0 = lb_tid() % 32;
-    TileMma& tl = tiles[warp];
-    lb_u32 col0 = lb_bid_y() * NC;
-    lb_u32 nc = ncols - col0 < (lb_u32)NC ? ncols - col0 : (lb_u32)NC;
-    lb_u32 groups = (rows + 15) / 16;
-    lb_u32 nq = (nu + 3) / 4;  // steps of 4 units
-    for (lb_u32 g0 = lb_bid_x() * LB_MMA_WARPS; g0 < groups; g0 += lb_grid_x() * LB_MMA_WARPS) {
-        lb_u32 grp = g0 + warp;
-        bool active = grp < groups;  // uniform per warp; inactive warps still fill and sync
-        lb_u32 row0 = grp * 16;
-        float acc[LB_SIM][NT][4];
-        for (int li = 0; li < LB_SIM; li++)
-#pragma unroll
-            for (int t = 0; t < NT; t++)
-#pragma unroll
-                for (int i = 0; i < 4; i++) acc[li][t][i] = 0.0f;
-        Dec ring[2][LB_SIM][2];
-        // Fetch step q (units 4q .. 4q + 3) into ring slot k: lane 4g + t takes unit 4q + t of
-        // rows g and g + 8.
-        auto fetch = [&](int k, lb_u32 q) {
-            for (int li = 0; li < LB_SIM; li++) {
-                lb_u32 l = LB_SIM > 1 ? (lb_u32)li : lane0, b = 4 * q + (l & 3u);
-                if (active && b < nu) {
-#pragma unroll
-                    for (int h = 0; h < 2; h++) {
-                        lb_u32 row = row0 + (l >> 2) + 8 * h;
-                        ring[k][li][h].fetch(m, row < rows ? row : rows - 1, b, nu);
-                    }
-                }
-            }
-        };
-        fetch(0, 0);
-        for (lb_u32 q0 = 0; q0 < nq; q0 += 2) {
-#pragma unroll
-            for (int k = 0; k < 2; k++) {
-                lb_u32 q = q0 + k;
-                if (q >= nq) break;  // uniform
-                if (q % 8 == 0) {    // a new chunk of 32 units: stage its activations
-                    lb_barrier();
-                    st.fill(ap, col0, nc, q * 4, nu);
-                    lb_barrier();
-                }
-                if (q + 1 < nq) fetch(k ^ 1, q + 1);
-                if (!active) continue;
-                // Decode into the tile (zeros for units past the row's end).
-                lb_syncwarp();
-                for (int li = 0; li < LB_SIM; li++) {
-                    lb_u32 l = LB_SIM > 1 ? (lb_u32)li : lane0, j = l & 3u, b = 4 * q + j;
-#pragma unroll
-                    for (int h = 0; h < 2; h++) {
-                        lb_u32 r = (l >> 2) + 8 * h, sw = lb_mma_swz(r);
-                        lb_u32 w[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-                        float a0 = 0.0f, a1 = 0.0f;
-                        if (b < nu) {
-                            Dec d = ring[k][li][h];
-                            d.decode();
-#pragma unroll
-                            for (int i = 0; i < 8; i++) w[i] = (lb_u32)d.w[i];
-                            d.scales(a0, a1);
-                        }
-#pragma unroll
-                        for (int i = 0; i < 8; i++) tl.w[j][r][i ^ sw] = w[i];
-                        tl.s[j][r][0] = a0;
-                        tl.s[j][r][1] = a1;
-                    }
-                }
-                lb_syncwarp();
-                // Per unit of the step: fragments, MMA per column tile, epilogue.
-                lb_u32 jc = (q % 8) * 4;  // the step's first unit in the stage
-#pragma unroll
-                for (int j = 0; j < 4; j++) {
-                    lb_u32 fa[2][LB_SIM][4];
-                    float sg[LB_SIM][2][2];
-                    for (int li = 0; li < LB_SIM; li++) {
-                        lb_u32 l = LB_SIM > 1 ? (lb_u32)li : lane0, g = l >> 2, t = l & 3u;
-                        lb_u32 s0 = lb_mma_swz(g), s1 = lb_mma_swz(g + 8);
-                        lb_u32 x0 = tl.w[j][g][t ^ s0], x1 = tl.w[j][g + 8][t ^ s1];
-                        lb_u32 x2 = tl.w[j][g][(4 + t) ^ s0], x3 = tl.w[j][g + 8][(4 + t) ^ s1];
-                        // SPLIT: fa[0] holds words 0-3 only, fa[1] words 4-7 only.
-                        fa[0][li][0] = x0; fa[0][li][1] = x1;
-                        fa[0][li][2] = Dec::SPLIT ? 0u : x2; fa[0][li][3] = Dec::SPLIT ? 0u : x3;
-                        fa[1][li][0] = 0u; fa[1][li][1] = 0u; fa[1][li][2] = x2; fa[1][li][3] = x3;
-#pragma unroll
-                        for (int h = 0; h < 2; h++) {
-                            sg[li][h][0] = tl.s[j][g + 8 * h][0];
-                            sg[li][h][1] = tl.s[j][g + 8 * h][1];
-                        }
-                    }
-#pragma unroll
-                    for (int tt = 0; tt < NT; tt++) {
-                        lb_u32 fb[LB_SIM][2];
-                        float da[LB_SIM][2];
-                        for (int li = 0; li < LB_SIM; li++) {
-                            lb_u32 l = LB_SIM > 1 ? (lb_u32)li : lane0, g = l >> 2, t = l & 3u;
-                            const lb_u32* q0w = (const lb_u32*)&st.q[0][jc + j][tt * 8 + g];
-                            const lb_u32* q1w = (const lb_u32*)&st.q[1][jc + j][tt * 8 + g];
-                            fb[li][0] = q0w[t];
-                            fb[li][1] = q1w[t];
-                            da[li][0] = st.d[jc + j][tt * 8 + 2 * t];
-                            da[li][1] = st.d[jc + j][tt * 8 + 2 * t + 1];
-                        }
-                        lb_i32 d0[LB_SIM][4], d1[LB_SIM][4];
-                        lb_mma16832(d0, fa[0], fb, 0x4b400000);
-                        if (Dec::SPLIT) lb_mma16832(d1, fa[1], fb, 0x4b400000);
-                        for (int li = 0; li < LB_SIM; li++) {
-#pragma unroll
-                            for (int i = 0; i < 4; i++) {
-                                const float* sr = sg[li][i >> 1];
-                                float f0 = lb_as_float((lb_u32)d0[li][i]) - 12582912.0f;
-                                float dc = da[li][i & 1];
-                                if (Dec::SPLIT) {
-                                    float f1 = lb_as_float((lb_u32)d1[li][i]) - 12582912.0f;
-                                    acc[li][tt][i] += dc * (sr[0] * f0 + sr[1] * f1);
-                                } else {
-                                    acc[li][tt][i] += f0 * (sr[0] * dc);
-                                }
-                            }
-                        }
-                    }
-                }
-            }
-        }
-        if (active) {
-            for (int li = 0; li < LB_SIM; li++) {
-                lb_u32 l = LB_SIM > 1 ? (lb_u32)li : lane0, g = l >> 2, t = l & 3u;
-#pragma unroll
-                for (int tt = 0; tt < NT; tt++)
-#pragma unroll
-                    for (int i = 0; i < 4; i++) {
-                        lb_u32 row = row0 + g + 8 * (i >> 1), c = tt * 8 + 2 * t + (i & 1);
-                        if (row < rows && c < nc) y[(lb_u64)(col0 + c) * rows + row] = acc[li][tt][i];
-                    }
-            }
-        }
-    }
-}
-#endif
-
-// The tensor-core kernels (lb_mv_<stem>_<NC>_mma, NC = 8 or 16); without LB_MMA (AMD) the same
-// names run the staged dp4a skeleton with 4 rows per warp (correct for the host's grid, which
-// assumes 16 rows per warp: rows are grid-strided).
-#if defined(LB_MMA)
-#define LB_MVQ_BODY(Dec, NC) lb_mvq<NC, Dec>(m, ap, y, rows, nu, ncols)
-#else
-#define LB_MVQ_BODY(Dec, NC) lb_mv<NC, 4, Dec, ActQ8, false>(m, ap, y, rows, nu, ncols)
-#endif
-#define LB_MVQ(fmt, Dec, NC)                                                                       \
-    LB_KERNEL void lb_mv_##fmt##_##NC##_mma(const lb_u8* q, const lb_u8* s, const lb_u8* g,        \
-                                            const lb_u8* r, const lb_i8* aq, const float* ad,      \
-                                            const lb_u32* ae, const float* x, float* y,            \
-                                            lb_u32 rows, lb_u32 nu, lb_u32 ncols) {                \
+// The tensor-core kernels lb_mv_<stem>_<NC>_mma_m<MT>b<RB>s<S> (NC = 8 or 16 columns, 16 MT
+// rows per block, RB staged code bytes per row and stage, S stages; Fr: the fragment decoder,
+// ACC: units chained per epilogue). The same parameters as every matvec kernel, but aq and ad
+// are the reordered activations of lb_mma_acts (af, adf). NVIDIA only (the host never picks
+// them on AMD).
+#define LB_MVQ(fmt, Fr, ACC, NC, MT, RB, S)                                                         \
+    LB_KERNEL void lb_mv_##fmt##_##NC##_mma_m##MT##b##RB##s##S(                                   \
+        const lb_u8* q, const lb_u8* s, const lb_u8* g, const lb_u8* r, const lb_i8* aq,           \
+        const float* ad, const lb_u32* ae, const float* x, float* y, lb_u32 rows, lb_u32 nu,       \
+        lb_u32 ncols) {                                                                            \
         Mat m = {q, s, g, r};                                                                      \
-        ActPtrs ap = {aq, ad, ae, x};                                                              \
-        LB_MVQ_BODY(Dec, NC);                                                                      \
+        lb_mvq<NC, MT, RB, S, ACC, Fr>(m, (const lb_u32*)aq, ad, y, rows, nu, ncols);              \
     }
-#define LB_MVQ_ALL(fmt, Dec) LB_MVQ(fmt, Dec, 8) LB_MVQ(fmt, Dec, 16)
+// The variants (backend.rs MMA_VARIANTS): (MT, RB, S) = (2, 64, 2), (1, 64, 3), (1, 64, 2),
+// (1, 128, 2) for NC = 8; NC = 16 only (1, 64, 2) (static shared memory: 48 KiB per block).
+#define LB_MVQ_ALL(fmt, Fr, ACC)                                                                    \
+    LB_MVQ(fmt, Fr, ACC, 8, 2, 64, 2) LB_MVQ(fmt, Fr, ACC, 8, 1, 64, 3)                            \
+    LB_MVQ(fmt, Fr, ACC, 8, 1, 64, 2) LB_MVQ(fmt, Fr, ACC, 8, 1, 128, 2)                           \
+    LB_MVQ(fmt, Fr, ACC, 16, 1, 64, 2)
 
 // NC = 1: the pipelined skeleton, else the staged one (a template, so only the chosen one is
 // instantiated). U = P (1, 2, 4): P deep with the activations in the ring; U = 10 + P (12,
@@ -986,11 +791,13 @@ LB_MV_Q8(q6_k, DecQ6K)
 LB_MV_F32(hfp4, DecHfp4<false>)
 LB_MV_F32(hfp4p, DecHfp4<true>)
 
-LB_MVQ_ALL(q8_0, DecQ8_0)
-LB_MVQ_ALL(q4_0, DecQ4_0)
-LB_MVQ_ALL(mxfp4, DecMxfp4)
-LB_MVQ_ALL(nvfp4, DecNvfp4)
-LB_MVQ_ALL(rocmfp2, DecFp2)
-LB_MVQ_ALL(rocmfp3, DecFp3)
-LB_MVQ_ALL(pq2, DecTern<4>)
-LB_MVQ_ALL(tq2_0, DecTern<8>)
+#if defined(LB_MMA)
+LB_MVQ_ALL(q8_0, FrQ8_0, 1)
+LB_MVQ_ALL(q4_0, FrQ4_0, 1)
+LB_MVQ_ALL(mxfp4, FrMxfp4, 1)
+LB_MVQ_ALL(nvfp4, FrNvfp4, 1)
+LB_MVQ_ALL(rocmfp2, FrFp2, 1)
+LB_MVQ_ALL(rocmfp3, FrFp3, 1)
+LB_MVQ_ALL(pq2, FrTern<4>, 1)
+LB_MVQ_ALL(tq2_0, FrTern<8>, 8)
+#endif

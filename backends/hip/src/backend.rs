@@ -84,27 +84,47 @@ pub(crate) fn validated_planes(
     Ok((sp, planes))
 }
 
-/// Rows per warp of the tensor-core kernels (the MMA's M); as a forced rows-per-warp value it
-/// selects them.
-pub(crate) const MMA_ROWS: usize = 16;
+/// The tensor-core kernel variants (kernels/lowbit_mma.h,
+/// `lb_mv_<stem>_<nc>_mma_m<MT>b<RB>s<S>`): (forced rows-per-warp code, MT, RB, S, also for
+/// 16 columns). A block owns 16 MT rows, each warp stages RB code bytes per row in each of S
+/// shared-memory stages. A forced rows-per-warp value equal to a code selects that variant
+/// (column tiles of 16: always the one with a 16-column kernel, (1, 64, 2), as the 48 KiB of
+/// static shared memory allow); the first is the default.
+pub(crate) const MMA_VARIANTS: [(usize, usize, usize, usize, bool); 4] =
+    [(32, 2, 64, 2, false), (17, 1, 64, 3, false), (18, 1, 64, 2, true), (16, 1, 128, 2, false)];
 
-/// Whether column tiles of 8 and 16 use the tensor-core kernels by default:
-/// `LOWBIT_HIP_MMA=1`. Off otherwise: on the H200 they are correct but slower than the dp4a
-/// kernels so far (docs/BENCHMARKS.md, session 6).
+/// Whether column tiles of 8 and 16 use the tensor-core kernels by default (where the format
+/// has them): yes unless `LOWBIT_HIP_MMA=0`.
 fn mma_by_default() -> bool {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ON.get_or_init(|| std::env::var("LOWBIT_HIP_MMA").is_ok_and(|v| v == "1"))
+    *ON.get_or_init(|| !std::env::var("LOWBIT_HIP_MMA").is_ok_and(|v| v == "0"))
 }
 
-/// The matvec kernel for `n` columns: (name, column tile, rows per warp). Column tiles of 8
-/// and 16 use the tensor-core kernel where the format has one (layout.rs `MMA_STEMS`) when
-/// rows per warp are forced to [`MMA_ROWS`], or by default under `LOWBIT_HIP_MMA=1`; else the
-/// dp4a kernels.
+/// A matvec kernel to launch: its name, the column tile (grid y covers `n` in tiles of
+/// `nc`), the rows one block owns (grid x covers the rows in those) and, for a tensor-core
+/// kernel, the activation word order its fragments need (`lb_mma_acts`' `order`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct KernelChoice {
+    pub name: String,
+    pub nc: usize,
+    pub rows_per_block: usize,
+    pub mma_order: Option<u32>,
+}
+
+/// The matvec kernel for `n` columns of a matrix of `nu` units per row. With `tensor_cores`
+/// (NVIDIA, sm_80 and later) column tiles of 8 and 16 use the tensor-core kernels where the
+/// format has one (layout.rs `MMA_STEMS`) and `nu` is a multiple of a stage's units: the
+/// variant whose code `forced.0` is (see [`MMA_VARIANTS`]), else the first by default where
+/// `MMA_STEMS` says so (unless `LOWBIT_HIP_MMA=0` or rows per warp are forced to a dp4a
+/// value); everything else the dp4a kernels with [`WARPS_PER_CTA`] warps of `work_shape` rows
+/// per block.
 pub(crate) fn kernel_choice(
     sp: &Split,
     n: usize,
     forced: (usize, usize),
-) -> (String, usize, usize) {
+    nu: usize,
+    tensor_cores: bool,
+) -> KernelChoice {
     // f32 activations: tiles of at most 8 columns (the shared-memory stage's limit).
     let max_nc = if sp.act == ActFormat::F32 { 8 } else { 16 };
     let nc = match n {
@@ -115,12 +135,26 @@ pub(crate) fn kernel_choice(
         _ => 16,
     }
     .min(max_nc);
-    let mma = forced.0 == MMA_ROWS || (forced.0 == 0 && mma_by_default());
-    if nc >= 8 && mma && layout::MMA_STEMS.contains(&sp.stem) {
-        return (format!("lb_mv_{}_{nc}_mma", sp.stem), nc, MMA_ROWS);
+    let stem = layout::MMA_STEMS.iter().find(|s| s.0 == sp.stem);
+    let by_default = forced.0 == 0 && mma_by_default() && stem.is_some_and(|s| s.2);
+    let variant = MMA_VARIANTS
+        .iter()
+        .find(|v| v.0 == forced.0)
+        .or(if by_default { MMA_VARIANTS.first() } else { None })
+        .map(|v| if nc == 16 && !v.4 { MMA_VARIANTS[2] } else { *v });
+    let order = stem.map(|s| s.1);
+    if let (true, true, Some(order), Some((_, mt, rb, st, _))) =
+        (tensor_cores, nc >= 8, order, variant)
+    {
+        // Units per stage: RB code bytes per row (Q8_0: halves of 16 bytes, so 32 per unit).
+        if nu % (rb / sp.unit_q) == 0 {
+            let name = format!("lb_mv_{}_{nc}_mma_m{mt}b{rb}s{st}", sp.stem);
+            return KernelChoice { name, nc, rows_per_block: 16 * mt, mma_order: Some(order) };
+        }
     }
     let (rpw, ups) = work_shape(sp, nc, forced);
-    (format!("lb_mv_{}_{nc}_r{rpw}_u{ups}", sp.stem), nc, rpw)
+    let name = format!("lb_mv_{}_{nc}_r{rpw}_u{ups}", sp.stem);
+    KernelChoice { name, nc, rows_per_block: WARPS_PER_CTA * rpw, mma_order: None }
 }
 
 /// Device memory, freed on drop.
@@ -158,6 +192,9 @@ struct Workspace {
     ad: Option<DeviceBuffer>,
     ae: Option<DeviceBuffer>,
     y: Option<DeviceBuffer>,
+    /// The tensor-core kernels' reordered activations (lb_mma_acts: B words, scales).
+    af: Option<DeviceBuffer>,
+    adf: Option<DeviceBuffer>,
 }
 
 fn ensure(
@@ -250,7 +287,7 @@ impl HipBackend {
             None => std::env::var("LOWBIT_HIP_ARCH").unwrap_or_default(),
         };
         let code = compile::compile_kernels(&dev.api, &arch)?;
-        dev.load_kernels(&code, &kernel_names())?;
+        dev.load_kernels(&code, &kernel_names(tensor_cores(dev.api.vendor, &arch)))?;
         let name = format!(
             "hip-{}:{}",
             match dev.api.vendor {
@@ -287,8 +324,9 @@ impl HipBackend {
         &self.arch
     }
 
-    /// Forces the rows each warp owns (1, 2 or 4; 16: the tensor-core kernels for n >= 5 where
-    /// the format has them; anything else restores the default), for tuning sweeps.
+    /// Forces the rows each warp owns (1, 2 or 4: the dp4a kernels), or a tensor-core variant
+    /// for column tiles of 8 and 16 where the format has them (16, 32, 17, 18: `MMA_VARIANTS`);
+    /// anything else restores the default. For tuning sweeps.
     pub fn set_rows_per_warp(&self, rows: usize) {
         self.forced_rows.store(rows, std::sync::atomic::Ordering::Relaxed);
     }
@@ -358,18 +396,70 @@ impl HipBackend {
         Ok(act)
     }
 
-    /// Launches the matvec kernel(s) for `n` columns into `yp`.
-    fn run_matvec(&self, m: &HipMatrix, act: [u64; 4], yp: u64, n: usize) -> Result<(), HipError> {
-        let MatrixDesc { format, rows, cols } = m.desc;
+    /// Whether this device runs the tensor-core kernels.
+    fn tensor_cores(&self) -> bool {
+        tensor_cores(self.dev.api.vendor, &self.arch)
+    }
+
+    /// The kernel `run_matvec` launches for `n` columns of `m`.
+    fn choice(&self, m: &HipMatrix, n: usize) -> KernelChoice {
         let forced = (
             self.forced_rows.load(std::sync::atomic::Ordering::Relaxed),
             self.forced_units.load(std::sync::atomic::Ordering::Relaxed),
         );
-        let (name, nc, rpw) = kernel_choice(&m.split, n, forced);
+        kernel_choice(&m.split, n, forced, m.desc.cols / 32, self.tensor_cores())
+    }
+
+    /// The reordered-activation buffers a tensor-core kernel needs for `n` columns of `m`
+    /// ([0, 0] when the kernel for `n` is a dp4a one).
+    fn mma_buffers(
+        &self,
+        ws: &mut Workspace,
+        m: &HipMatrix,
+        n: usize,
+    ) -> Result<[u64; 2], HipError> {
+        let k = self.choice(m, n);
+        if k.mma_order.is_none() {
+            return Ok([0, 0]);
+        }
+        let tiles_units = n.div_ceil(k.nc) * k.nc / 8 * (m.desc.cols / 32);
+        Ok([
+            ensure(&mut ws.af, &self.dev, tiles_units * 256)?,
+            ensure(&mut ws.adf, &self.dev, tiles_units * 32)?,
+        ])
+    }
+
+    /// Launches the matvec kernel for `n` columns into `yp` (for a tensor-core kernel, first
+    /// the activation reorder into `mb`, from [`Self::mma_buffers`]).
+    fn run_matvec(
+        &self,
+        m: &HipMatrix,
+        act: [u64; 4],
+        yp: u64,
+        n: usize,
+        mb: [u64; 2],
+    ) -> Result<(), HipError> {
+        let MatrixDesc { format, rows, cols } = m.desc;
+        let KernelChoice { name, nc, rows_per_block, mma_order } = self.choice(m, n);
         let gy = u32::try_from(n.div_ceil(nc)).map_err(|_| too_large(format))?;
-        let gx = u32::try_from(rows.div_ceil(WARPS_PER_CTA * rpw).min(1 << 20))
+        let gx = u32::try_from(rows.div_ceil(rows_per_block).min(1 << 20))
             .map_err(|_| too_large(format))?;
+        let tiles = n.div_ceil(nc) * nc / 8;
         let (rows, nu, n) = (u32_of(rows, format)?, u32_of(cols / 32, format)?, u32_of(n, format)?);
+        let mut act = act;
+        if let Some(order) = mma_order {
+            let threads = tiles * (cols / 32) * 32;
+            let blocks =
+                u32::try_from(threads.div_ceil(BLOCK as usize)).map_err(|_| too_large(format))?;
+            let tiles = u32_of(tiles, format)?;
+            self.launch(
+                "lb_mma_acts",
+                [blocks, 1],
+                &mut [act[0], act[1], mb[0], mb[1], nu, n, tiles, u64::from(order)],
+            )?;
+            act[0] = mb[0];
+            act[1] = mb[1];
+        }
         let mut args =
             [m.q.ptr, m.s.ptr, m.g.ptr, m.r.ptr, act[0], act[1], act[2], act[3], yp, rows, nu, n];
         self.launch(&name, [gx, gy], &mut args)
@@ -412,11 +502,12 @@ impl HipBackend {
         let mut ws = self.ws.lock().unwrap_or_else(|p| p.into_inner());
         let act = self.prepare(&mut ws, &m.split, m.desc.format, x, m.desc.cols)?;
         let yp = ensure(&mut ws.y, &self.dev, n * m.desc.rows * 4)?;
+        let mb = self.mma_buffers(&mut ws, m, n)?;
         let xp = ws.x.as_ref().map_or(0, |b| b.ptr);
         let ms = self.dev.api.time_ms(&mut || {
             for _ in 0..reps {
                 self.prepare_on_device(&m.split, m.desc.format, xp, act, x.len(), m.desc.cols)?;
-                self.run_matvec(m, act, yp, n)?;
+                self.run_matvec(m, act, yp, n, mb)?;
             }
             Ok(())
         })?;
@@ -527,16 +618,29 @@ fn codebook_pos(dev: &Device, e: usize) -> usize {
     }
 }
 
-/// Every kernel the backend resolves at load.
-fn kernel_names() -> Vec<String> {
+/// Whether a device runs the tensor-core kernels: NVIDIA, sm_80 and later (`mma.sync` with
+/// int8, cp.async).
+fn tensor_cores(vendor: Vendor, arch: &str) -> bool {
+    vendor == Vendor::Nvidia
+        && arch.strip_prefix("sm_").and_then(|v| v.parse::<u32>().ok()).is_some_and(|v| v >= 80)
+}
+
+/// Every kernel the backend resolves at load (the tensor-core ones only where they exist).
+fn kernel_names(tensor_cores: bool) -> Vec<String> {
     let mut v: Vec<String> =
         ["lb_quantize_q8", "lb_quantize_q8k", "lb_interleave_f32", "lb_fwht256", "lb_read"]
             .map(String::from)
             .to_vec();
+    if tensor_cores {
+        v.push("lb_mma_acts".to_string());
+    }
     for (stem, f32_act) in layout::STEMS {
         let tiles: &[usize] = if f32_act { &[1, 2, 4, 8] } else { &[1, 2, 4, 8, 16] };
-        if layout::MMA_STEMS.contains(&stem) {
-            v.extend([8, 16].map(|nc| format!("lb_mv_{stem}_{nc}_mma")));
+        if tensor_cores && layout::MMA_STEMS.iter().any(|s| s.0 == stem) {
+            for (_, mt, rb, st, with16) in MMA_VARIANTS {
+                let ncs: &[usize] = if with16 { &[8, 16] } else { &[8] };
+                v.extend(ncs.iter().map(|nc| format!("lb_mv_{stem}_{nc}_mma_m{mt}b{rb}s{st}")));
+            }
         }
         for &nc in tiles {
             for r in [1, 2, 4] {
@@ -596,7 +700,59 @@ impl Backend for HipBackend {
         let mut ws = self.ws.lock().unwrap_or_else(|p| p.into_inner());
         let act = self.prepare(&mut ws, &m.split, format, x, cols)?;
         let yp = ensure(&mut ws.y, &self.dev, n * rows * 4)?;
-        self.run_matvec(m, act, yp, n)?;
+        let mb = self.mma_buffers(&mut ws, m, n)?;
+        self.run_matvec(m, act, yp, n, mb)?;
         self.dev.api.download(bytemuck::cast_slice_mut(y), yp)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn choice(format: FormatId, n: usize, forced: usize, nu: usize, tc: bool) -> KernelChoice {
+        let sp = layout::split(format).unwrap();
+        kernel_choice(&sp, n, (forced, 0), nu, tc)
+    }
+
+    #[test]
+    fn tensor_core_kernels_only_where_they_run() {
+        // NVIDIA sm_80+, a format with fragment decoders, 5..16 columns, whole stages per row.
+        let k = choice(FormatId::RocmFp2, 8, 0, 512, true);
+        assert_eq!(k.name, "lb_mv_rocmfp2_8_mma_m2b64s2");
+        assert_eq!((k.rows_per_block, k.mma_order), (32, Some(2)));
+        assert_eq!(
+            choice(FormatId::RocmFp2, 16, 0, 512, true).name,
+            "lb_mv_rocmfp2_16_mma_m1b64s2"
+        );
+        // AMD (or pre-sm_80), n = 4, a format without them, a row of 12 units (stages of 8),
+        // Q8_0 by default: dp4a.
+        assert_eq!(choice(FormatId::RocmFp2, 8, 0, 512, false).mma_order, None);
+        assert_eq!(choice(FormatId::RocmFp2, 4, 0, 512, true).mma_order, None);
+        assert_eq!(choice(FormatId::Q4K, 8, 0, 512, true).mma_order, None);
+        assert_eq!(choice(FormatId::RocmFp2, 8, 0, 12, true).mma_order, None);
+        assert_eq!(choice(FormatId::Q8_0, 8, 0, 512, true).name, "lb_mv_q8_0_8_r4_u1");
+        // Forced variant codes select the variant (16 columns: the one with a 16-column kernel).
+        assert_eq!(choice(FormatId::Q8_0, 8, 16, 512, true).name, "lb_mv_q8_0_8_mma_m1b128s2");
+        assert_eq!(choice(FormatId::Q4_0, 16, 17, 512, true).name, "lb_mv_q4_0_16_mma_m1b64s2");
+        assert!(tensor_cores(Vendor::Nvidia, "sm_90") && tensor_cores(Vendor::Nvidia, "sm_80"));
+        assert!(!tensor_cores(Vendor::Nvidia, "sm_75") && !tensor_cores(Vendor::Amd, "gfx942"));
+    }
+
+    #[test]
+    fn every_chosen_kernel_is_resolved_at_load() {
+        let names = kernel_names(true);
+        for f in FormatId::ALL {
+            let Some(sp) = layout::split(f) else { continue };
+            for n in [1, 2, 3, 5, 8, 13, 16, 40] {
+                for forced in [0, 1, 2, 4, 16, 17, 18, 32] {
+                    for nu in [8, 512] {
+                        let k = kernel_choice(&sp, n, (forced, 0), nu, true);
+                        assert!(names.contains(&k.name), "{f} n {n} forced {forced}: {}", k.name);
+                    }
+                }
+            }
+        }
+        assert!(!kernel_names(false).iter().any(|n| n.contains("mma")));
     }
 }

@@ -19,6 +19,9 @@ use crate::ffi::{Api, Vendor};
 pub(crate) const KERNELS: &str = include_str!("../kernels/lowbit_kernels.hip");
 /// The portability header the source includes.
 pub(crate) const HEADER: &str = include_str!("../kernels/lowbit_hip.h");
+/// The tensor-core kernels' header the source includes (its body compiles only where LB_MMA is
+/// defined: NVIDIA).
+pub(crate) const MMA_HEADER: &str = include_str!("../kernels/lowbit_mma.h");
 
 include!(concat!(env!("OUT_DIR"), "/aot.rs"));
 
@@ -88,6 +91,7 @@ pub(crate) fn compile_kernels(api: &Api, arch: &str) -> Result<Vec<u8>, HipError
     let key = cache_key(&[
         KERNELS.as_bytes(),
         HEADER.as_bytes(),
+        MMA_HEADER.as_bytes(),
         format!("{:?}", api.vendor).as_bytes(),
         arch.as_bytes(),
         format!("{maj}.{min}").as_bytes(),
@@ -103,7 +107,12 @@ pub(crate) fn compile_kernels(api: &Api, arch: &str) -> Result<Vec<u8>, HipError
             }
         }
     }
-    let code = api.compile("lowbit_kernels.hip", KERNELS, &[("lowbit_hip.h", HEADER)], &opts)?;
+    let code = api.compile(
+        "lowbit_kernels.hip",
+        KERNELS,
+        &[("lowbit_hip.h", HEADER), ("lowbit_mma.h", MMA_HEADER)],
+        &opts,
+    )?;
     if let (Some(d), Some(p)) = (&dir, &path) {
         // The cache is an optimisation: failing to write it is not an error.
         let _ = store(d, p, &code);

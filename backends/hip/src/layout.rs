@@ -96,10 +96,21 @@ pub(crate) const STEMS: [(&str, bool); 13] = [
     ("hfp4p", true),
 ];
 
-/// The stems with tensor-core kernels for column tiles of 8 and 16 (`lb_mv_<stem>_<nc>_mma`:
-/// their decoders give `scales`, kernels/lowbit_kernels.hip).
-pub(crate) const MMA_STEMS: [&str; 8] =
-    ["q8_0", "q4_0", "mxfp4", "nvfp4", "rocmfp2", "rocmfp3", "pq2", "tq2_0"];
+/// The stems with tensor-core kernels for column tiles of 8 and 16
+/// (`lb_mv_<stem>_<nc>_mma_...`, kernels/lowbit_mma.h): the activation word order of each
+/// one's fragment decoder (`lb_mma_acts`' `order`: 0 FrW16, 1 FrNvfp4, 2 FrCodes2) and
+/// whether it is the default (Q8_0: no, its dp4a kernel was faster at n = 8 on the H200,
+/// 95 against 136-141 us at 16384x16384: docs/BENCHMARKS.md, session 7).
+pub(crate) const MMA_STEMS: [(&str, u32, bool); 8] = [
+    ("q8_0", 0, false),
+    ("q4_0", 0, true),
+    ("mxfp4", 0, true),
+    ("nvfp4", 1, true),
+    ("rocmfp2", 2, true),
+    ("rocmfp3", 0, true),
+    ("pq2", 2, true),
+    ("tq2_0", 2, true),
+];
 
 /// The split of `format`, or None if the HIP backend has no kernel for it.
 pub(crate) fn split(format: FormatId) -> Option<Split> {

@@ -8,7 +8,9 @@
 //! * on AMD GPUs through libamdhip64 + hiprtc (`__builtin_amdgcn_sudot4` on RDNA3/4,
 //!   `sdot4` on CDNA/RDNA2, `v_perm_b32` for codebook expansion, wave32 and wave64), and
 //! * on NVIDIA GPUs through the CUDA driver API + NVRTC (`__dp4a`, `__byte_perm`), the way HIP
-//!   itself runs on NVIDIA.
+//!   itself runs on NVIDIA; there (sm_80 and later) column tiles of 8 and 16 also have int8
+//!   tensor-core kernels (`kernels/lowbit_mma.h`: `mma.sync` m16n8k32, weights staged by
+//!   cp.async, fragments decoded in registers).
 //!
 //! Both runtimes are loaded at run time ([`libloading`]); the crate builds with no GPU SDK
 //! installed, and a machine without one gets an error with
@@ -19,7 +21,8 @@
 //! `LOWBIT_HIP_DEVICE` (index, default 0), `LOWBIT_HIP_ARCH` (AMD target such as `gfx1100`;
 //! unset, hiprtc compiles for the current device), `LOWBIT_HIP_DRIVER_LIB` /
 //! `LOWBIT_HIP_RTC_LIB` (library paths tried first), `LOWBIT_HIP_CACHE=0` /
-//! `LOWBIT_HIP_CACHE_DIR` (code-object cache), `LOWBIT_HIP_ROWS_PER_WARP` (1, 2, 4: tuning).
+//! `LOWBIT_HIP_CACHE_DIR` (code-object cache), `LOWBIT_HIP_ROWS_PER_WARP` (1, 2, 4: tuning),
+//! `LOWBIT_HIP_MMA=0` (no tensor-core kernels).
 //! Feature `aot`: embed clang-built code objects for gfx1100, gfx1151, gfx1201 and gfx942
 //! (used on AMD when `LOWBIT_HIP_ARCH` names one of them).
 //!

@@ -22,15 +22,25 @@ pub fn planes(desc: MatrixDesc, bytes: &[u8]) -> Result<Planes, String> {
     Ok([p.q, p.s, p.g, p.r])
 }
 
-/// The kernel `matmul` launches for `n` columns: (name, column tile, rows per warp);
-/// `forced` = (rows per warp, pipeline depth) as the tuning setters take them, (0, 0) for the
-/// defaults.
+/// The kernel `matmul` launches on an NVIDIA device with tensor cores for `n` columns of a
+/// matrix with `cols` columns: (name, column tile, rows per block on the device, the
+/// `lb_mma_acts` order for a tensor-core kernel); `forced` = (rows per warp, pipeline depth) as
+/// the tuning setters take them, (0, 0) for the defaults.
 pub fn kernel(
     format: FormatId,
     n: usize,
+    cols: usize,
     forced: (usize, usize),
-) -> Option<(String, usize, usize)> {
-    layout::split(format).map(|sp| kernel_choice(&sp, n, forced))
+) -> Option<(String, usize, usize, Option<u32>)> {
+    layout::split(format).map(|sp| {
+        let k = kernel_choice(&sp, n, forced, cols / 32, true);
+        (k.name, k.nc, k.rows_per_block, k.mma_order)
+    })
+}
+
+/// The forced rows-per-warp codes that select the tensor-core variants (backend.rs).
+pub fn mma_variant_codes() -> Vec<usize> {
+    crate::backend::MMA_VARIANTS.iter().map(|v| v.0).collect()
 }
 
 /// Activations in the device layout: (Q8 quants, per-unit scales, per-unit extra words,

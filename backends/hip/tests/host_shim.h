@@ -14,6 +14,7 @@
 #define __device__
 #define __forceinline__ inline
 #define __shared__ static
+#define __align__(n) __attribute__((aligned(n)))
 struct int4 { int x, y, z, w; };
 struct float4 { float x, y, z, w; };
 struct lb_dim3 { unsigned x, y, z; };
@@ -40,12 +41,13 @@ static inline float __uint_as_float(unsigned u) { float f; std::memcpy(&f, &u, 4
 static inline unsigned __float_as_uint(float f) { unsigned u; std::memcpy(&u, &f, 4); return u; }
 // mma.sync m16n8k32 s8 for one warp, from the 32 lanes' fragments (lowbit_hip.h,
 // lb_mma16832, states the PTX ISA's fragment layout): A 16x32 and B 32x8 are rebuilt from the
-// fragments, D = A B + c handed back in the same layout. Written from the layout alone, so a
+// fragments, C from its fragments (laid out as D), D = A B + C handed back in D's layout. Written from the layout alone, so a
 // kernel that places fragments differently from the hardware fails here too.
-static inline void lb_host_mma16832(int (*d)[4], const unsigned (*a)[4], const unsigned (*b)[2], int c) {
-    int A[16][32], B[32][8];
+static inline void lb_host_mma16832(int (*d)[4], const unsigned (*a)[4], const unsigned (*b)[2], const int (*c)[4]) {
+    int A[16][32], B[32][8], C[16][8];
     for (int lane = 0; lane < 32; lane++) {
         int g = lane >> 2, t = lane & 3;
+        for (int i = 0; i < 4; i++) C[g + 8 * (i >> 1)][2 * t + (i & 1)] = c[lane][i];
         for (int k = 0; k < 4; k++) {
             A[g][4 * t + k] = (signed char)(a[lane][0] >> (8 * k));
             A[g + 8][4 * t + k] = (signed char)(a[lane][1] >> (8 * k));
@@ -58,7 +60,7 @@ static inline void lb_host_mma16832(int (*d)[4], const unsigned (*a)[4], const u
     for (int lane = 0; lane < 32; lane++) {
         int g = lane >> 2, t = lane & 3;
         for (int i = 0; i < 4; i++) {
-            int row = g + 8 * (i >> 1), col = 2 * t + (i & 1), s = c;
+            int row = g + 8 * (i >> 1), col = 2 * t + (i & 1), s = C[row][col];
             for (int k = 0; k < 32; k++) s += A[row][k] * B[k][col];
             d[lane][i] = s;
         }

@@ -322,6 +322,9 @@ fn host_emulation_matches_reference() {
         u32,
         u32,
     );
+    type Acts = unsafe extern "C" fn(*const i8, *const f32, *mut u32, *mut f32, u32, u32, u32, u32);
+    // SAFETY: lb_mma_acts is defined by kernels/lowbit_mma.h with this signature.
+    let acts: libloading::Symbol<Acts> = unsafe { lib.get(b"lb_mma_acts") }.unwrap();
     let pos = |e: usize| 4 * ((if e >= 8 { 2 } else { 0 }) + (e & 1)) + ((e & 7) >> 1);
     let mut rng = Rng(17);
     for format in FORMATS {
@@ -338,17 +341,55 @@ fn host_emulation_matches_reference() {
                 let (aq, ad, ae, xt) =
                     lowbit_hip::testing::activations(format, &x, k, pos).unwrap();
                 let units: &[usize] = if n == 1 { &[1, 2, 4, 12, 14] } else { &[1] };
-                // The defaults, the tensor-core kernels (rows per warp 16: n >= 5, where a
-                // format has them), then every forced (rows per warp, pipeline).
+                // The defaults, every tensor-core variant (n >= 5, where a format has them),
+                // then every forced (rows per warp, pipeline).
                 let forced =
                     [1usize, 2, 4].iter().flat_map(|&r| units.iter().map(move |&u| (r, u)));
-                for (r, u) in [(0, 0), (16, 0)].into_iter().chain(forced) {
-                    let (name, nc, rpw) = lowbit_hip::testing::kernel(format, n, (r, u)).unwrap();
+                let mma = lowbit_hip::testing::mma_variant_codes().into_iter().map(|r| (r, 0));
+                for (r, u) in [(0, 0)].into_iter().chain(mma).chain(forced) {
+                    // Every kernel grid-strides its rows, so any grid is correct; one emulated
+                    // warp per block covers a block's rows with this one.
+                    let (name, nc, rpb, order) =
+                        lowbit_hip::testing::kernel(format, n, k, (r, u)).unwrap();
+                    // A tensor-core kernel reads the activations as lb_mma_acts reorders them
+                    // (run here over its grid like any kernel); the others as prepared.
+                    let (af, adf) = match order {
+                        Some(order) => {
+                            let tiles = n.div_ceil(nc) * nc / 8;
+                            let threads = tiles * (k / 32) * 32;
+                            let (mut af, mut adf) =
+                                (vec![0u32; threads * 2], vec![0f32; threads / 4]);
+                            for bx in 0..threads {
+                                // SAFETY: lb_mma_acts has this signature (kernels/lowbit_mma.h);
+                                // aq / ad hold n columns of k, af / adf `tiles` tiles of k / 32
+                                // units; one emulated thread per block, `threads` blocks.
+                                unsafe {
+                                    set_block(bx as u32, 0, threads as u32);
+                                    acts(
+                                        aq.as_ptr(),
+                                        ad.as_ptr(),
+                                        af.as_mut_ptr(),
+                                        adf.as_mut_ptr(),
+                                        (k / 32) as u32,
+                                        n as u32,
+                                        tiles as u32,
+                                        order,
+                                    );
+                                }
+                            }
+                            (af, adf)
+                        }
+                        None => (vec![], vec![]),
+                    };
+                    let (qp, dp) = match order {
+                        Some(_) => (af.as_ptr() as *const i8, adf.as_ptr()),
+                        None => (aq.as_ptr(), ad.as_ptr()),
+                    };
                     // SAFETY: every lb_mv kernel has the Kernel signature (kernels/lowbit_kernels.hip).
                     let f: libloading::Symbol<Kernel> =
                         unsafe { lib.get(name.as_bytes()) }.unwrap();
                     let mut y = vec![f32::NAN; n * rows];
-                    let (gx, gy) = (rows.div_ceil(rpw), n.div_ceil(nc));
+                    let (gx, gy) = (rows.div_ceil(rpb), n.div_ceil(nc));
                     for by in 0..gy {
                         for bx in 0..gx {
                             // SAFETY: the planes and activations are laid out as the kernel
@@ -361,8 +402,8 @@ fn host_emulation_matches_reference() {
                                     planes[1].as_ptr(),
                                     planes[2].as_ptr(),
                                     planes[3].as_ptr(),
-                                    aq.as_ptr(),
-                                    ad.as_ptr(),
+                                    qp,
+                                    dp,
                                     ae.as_ptr(),
                                     xt.as_ptr(),
                                     y.as_mut_ptr(),
