@@ -167,6 +167,45 @@ pub fn encode_row(
     opts: &EncodeOptions<'_>,
     dst: &mut [u8],
 ) -> Result<()> {
+    check_encode(format, src, opts, dst)?;
+    match format.info().family {
+        Family::Float => format::float::encode_row(format, src, opts, dst),
+        Family::Ggml => format::ggml::encode_row(format, src, opts, dst),
+        Family::RocmFpx => format::rocmfpx::encode_row(format, src, opts, dst),
+        Family::Hipfire => format::hipfire::encode_row(format, src, opts, dst),
+        Family::Prism => format::prism::encode_row(format, src, opts, dst),
+        Family::Onebit => format::onebit::encode_row(format, src, opts, dst),
+    }
+}
+
+/// Encodes one ROCmFP2 row (as [`encode_row`] with `Rule::Reference` and no importance
+/// weights) from scale bytes a caller's own search chose, two per 32-element block in block
+/// order (`e[0]`, `e[1]`): the codes and packing are [`encode_row`]'s own, so the bytes are
+/// `Rule::Reference`'s exactly when `scales` are the bytes its search returns (the CPU
+/// backend's vector search; its tests compare them). Runs every check of [`encode_row`], and
+/// rejects a `scales` slice of the wrong length ([`Error::Length`]) or with a byte above 0x7E
+/// ([`Error::BadInput`], [`Buffer::Encoded`], the index into `scales`).
+pub fn encode_rocmfp2_row_with_scales(src: &[f32], scales: &[u8], dst: &mut [u8]) -> Result<()> {
+    let format = FormatId::RocmFp2;
+    let opts = EncodeOptions { rule: Rule::Reference, importance: None };
+    check_encode(format, src, &opts, dst)?;
+    check_len(format, Buffer::Encoded, scales.len(), src.len() / 16)?;
+    if let Some(i) = scales.iter().position(|&b| b > 0x7e) {
+        return Err(Error::BadInput { format, buffer: Buffer::Encoded, index: i });
+    }
+    format::rocmfpx::encode_row_scales(format, src, &opts, Some(scales), dst)
+}
+
+/// ROCmFP2's fast scale search (`Rule::Reference`, no importance weights) of one half of 16
+/// values: the scale byte [`encode_row`] gives it. Values must be finite (for others it
+/// returns some byte, which [`encode_rocmfp2_row_with_scales`] then rejects with the row).
+pub fn rocmfp2_search_half(x: &[f32; 16]) -> u8 {
+    format::rocmfpx::search_fp2_half(x)
+}
+
+/// [`encode_row`]'s checks: lengths, rule and importance weights offered, finite values and
+/// valid importance weights.
+fn check_encode(format: FormatId, src: &[f32], opts: &EncodeOptions<'_>, dst: &[u8]) -> Result<()> {
     let need = format.row_bytes(src.len())?;
     check_len(format, Buffer::Encoded, dst.len(), need)?;
     let enc = format.info().encoders;
@@ -198,14 +237,7 @@ pub fn encode_row(
             return Err(Error::BadInput { format, buffer: Buffer::Importance, index: i });
         }
     }
-    match format.info().family {
-        Family::Float => format::float::encode_row(format, src, opts, dst),
-        Family::Ggml => format::ggml::encode_row(format, src, opts, dst),
-        Family::RocmFpx => format::rocmfpx::encode_row(format, src, opts, dst),
-        Family::Hipfire => format::hipfire::encode_row(format, src, opts, dst),
-        Family::Prism => format::prism::encode_row(format, src, opts, dst),
-        Family::Onebit => format::onebit::encode_row(format, src, opts, dst),
-    }
+    Ok(())
 }
 
 /// True when every value is finite: a branch-free scan (exponent bits all ones means inf or

@@ -31,6 +31,7 @@
 mod aarch64;
 mod act;
 mod error;
+pub mod fp2_search;
 pub mod isa;
 pub mod kernels;
 mod matmul;

@@ -28,6 +28,7 @@ pub(crate) mod avx512;
 mod ext;
 mod float;
 mod float2;
+pub(crate) mod fp2_search512;
 mod gemm512;
 mod hfp4;
 mod hfp4_512;

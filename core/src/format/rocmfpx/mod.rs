@@ -83,6 +83,32 @@ pub(crate) fn encode_row(
     opts: &EncodeOptions<'_>,
     dst: &mut [u8],
 ) -> Result<()> {
+    encode_row_scales(format, src, opts, None, dst)
+}
+
+/// ROCmFP2's fast search (`Rule::Reference`) of one half without importance weights, for a
+/// caller that searches halves itself (the CPU backend's vector search hands it the halves it
+/// does not decide). Values must be finite (the codec's check); for others it returns some byte
+/// without panicking, which [`encode_row_scales`]'s checks then reject with the row.
+pub(crate) fn search_fp2_half(x: &[f32; 16]) -> u8 {
+    if x.iter().any(|v| !v.is_finite()) {
+        return 0;
+    }
+    let mut half = Half { x: [0.0; 16], w: [1.0; 16] };
+    fill_half(&mut half, x, None, 0.0);
+    quad_fp2::search_fp2_unweighted(&half, &fast_fp2::SCALE_TABLE)
+}
+
+/// [`encode_row`], or with `scales` (two bytes per block, each `<= 0x7E`, checked by the codec)
+/// the blocks those scale bytes give: the same code choice and packing as both rules, so the
+/// bytes are the rule's own whenever `scales` are the bytes its search returns.
+pub(crate) fn encode_row_scales(
+    format: FormatId,
+    src: &[f32],
+    opts: &EncodeOptions<'_>,
+    scales: Option<&[u8]>,
+    dst: &mut [u8],
+) -> Result<()> {
     let cb = match format {
         FormatId::RocmFp2 => Codebook::Fp2,
         FormatId::RocmFp3 => Codebook::Fp3,
@@ -106,7 +132,9 @@ pub(crate) fn encode_row(
             let xs = &x[16 * hh..16 * hh + 16];
             let qw = opts.importance.and_then(|w| w.get(32 * bi + 16 * hh..32 * bi + 16 * hh + 16));
             fill_half(&mut half, xs, qw, sigma2);
-            let b = if exhaustive {
+            let b = if let Some(sc) = scales {
+                sc[2 * bi + hh]
+            } else if exhaustive {
                 scale_search::search_exhaustive(cb, &half, &table)
             } else if cb == Codebook::Fp2 && opts.importance.is_none() {
                 quad_fp2::search_fp2_unweighted(&half, &table)

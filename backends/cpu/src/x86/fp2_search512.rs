@@ -1,0 +1,311 @@
+//! AVX-512 ROCmFP2 scale search: the core's fast search (`lowbit-core`,
+//! `format/rocmfpx/quad_fp2.rs`, unit weights) run on 8 halves at once, one half per f64 lane.
+//! Only the search lives here (no code choice or packing: the core's
+//! `codec::encode_rocmfp2_row_with_scales` does those); the safe driver is `crate::fp2_search`.
+//!
+//! # Why it returns the core's byte
+//!
+//! Every lane performs the scalar search's f64 operations on the same values in the same order
+//! (no FMA: the scalar code has none, and these intrinsics are never contracted): the 16 keys
+//! `|x| bits | index` sorted by the same comparator network (`vpmaxuq`/`vpminuq`), `A` summed
+//! in the same four lanes, the prefix sums in the same blocks, `B_k = P + 3 P_k`,
+//! `v_k = B_k (1 / C_k)`, `m_k = A - B_k v_k`, the same comparison tree for the smallest `m_k`
+//! (values and `k` carried with it), the same window of four bytes around each vertex, `T_E`,
+//! `T'`, the survivors and the marked bytes. A lane is decided here only where the scalar
+//! search would return directly from that state: exactly one marked byte and no walk beyond
+//! a window (or `A = 0`: byte 0). Every other lane (index bits in the low four bits of a key,
+//! a walk, several or no marked bytes) is handed back to the driver, which runs the core's
+//! scalar search on that half. The constants below are the core's (same values; the tests
+//! compare the bytes with the core's scalar and exhaustive searches on every ISA).
+
+use core::arch::x86_64::*;
+
+/// Legal scale bytes 0x00..=0x7E.
+const NB: i64 = 127;
+
+/// The UE4M3-b8 value of byte `b` as f64 (exact; FORMATS.md section 3).
+const fn ue4m3_b8(b: usize) -> f64 {
+    let e = b >> 3;
+    let m = (b & 7) as f64;
+    if e == 0 {
+        m / 1024.0
+    } else {
+        (8.0 + m) * f64::from_bits(((1023 + e - 11) as u64) << 52)
+    }
+}
+
+/// The scale of every byte 0..=126 (entry 127 unused: indices here stay in 0..=126).
+pub(crate) const SCALE: [f64; 128] = {
+    let mut t = [0f64; 128];
+    let mut b = 0;
+    while b < 127 {
+        t[b] = ue4m3_b8(b);
+        b += 1;
+    }
+    t
+};
+
+/// `1 / (16 + 15 k)`, rounded: the reciprocal of `C_k` for unit weights.
+const RC: [f64; 17] = {
+    let mut r = [0f64; 17];
+    let mut k = 0;
+    while k < 17 {
+        r[k] = 1.0 / (16.0 + 15.0 * k as f64);
+        k += 1;
+    }
+    r
+};
+
+const EPS_Q: f64 = 1.0 / 35_184_372_088_832.0; // 2^-45
+const EPS_M: f64 = 1.0 / 17_592_186_044_416.0; // 2^-44
+const GROW46: f64 = 1.0 + 1.0 / 70_368_744_177_664.0; // 1 + 2^-46
+const VLO: f64 = 1.0 - 1.0 / 1_073_741_824.0; // 1 - 2^-30
+const VHI: f64 = 1.0 + 1.0 / 1_073_741_824.0;
+
+/// What the vector search found for 8 halves.
+pub(crate) struct Found {
+    /// The byte of each lane decided here.
+    pub bytes: [u8; 8],
+    /// Lanes (bit `l`) the vector search did not decide: the caller runs the scalar search.
+    pub undecided: u8,
+}
+
+/// [`search8`] where the CPU has AVX-512 F/BW/VL (`None` otherwise): the safe entry point.
+pub(crate) fn search8_checked(x: &[f32; 128]) -> Option<Found> {
+    if !crate::isa::Isa::Avx512.available() {
+        return None;
+    }
+    // SAFETY: `Isa::Avx512.available()` confirmed AVX-512 F/BW/VL and AVX2 on this CPU.
+    Some(unsafe { search8(x) })
+}
+
+/// The scale bytes of the 8 halves `x[16 l..16 l + 16]`, `l = 0..8`, or `undecided` lanes.
+/// Any input values are memory-safe (non-finite ones give some byte; the codec rejects them).
+///
+/// # Safety
+/// The CPU must support AVX-512 F, BW and VL (`Isa::Avx512` available).
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2")]
+unsafe fn search8(x: &[f32; 128]) -> Found {
+    let lane16 = _mm256_setr_epi32(0, 16, 32, 48, 64, 80, 96, 112);
+    let absm = _mm512_set1_epi64(0x7fff_ffff_ffff_ffff);
+    let mut key = [_mm512_setzero_si512(); 16];
+    let mut low = _mm512_setzero_si512();
+    for (j, kj) in key.iter_mut().enumerate() {
+        // SAFETY: indices j + 16 l <= 127 stay inside `x` (128 values).
+        let v = unsafe { _mm256_i32gather_ps::<4>(x.as_ptr().add(j), lane16) };
+        let bits = _mm512_and_si512(_mm512_castpd_si512(_mm512_cvtps_pd(v)), absm);
+        low = _mm512_or_si512(low, bits);
+        *kj = _mm512_or_si512(bits, _mm512_set1_epi64(j as i64));
+    }
+    let low = _mm512_test_epi64_mask(low, _mm512_set1_epi64(15));
+    macro_rules! cx {
+        ($($i:literal $j:literal),*) => {$(
+            let (a, b) = (key[$i], key[$j]);
+            key[$i] = _mm512_max_epu64(a, b);
+            key[$j] = _mm512_min_epu64(a, b);
+        )*};
+    }
+    cx!(0 1, 2 3, 0 2, 1 3, 1 2, 4 5, 6 7, 4 6, 5 7, 5 6, 0 4, 2 6, 2 4, 1 5, 3 7, 3 5, 1 2, 3 4,
+        5 6, 8 9, 10 11, 8 10, 9 11, 9 10, 12 13, 14 15, 12 14, 13 15, 13 14, 8 12, 10 14, 10 12,
+        9 13, 11 15, 11 13, 9 10, 11 12, 13 14, 0 8, 4 12, 4 8, 2 10, 6 14, 6 10, 2 4, 6 8, 10 12,
+        1 9, 5 13, 5 9, 3 11, 7 15, 7 11, 3 5, 7 9, 11 13, 1 2, 3 4, 5 6, 7 8, 9 10, 11 12, 13 14);
+    let clear = _mm512_set1_epi64(!15);
+    let a: [__m512d; 16] =
+        core::array::from_fn(|j| _mm512_castsi512_pd(_mm512_and_si512(key[j], clear)));
+    let a2: [__m512d; 16] = core::array::from_fn(|j| _mm512_mul_pd(a[j], a[j]));
+    // A: four lanes l_j = ((a2_j + a2_{4+j}) + a2_{8+j}) + a2_{12+j}, then (l0 + l1) + (l2 + l3).
+    let l: [__m512d; 4] = core::array::from_fn(|j| {
+        _mm512_add_pd(_mm512_add_pd(_mm512_add_pd(a2[j], a2[4 + j]), a2[8 + j]), a2[12 + j])
+    });
+    let aa = _mm512_add_pd(_mm512_add_pd(l[0], l[1]), _mm512_add_pd(l[2], l[3]));
+    let zero_a = _mm512_cmp_pd_mask::<_CMP_EQ_OQ>(aa, _mm512_setzero_pd());
+    // Prefix sums of a in four blocks of four, then the block offsets (the core's scan16).
+    let mut p = a;
+    for b in 0..4 {
+        for j in 1..4 {
+            p[4 * b + j] = _mm512_add_pd(p[4 * b + j - 1], a[4 * b + j]);
+        }
+    }
+    let o1 = p[3];
+    let o2 = _mm512_add_pd(o1, p[7]);
+    let o3 = _mm512_add_pd(o2, p[11]);
+    for j in 0..4 {
+        p[4 + j] = _mm512_add_pd(p[4 + j], o1);
+        p[8 + j] = _mm512_add_pd(p[8 + j], o2);
+        p[12 + j] = _mm512_add_pd(p[12 + j], o3);
+    }
+    let pt = p[15];
+    let three = _mm512_set1_pd(3.0);
+    let mut bk = [_mm512_setzero_pd(); 17];
+    let mut vk = [_mm512_setzero_pd(); 17];
+    let mut mk = [_mm512_setzero_pd(); 17];
+    for k in 0..17 {
+        let pk = if k == 0 { _mm512_setzero_pd() } else { p[k - 1] };
+        let b = _mm512_add_pd(pt, _mm512_mul_pd(three, pk));
+        let v = _mm512_mul_pd(b, _mm512_set1_pd(RC[k]));
+        bk[k] = b;
+        vk[k] = v;
+        mk[k] = _mm512_sub_pd(aa, _mm512_mul_pd(b, v));
+    }
+    // The core's argmin17 tree, carrying (m, B, v, k).
+    let kf: [__m512d; 17] = core::array::from_fn(|k| _mm512_set1_pd(k as f64));
+    let pick = |x: (__m512d, __m512d, __m512d, __m512d),
+                y: (__m512d, __m512d, __m512d, __m512d)| {
+        let lt = _mm512_cmp_pd_mask::<_CMP_LT_OQ>(y.0, x.0);
+        (
+            _mm512_mask_blend_pd(lt, x.0, y.0),
+            _mm512_mask_blend_pd(lt, x.1, y.1),
+            _mm512_mask_blend_pd(lt, x.2, y.2),
+            _mm512_mask_blend_pd(lt, x.3, y.3),
+        )
+    };
+    let mut t: [(__m512d, __m512d, __m512d, __m512d); 8] = core::array::from_fn(|i| {
+        pick(
+            (mk[2 * i], bk[2 * i], vk[2 * i], kf[2 * i]),
+            (mk[2 * i + 1], bk[2 * i + 1], vk[2 * i + 1], kf[2 * i + 1]),
+        )
+    });
+    let mut n = 8;
+    while n > 1 {
+        n /= 2;
+        for i in 0..n {
+            t[i] = pick(t[2 * i], t[2 * i + 1]);
+        }
+    }
+    let (_, b0, v0, k0) = pick(t[0], (mk[16], bk[16], vk[16], kf[16]));
+    let c0 = _mm512_add_pd(_mm512_set1_pd(16.0), _mm512_mul_pd(_mm512_set1_pd(15.0), k0));
+    // T_E from the best quadratic's window: its bytes f and min(f + 1, 126).
+    let f = floor_byte(v0);
+    let w0 = window_start(f);
+    let (q, d, _) = window(aa, b0, c0, w0);
+    let eps_q = _mm512_set1_pd(EPS_Q);
+    let u: [__m512d; 4] = core::array::from_fn(|i| _mm512_add_pd(q[i], _mm512_mul_pd(eps_q, d[i])));
+    let at = |i: __m512i| {
+        let mut r = u[0];
+        for (j, uj) in u.iter().enumerate().skip(1) {
+            let m = _mm512_cmpeq_epi64_mask(i, _mm512_set1_epi64(j as i64));
+            r = _mm512_mask_blend_pd(m, r, *uj);
+        }
+        r
+    };
+    let inf = _mm512_set1_pd(f64::INFINITY);
+    let u0 = at(_mm512_sub_epi64(f, w0));
+    let te = _mm512_mask_blend_pd(_mm512_cmp_pd_mask::<_CMP_LT_OQ>(u0, inf), inf, u0);
+    let f1 = _mm512_min_epi64(_mm512_add_epi64(f, _mm512_set1_epi64(1)), _mm512_set1_epi64(NB - 1));
+    let u1 = at(_mm512_sub_epi64(f1, w0));
+    let te = _mm512_mask_blend_pd(_mm512_cmp_pd_mask::<_CMP_LT_OQ>(u1, te), te, u1);
+    let tp = _mm512_mul_pd(te, _mm512_set1_pd(GROW46));
+    let mcut = _mm512_add_pd(tp, _mm512_mul_pd(_mm512_set1_pd(EPS_M), aa));
+    // Survivors and their marked bytes (lanes already settled are skipped).
+    let settled = low | zero_a;
+    let mut walk: u8 = 0;
+    let (mut lo, mut hi) = (_mm512_setzero_si512(), _mm512_setzero_si512());
+    for k in 0..17 {
+        let live = _mm512_cmp_pd_mask::<_CMP_LE_OQ>(mk[k], mcut) & !settled;
+        if live == 0 {
+            continue;
+        }
+        let c = _mm512_set1_pd(16.0 + 15.0 * k as f64);
+        let wk = window_start(floor_byte(vk[k]));
+        let (q, d, s) = window(aa, bk[k], c, wk);
+        let mut nib = _mm512_setzero_si512();
+        let mut bit = [0u8; 4];
+        for i in 0..4 {
+            let lhs = _mm512_sub_pd(q[i], _mm512_mul_pd(eps_q, d[i]));
+            bit[i] = _mm512_cmp_pd_mask::<_CMP_LE_OQ>(lhs, tp);
+            nib = _mm512_mask_or_epi64(nib, bit[i], nib, _mm512_set1_epi64(1 << i));
+        }
+        let below = _mm512_cmpgt_epi64_mask(wk, _mm512_setzero_si512())
+            & (bit[0]
+                | _mm512_cmp_pd_mask::<_CMP_GE_OQ>(
+                    s[0],
+                    _mm512_mul_pd(vk[k], _mm512_set1_pd(VLO)),
+                ));
+        let above = _mm512_cmplt_epi64_mask(
+            _mm512_add_epi64(wk, _mm512_set1_epi64(4)),
+            _mm512_set1_epi64(NB),
+        ) & (bit[3]
+            | _mm512_cmp_pd_mask::<_CMP_LE_OQ>(s[3], _mm512_mul_pd(vk[k], _mm512_set1_pd(VHI))));
+        walk |= live & (below | above);
+        let lo_k = _mm512_sllv_epi64(nib, wk);
+        let hi_k = _mm512_or_si512(
+            _mm512_sllv_epi64(nib, _mm512_sub_epi64(wk, _mm512_set1_epi64(64))),
+            _mm512_srlv_epi64(nib, _mm512_sub_epi64(_mm512_set1_epi64(64), wk)),
+        );
+        lo = _mm512_mask_or_epi64(lo, live, lo, lo_k);
+        hi = _mm512_mask_or_epi64(hi, live, hi, hi_k);
+    }
+    let (mut lo_a, mut hi_a) = ([0u64; 8], [0u64; 8]);
+    // SAFETY: each array holds 8 u64 (64 bytes); unaligned stores.
+    unsafe {
+        _mm512_storeu_si512(lo_a.as_mut_ptr().cast(), lo);
+        _mm512_storeu_si512(hi_a.as_mut_ptr().cast(), hi);
+    }
+    let mut found = Found { bytes: [0; 8], undecided: 0 };
+    for l in 0..8 {
+        let bit = 1u8 << l;
+        if low & bit != 0 || (zero_a & bit == 0 && walk & bit != 0) {
+            found.undecided |= bit;
+        } else if zero_a & bit != 0 {
+            found.bytes[l] = 0;
+        } else if lo_a[l].count_ones() + hi_a[l].count_ones() == 1 {
+            let pos =
+                if lo_a[l] != 0 { lo_a[l].trailing_zeros() } else { 64 + hi_a[l].trailing_zeros() };
+            found.bytes[l] = pos as u8;
+        } else {
+            found.undecided |= bit;
+        }
+    }
+    found
+}
+
+/// The core's `floor_byte` per lane, as i64 in 0..=126 (the clamp at 0 only matters for
+/// values the codec rejects).
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2")]
+fn floor_byte(t: __m512d) -> __m512i {
+    let normal =
+        _mm512_sub_epi64(_mm512_srli_epi64::<49>(_mm512_castpd_si512(t)), _mm512_set1_epi64(8120));
+    let sh = _mm512_add_pd(t, _mm512_set1_pd(1.0 / 128.0));
+    let linear =
+        _mm512_sub_epi64(_mm512_srli_epi64::<49>(_mm512_castpd_si512(sh)), _mm512_set1_epi64(8128));
+    let small = _mm512_cmp_pd_mask::<_CMP_LT_OQ>(t, _mm512_set1_pd(1.0 / 128.0));
+    let b = _mm512_mask_blend_epi64(small, normal, linear);
+    _mm512_max_epi64(_mm512_min_epi64(b, _mm512_set1_epi64(NB - 1)), _mm512_setzero_si512())
+}
+
+/// The first of the four window bytes around a vertex whose floor byte is `f`:
+/// `clamp(f, 1, 124) - 1`.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2")]
+fn window_start(f: __m512i) -> __m512i {
+    let c = _mm512_max_epi64(_mm512_min_epi64(f, _mm512_set1_epi64(NB - 3)), _mm512_set1_epi64(1));
+    _mm512_sub_epi64(c, _mm512_set1_epi64(1))
+}
+
+/// `(q, D, s)` of the quadratic `(aa, b, c)` at the four bytes `w0..w0 + 4`: the core's
+/// `quad`, `x = A + (s s) C`, `y = (2 s) B`, `q = x - y`, `D = x + y`.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2")]
+fn window(
+    aa: __m512d,
+    b: __m512d,
+    c: __m512d,
+    w0: __m512i,
+) -> ([__m512d; 4], [__m512d; 4], [__m512d; 4]) {
+    let two = _mm512_set1_pd(2.0);
+    let mut q = [_mm512_setzero_pd(); 4];
+    let mut d = [_mm512_setzero_pd(); 4];
+    let mut s = [_mm512_setzero_pd(); 4];
+    for i in 0..4 {
+        let idx = _mm512_add_epi64(w0, _mm512_set1_epi64(i as i64));
+        // SAFETY: `w0 + i` is in 0..=126 (window_start), inside SCALE's 128 entries.
+        let si = unsafe { _mm512_i64gather_pd::<8>(idx, SCALE.as_ptr().cast()) };
+        let x = _mm512_add_pd(aa, _mm512_mul_pd(_mm512_mul_pd(si, si), c));
+        let y = _mm512_mul_pd(_mm512_mul_pd(two, si), b);
+        q[i] = _mm512_sub_pd(x, y);
+        d[i] = _mm512_add_pd(x, y);
+        s[i] = si;
+    }
+    (q, d, s)
+}
