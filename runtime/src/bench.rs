@@ -363,7 +363,7 @@ fn encode_rate(
     let rb = format.row_bytes(k).map_err(|e| e.to_string())?;
     let mut first = vec![0u8; x.len() / k * rb];
     for (row, out) in x.chunks_exact(k).zip(first.chunks_exact_mut(rb)) {
-        codec::encode_row(format, row, &opts, out).map_err(|e| e.to_string())?;
+        lowbit_cpu::fp2_search::encode_row(format, row, &opts, out).map_err(|e| e.to_string())?;
     }
     let mut out = vec![0u8; rb];
     let pass_min = min / ENCODE_PASSES as u32;
@@ -373,7 +373,8 @@ fn encode_rate(
         let t = Instant::now();
         loop {
             for row in x.chunks_exact(k) {
-                codec::encode_row(format, row, &opts, &mut out).map_err(|e| e.to_string())?;
+                lowbit_cpu::fp2_search::encode_row(format, row, &opts, &mut out)
+                    .map_err(|e| e.to_string())?;
                 done += k;
             }
             if t.elapsed() >= pass_min {
@@ -407,7 +408,8 @@ fn search_rates(format: FormatId, k: usize, x: &[f32]) -> Result<(f64, f64), Str
             for (i, &rule) in rules.iter().enumerate() {
                 let opts = EncodeOptions { rule, importance: None };
                 let t = Instant::now();
-                codec::encode_row(format, row, &opts, &mut out).map_err(|e| e.to_string())?;
+                lowbit_cpu::fp2_search::encode_row(format, row, &opts, &mut out)
+                    .map_err(|e| e.to_string())?;
                 b[i] = b[i].min(t.elapsed().as_secs_f64());
                 std::hint::black_box(&out);
             }

@@ -12,6 +12,22 @@ use lowbit_core::{codec, EncodeOptions, FormatId, Rule};
 
 use crate::isa::Isa;
 
+/// `codec::encode_row`, with ROCmFP2's `Rule::Reference` without importance weights taken by
+/// [`encode_rocmfp2_row`] (the same bytes, the same errors): the entry point for callers that
+/// encode rows of any format (the quantizer, the benchmark).
+pub fn encode_row(
+    format: FormatId,
+    src: &[f32],
+    opts: &EncodeOptions<'_>,
+    dst: &mut [u8],
+) -> lowbit_core::Result<()> {
+    if format == FormatId::RocmFp2 && opts.rule == Rule::Reference && opts.importance.is_none() {
+        encode_rocmfp2_row(src, dst)
+    } else {
+        codec::encode_row(format, src, opts, dst)
+    }
+}
+
 /// Encodes one ROCmFP2 row (`src.len()` a multiple of 32, `dst` `src.len() / 32 * 10`
 /// bytes) as `codec::encode_row` with `Rule::Reference` and no importance weights does, with
 /// the process-wide ISA ([`crate::isa::selected`]; scalar if it cannot be determined).

@@ -317,14 +317,14 @@ pub fn quantize_tensor(
                     let m = (r / rows_per_mat.max(1)).min(n_mat.saturating_sub(1));
                     let imp = importance.map(|w| &w[m * k..(m + 1) * k]);
                     let opts = EncodeOptions { rule: plan.encoder, importance: imp };
-                    codec::encode_row(plan.format, &buf, &opts, dst).map_err(|source| {
-                        QuantError::Codec {
+                    lowbit_cpu::fp2_search::encode_row(plan.format, &buf, &opts, dst).map_err(
+                        |source| QuantError::Codec {
                             tensor: name.to_owned(),
                             stage: "encoding",
                             row: r,
                             source,
-                        }
-                    })?;
+                        },
+                    )?;
                 }
                 progress(name, (chunk.len() / rb * k) as u64);
                 Ok(())
