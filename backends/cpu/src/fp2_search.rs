@@ -250,3 +250,60 @@ mod tests {
         }
     }
 }
+
+#[cfg(all(test, target_arch = "x86_64"))]
+mod timing {
+    use super::*;
+    #[test]
+    #[ignore]
+    fn time_search() {
+        let mut st = 1u64;
+        let x: Vec<f32> = (0..262144)
+            .map(|_| {
+                let mut g = 0.0;
+                for _ in 0..4 {
+                    st = st.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                    g += ((st >> 11) as f64) / ((1u64 << 53) as f64) - 0.5;
+                }
+                g as f32
+            })
+            .collect();
+        let mut out = vec![0u8; x.len() / 16];
+        let mut enc = vec![0u8; x.len() / 32 * 10];
+        for isa in [Isa::Scalar, Isa::Avx512] {
+            let mut best = f64::INFINITY;
+            let mut best_e = f64::INFINITY;
+            for _ in 0..20 {
+                let t = std::time::Instant::now();
+                rocmfp2_scales(isa, &x, &mut out);
+                best = best.min(t.elapsed().as_secs_f64());
+                let t = std::time::Instant::now();
+                encode_rocmfp2_row_with(isa, &x, &mut enc).unwrap();
+                best_e = best_e.min(t.elapsed().as_secs_f64());
+            }
+            let mut b8 = f64::INFINITY;
+            let mut und = 0;
+            for _ in 0..20 {
+                und = 0;
+                let t = std::time::Instant::now();
+                for c in x.chunks_exact(128) {
+                    let f =
+                        crate::x86::fp2_search512::search8_checked(c.try_into().unwrap()).unwrap();
+                    und += f.undecided.count_ones();
+                    std::hint::black_box(f.bytes);
+                }
+                b8 = b8.min(t.elapsed().as_secs_f64());
+            }
+            eprintln!("search8 only {:.2} ns/w, undecided {und}", b8 * 1e9 / x.len() as f64);
+            let t = std::time::Instant::now();
+            codec::encode_rocmfp2_row_with_scales(&x, &out, &mut enc).unwrap();
+            let common = t.elapsed().as_secs_f64();
+            eprintln!(
+                "{isa:?}: search {:.2} ns/w, encode {:.2} ns/w, common (1 run) {:.2}",
+                best * 1e9 / x.len() as f64,
+                best_e * 1e9 / x.len() as f64,
+                common * 1e9 / x.len() as f64
+            );
+        }
+    }
+}

@@ -86,14 +86,25 @@ pub(crate) fn search8_checked(x: &[f32; 128]) -> Option<Found> {
 /// The CPU must support AVX-512 F, BW and VL (`Isa::Avx512` available).
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2")]
 unsafe fn search8(x: &[f32; 128]) -> Found {
-    let lane16 = _mm256_setr_epi32(0, 16, 32, 48, 64, 80, 96, 112);
+    // Element j of every half in vector j: each half widened (elements 0..8 and 8..16), then
+    // two 8x8 transposes.
+    let mut lo8 = [_mm512_setzero_pd(); 8];
+    let mut hi8 = [_mm512_setzero_pd(); 8];
+    for l in 0..8 {
+        // SAFETY: reads x[16 l..16 l + 16], inside `x` (128 values); unaligned load.
+        let v = unsafe { _mm512_loadu_ps(x.as_ptr().add(16 * l)) };
+        lo8[l] = _mm512_cvtps_pd(_mm512_castps512_ps256(v));
+        hi8[l] =
+            _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(v))));
+    }
+    transpose8(&mut lo8);
+    transpose8(&mut hi8);
     let absm = _mm512_set1_epi64(0x7fff_ffff_ffff_ffff);
     let mut key = [_mm512_setzero_si512(); 16];
     let mut low = _mm512_setzero_si512();
     for (j, kj) in key.iter_mut().enumerate() {
-        // SAFETY: indices j + 16 l <= 127 stay inside `x` (128 values).
-        let v = unsafe { _mm256_i32gather_ps::<4>(x.as_ptr().add(j), lane16) };
-        let bits = _mm512_and_si512(_mm512_castpd_si512(_mm512_cvtps_pd(v)), absm);
+        let v = if j < 8 { lo8[j] } else { hi8[j - 8] };
+        let bits = _mm512_and_si512(_mm512_castpd_si512(v), absm);
         low = _mm512_or_si512(low, bits);
         *kj = _mm512_or_si512(bits, _mm512_set1_epi64(j as i64));
     }
@@ -172,12 +183,12 @@ unsafe fn search8(x: &[f32; 128]) -> Found {
             t[i] = pick(t[2 * i], t[2 * i + 1]);
         }
     }
-    let (_, b0, v0, k0) = pick(t[0], (mk[16], bk[16], vk[16], kf[16]));
+    let (m0, b0, v0, k0) = pick(t[0], (mk[16], bk[16], vk[16], kf[16]));
     let c0 = _mm512_add_pd(_mm512_set1_pd(16.0), _mm512_mul_pd(_mm512_set1_pd(15.0), k0));
     // T_E from the best quadratic's window: its bytes f and min(f + 1, 126).
     let f = floor_byte(v0);
     let w0 = window_start(f);
-    let (q, d, _) = window(aa, b0, c0, w0);
+    let (q, d, s0) = window(aa, b0, c0, w0);
     let eps_q = _mm512_set1_pd(EPS_Q);
     let u: [__m512d; 4] = core::array::from_fn(|i| _mm512_add_pd(q[i], _mm512_mul_pd(eps_q, d[i])));
     let at = |i: __m512i| {
@@ -196,44 +207,22 @@ unsafe fn search8(x: &[f32; 128]) -> Found {
     let te = _mm512_mask_blend_pd(_mm512_cmp_pd_mask::<_CMP_LT_OQ>(u1, te), te, u1);
     let tp = _mm512_mul_pd(te, _mm512_set1_pd(GROW46));
     let mcut = _mm512_add_pd(tp, _mm512_mul_pd(_mm512_set1_pd(EPS_M), aa));
-    // Survivors and their marked bytes (lanes already settled are skipped).
+    // Survivors and their marked bytes (lanes already settled are skipped): the best
+    // quadratic's from its window above, every other survivor's from its own window.
     let settled = low | zero_a;
-    let mut walk: u8 = 0;
     let (mut lo, mut hi) = (_mm512_setzero_si512(), _mm512_setzero_si512());
+    let live0 = _mm512_cmp_pd_mask::<_CMP_LE_OQ>(m0, mcut) & !settled;
+    let mut walk = mark(q, d, s0, w0, v0, tp, live0, &mut lo, &mut hi);
     for k in 0..17 {
-        let live = _mm512_cmp_pd_mask::<_CMP_LE_OQ>(mk[k], mcut) & !settled;
+        let not_k0 = _mm512_cmp_pd_mask::<_CMP_NEQ_UQ>(k0, kf[k]);
+        let live = _mm512_cmp_pd_mask::<_CMP_LE_OQ>(mk[k], mcut) & not_k0 & !settled;
         if live == 0 {
             continue;
         }
         let c = _mm512_set1_pd(16.0 + 15.0 * k as f64);
         let wk = window_start(floor_byte(vk[k]));
         let (q, d, s) = window(aa, bk[k], c, wk);
-        let mut nib = _mm512_setzero_si512();
-        let mut bit = [0u8; 4];
-        for i in 0..4 {
-            let lhs = _mm512_sub_pd(q[i], _mm512_mul_pd(eps_q, d[i]));
-            bit[i] = _mm512_cmp_pd_mask::<_CMP_LE_OQ>(lhs, tp);
-            nib = _mm512_mask_or_epi64(nib, bit[i], nib, _mm512_set1_epi64(1 << i));
-        }
-        let below = _mm512_cmpgt_epi64_mask(wk, _mm512_setzero_si512())
-            & (bit[0]
-                | _mm512_cmp_pd_mask::<_CMP_GE_OQ>(
-                    s[0],
-                    _mm512_mul_pd(vk[k], _mm512_set1_pd(VLO)),
-                ));
-        let above = _mm512_cmplt_epi64_mask(
-            _mm512_add_epi64(wk, _mm512_set1_epi64(4)),
-            _mm512_set1_epi64(NB),
-        ) & (bit[3]
-            | _mm512_cmp_pd_mask::<_CMP_LE_OQ>(s[3], _mm512_mul_pd(vk[k], _mm512_set1_pd(VHI))));
-        walk |= live & (below | above);
-        let lo_k = _mm512_sllv_epi64(nib, wk);
-        let hi_k = _mm512_or_si512(
-            _mm512_sllv_epi64(nib, _mm512_sub_epi64(wk, _mm512_set1_epi64(64))),
-            _mm512_srlv_epi64(nib, _mm512_sub_epi64(_mm512_set1_epi64(64), wk)),
-        );
-        lo = _mm512_mask_or_epi64(lo, live, lo, lo_k);
-        hi = _mm512_mask_or_epi64(hi, live, hi, hi_k);
+        walk |= mark(q, d, s, wk, vk[k], tp, live, &mut lo, &mut hi);
     }
     let (mut lo_a, mut hi_a) = ([0u64; 8], [0u64; 8]);
     // SAFETY: each array holds 8 u64 (64 bytes); unaligned stores.
@@ -257,6 +246,74 @@ unsafe fn search8(x: &[f32; 128]) -> Found {
         }
     }
     found
+}
+
+/// Transposes 8 vectors of 8 f64 (`r[i]` lane `l` <- `r[l]` lane `i`): for each bit `s` of
+/// the index, the entries whose row and lane indices differ in bit `s` swap that bit.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2")]
+fn transpose8(r: &mut [__m512d; 8]) {
+    for s in [1usize, 2, 4] {
+        // x' lane l = l & s ? y[l - s] : x[l];  y' lane l = l & s ? y[l] : x[l + s]
+        let ix: [i64; 8] =
+            core::array::from_fn(|l| if l & s != 0 { (8 + l - s) as i64 } else { l as i64 });
+        let iy: [i64; 8] =
+            core::array::from_fn(|l| if l & s != 0 { (8 + l) as i64 } else { (l + s) as i64 });
+        // SAFETY: reads 8 i64 from each local array (64 bytes); unaligned loads.
+        let (ix, iy) = unsafe {
+            (_mm512_loadu_si512(ix.as_ptr().cast()), _mm512_loadu_si512(iy.as_ptr().cast()))
+        };
+        for i in 0..8 {
+            if i & s == 0 {
+                let (x, y) = (r[i], r[i + s]);
+                r[i] = _mm512_permutex2var_pd(x, ix, y);
+                r[i + s] = _mm512_permutex2var_pd(x, iy, y);
+            }
+        }
+    }
+}
+
+/// The core's `mark_bytes` within the window `w0..w0 + 4` (`q`, `D`, scales `s`) of a
+/// quadratic with vertex `v`, for the lanes in `live`: the bytes with `q - 2^-45 D <= tp` are
+/// set in the 127-bit masks `lo` (bytes 0..64) and `hi` (64..127); returns the lanes whose walk
+/// would go on beyond the window (those are left to the scalar search).
+#[allow(clippy::too_many_arguments)]
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2")]
+fn mark(
+    q: [__m512d; 4],
+    d: [__m512d; 4],
+    s: [__m512d; 4],
+    w0: __m512i,
+    v: __m512d,
+    tp: __m512d,
+    live: __mmask8,
+    lo: &mut __m512i,
+    hi: &mut __m512i,
+) -> __mmask8 {
+    let eps_q = _mm512_set1_pd(EPS_Q);
+    let mut nib = _mm512_setzero_si512();
+    let mut bit = [0u8; 4];
+    for i in 0..4 {
+        let lhs = _mm512_sub_pd(q[i], _mm512_mul_pd(eps_q, d[i]));
+        bit[i] = _mm512_cmp_pd_mask::<_CMP_LE_OQ>(lhs, tp);
+        nib = _mm512_mask_or_epi64(nib, bit[i], nib, _mm512_set1_epi64(1 << i));
+    }
+    let below = _mm512_cmpgt_epi64_mask(w0, _mm512_setzero_si512())
+        & (bit[0] | _mm512_cmp_pd_mask::<_CMP_GE_OQ>(s[0], _mm512_mul_pd(v, _mm512_set1_pd(VLO))));
+    let above =
+        _mm512_cmplt_epi64_mask(_mm512_add_epi64(w0, _mm512_set1_epi64(4)), _mm512_set1_epi64(NB))
+            & (bit[3]
+                | _mm512_cmp_pd_mask::<_CMP_LE_OQ>(s[3], _mm512_mul_pd(v, _mm512_set1_pd(VHI))));
+    // shifts by 64 or more (or "negative" ones, huge as unsigned) give 0
+    let lo_k = _mm512_sllv_epi64(nib, w0);
+    let hi_k = _mm512_or_si512(
+        _mm512_sllv_epi64(nib, _mm512_sub_epi64(w0, _mm512_set1_epi64(64))),
+        _mm512_srlv_epi64(nib, _mm512_sub_epi64(_mm512_set1_epi64(64), w0)),
+    );
+    *lo = _mm512_mask_or_epi64(*lo, live, *lo, lo_k);
+    *hi = _mm512_mask_or_epi64(*hi, live, *hi, hi_k);
+    live & (below | above)
 }
 
 /// The core's `floor_byte` per lane, as i64 in 0..=126 (the clamp at 0 only matters for
@@ -283,6 +340,21 @@ fn window_start(f: __m512i) -> __m512i {
     _mm512_sub_epi64(c, _mm512_set1_epi64(1))
 }
 
+/// The scale of byte `b` (0..=126) per lane, exactly [`SCALE`]`[b]`, without a table: bytes
+/// `>= 8` are `(8 + m) 2^(e - 11) = (1 + m/8) 2^(e - 8)` with `e = b >> 3`, `m = b & 7`, whose
+/// f64 bits are `(e + 1015) << 52 | m << 49 = (b + 8120) << 49`; bytes `< 8` are `b / 1024`
+/// (an exact conversion and an exact product).
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2")]
+fn scale_of(b: __m512i) -> __m512d {
+    let normal =
+        _mm512_castsi512_pd(_mm512_slli_epi64::<49>(_mm512_add_epi64(b, _mm512_set1_epi64(8120))));
+    let sub =
+        _mm512_mul_pd(_mm512_cvtepi32_pd(_mm512_cvtepi64_epi32(b)), _mm512_set1_pd(1.0 / 1024.0));
+    let small = _mm512_cmplt_epi64_mask(b, _mm512_set1_epi64(8));
+    _mm512_mask_blend_pd(small, normal, sub)
+}
+
 /// `(q, D, s)` of the quadratic `(aa, b, c)` at the four bytes `w0..w0 + 4`: the core's
 /// `quad`, `x = A + (s s) C`, `y = (2 s) B`, `q = x - y`, `D = x + y`.
 #[inline]
@@ -298,9 +370,7 @@ fn window(
     let mut d = [_mm512_setzero_pd(); 4];
     let mut s = [_mm512_setzero_pd(); 4];
     for i in 0..4 {
-        let idx = _mm512_add_epi64(w0, _mm512_set1_epi64(i as i64));
-        // SAFETY: `w0 + i` is in 0..=126 (window_start), inside SCALE's 128 entries.
-        let si = unsafe { _mm512_i64gather_pd::<8>(idx, SCALE.as_ptr().cast()) };
+        let si = scale_of(_mm512_add_epi64(w0, _mm512_set1_epi64(i as i64)));
         let x = _mm512_add_pd(aa, _mm512_mul_pd(_mm512_mul_pd(si, si), c));
         let y = _mm512_mul_pd(_mm512_mul_pd(two, si), b);
         q[i] = _mm512_sub_pd(x, y);
