@@ -98,7 +98,11 @@ mod tests {
     /// levels, groups of equals, a wide range, the smallest normals, one outlier).
     fn half(r: &mut Lcg, kind: usize) -> [f32; 16] {
         let mag = [1e-3, 0.02, 1.0, 300.0, 7e-5][(r.uni() * 5.0) as usize % 5];
-        let scale = |b: usize| crate::x86::fp2_search512::SCALE[b.min(126)];
+        let scale = |b: usize| {
+            let b = b.min(126) as u8;
+            let blk = lowbit_core::format::rocmfpx::BlockRocmFp2 { qs: [0; 8], e: [b, b] };
+            f64::from(blk.scales().unwrap()[0])
+        };
         core::array::from_fn(|i| {
             let u = r.uni();
             let sign = if r.uni() < 0.5 { -1.0 } else { 1.0 };
@@ -192,6 +196,10 @@ mod tests {
                 encode_rocmfp2_row_with(isa, &x, &mut got).unwrap();
                 assert_eq!(got, want, "{isa:?} row {n}");
             }
+            // the process-wide ISA (`LOWBIT_CPU`) through the drop-in entry point
+            let mut got = vec![0u8; bytes];
+            encode_row(FormatId::RocmFp2, &x, &reference, &mut got).unwrap();
+            assert_eq!(got, want, "selected ISA, row {n}");
         }
     }
 
@@ -238,16 +246,6 @@ mod tests {
         }
         assert!(undecided * 4 < total, "{undecided} of {total} halves left to the scalar search");
         assert!(zero * 10 < total as usize, "{zero} of {total} decided halves got byte 0");
-    }
-
-    #[test]
-    fn scale_table_is_the_formats() {
-        // every byte's scale as the format decodes it (a block whose codes are all level 1)
-        for b in 0..127u8 {
-            let blk = lowbit_core::format::rocmfpx::BlockRocmFp2 { qs: [0xAA; 8], e: [b, b] };
-            let s = blk.scales().unwrap()[0];
-            assert_eq!(crate::x86::fp2_search512::SCALE[b as usize], f64::from(s), "byte {b}");
-        }
     }
 }
 

@@ -23,28 +23,6 @@ use core::arch::x86_64::*;
 /// Legal scale bytes 0x00..=0x7E.
 const NB: i64 = 127;
 
-/// The UE4M3-b8 value of byte `b` as f64 (exact; FORMATS.md section 3).
-const fn ue4m3_b8(b: usize) -> f64 {
-    let e = b >> 3;
-    let m = (b & 7) as f64;
-    if e == 0 {
-        m / 1024.0
-    } else {
-        (8.0 + m) * f64::from_bits(((1023 + e - 11) as u64) << 52)
-    }
-}
-
-/// The scale of every byte 0..=126 (entry 127 unused: indices here stay in 0..=126).
-pub(crate) const SCALE: [f64; 128] = {
-    let mut t = [0f64; 128];
-    let mut b = 0;
-    while b < 127 {
-        t[b] = ue4m3_b8(b);
-        b += 1;
-    }
-    t
-};
-
 /// `1 / (16 + 15 k)`, rounded: the reciprocal of `C_k` for unit weights.
 const RC: [f64; 17] = {
     let mut r = [0f64; 17];
@@ -61,6 +39,32 @@ const EPS_M: f64 = 1.0 / 17_592_186_044_416.0; // 2^-44
 const GROW46: f64 = 1.0 + 1.0 / 70_368_744_177_664.0; // 1 + 2^-46
 const VLO: f64 = 1.0 - 1.0 / 1_073_741_824.0; // 1 - 2^-30
 const VHI: f64 = 1.0 + 1.0 / 1_073_741_824.0;
+
+/// Transposes 8 vectors of 8 f64 in place (`r[i]` lane `l` <- `r[l]` lane `i`): for each bit
+/// `s` of the index, the entries whose row and lane indices differ in bit `s` swap that bit.
+/// A macro so that it is expanded inside the `#[target_feature]` function.
+macro_rules! transpose8 {
+    ($r:expr) => {
+        for s in [1usize, 2, 4] {
+            // x' lane l = l & s ? y[l - s] : x[l];  y' lane l = l & s ? y[l] : x[l + s]
+            let ix: [i64; 8] =
+                core::array::from_fn(|l| if l & s != 0 { (8 + l - s) as i64 } else { l as i64 });
+            let iy: [i64; 8] =
+                core::array::from_fn(|l| if l & s != 0 { (8 + l) as i64 } else { (l + s) as i64 });
+            // SAFETY: reads 8 i64 from each local array (64 bytes); unaligned loads.
+            let (ix, iy) = unsafe {
+                (_mm512_loadu_si512(ix.as_ptr().cast()), _mm512_loadu_si512(iy.as_ptr().cast()))
+            };
+            for i in 0..8 {
+                if i & s == 0 {
+                    let (x, y) = ($r[i], $r[i + s]);
+                    $r[i] = _mm512_permutex2var_pd(x, ix, y);
+                    $r[i + s] = _mm512_permutex2var_pd(x, iy, y);
+                }
+            }
+        }
+    };
+}
 
 /// What the vector search found for 8 halves.
 pub(crate) struct Found {
@@ -97,8 +101,8 @@ unsafe fn search8(x: &[f32; 128]) -> Found {
         hi8[l] =
             _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(v))));
     }
-    transpose8(&mut lo8);
-    transpose8(&mut hi8);
+    transpose8!(lo8);
+    transpose8!(hi8);
     let absm = _mm512_set1_epi64(0x7fff_ffff_ffff_ffff);
     let mut key = [_mm512_setzero_si512(); 16];
     let mut low = _mm512_setzero_si512();
@@ -248,31 +252,6 @@ unsafe fn search8(x: &[f32; 128]) -> Found {
     found
 }
 
-/// Transposes 8 vectors of 8 f64 (`r[i]` lane `l` <- `r[l]` lane `i`): for each bit `s` of
-/// the index, the entries whose row and lane indices differ in bit `s` swap that bit.
-#[inline]
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2")]
-fn transpose8(r: &mut [__m512d; 8]) {
-    for s in [1usize, 2, 4] {
-        // x' lane l = l & s ? y[l - s] : x[l];  y' lane l = l & s ? y[l] : x[l + s]
-        let ix: [i64; 8] =
-            core::array::from_fn(|l| if l & s != 0 { (8 + l - s) as i64 } else { l as i64 });
-        let iy: [i64; 8] =
-            core::array::from_fn(|l| if l & s != 0 { (8 + l) as i64 } else { (l + s) as i64 });
-        // SAFETY: reads 8 i64 from each local array (64 bytes); unaligned loads.
-        let (ix, iy) = unsafe {
-            (_mm512_loadu_si512(ix.as_ptr().cast()), _mm512_loadu_si512(iy.as_ptr().cast()))
-        };
-        for i in 0..8 {
-            if i & s == 0 {
-                let (x, y) = (r[i], r[i + s]);
-                r[i] = _mm512_permutex2var_pd(x, ix, y);
-                r[i + s] = _mm512_permutex2var_pd(x, iy, y);
-            }
-        }
-    }
-}
-
 /// The core's `mark_bytes` within the window `w0..w0 + 4` (`q`, `D`, scales `s`) of a
 /// quadratic with vertex `v`, for the lanes in `live`: the bytes with `q - 2^-45 D <= tp` are
 /// set in the 127-bit masks `lo` (bytes 0..64) and `hi` (64..127); returns the lanes whose walk
@@ -340,7 +319,7 @@ fn window_start(f: __m512i) -> __m512i {
     _mm512_sub_epi64(c, _mm512_set1_epi64(1))
 }
 
-/// The scale of byte `b` (0..=126) per lane, exactly [`SCALE`]`[b]`, without a table: bytes
+/// The UE4M3-b8 scale of byte `b` (0..=126) per lane, exactly, without a table: bytes
 /// `>= 8` are `(8 + m) 2^(e - 11) = (1 + m/8) 2^(e - 8)` with `e = b >> 3`, `m = b & 7`, whose
 /// f64 bits are `(e + 1015) << 52 | m << 49 = (b + 8120) << 49`; bytes `< 8` are `b / 1024`
 /// (an exact conversion and an exact product).
@@ -378,4 +357,31 @@ fn window(
         s[i] = si;
     }
     (q, d, s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scale_of_is_the_formats_scale() {
+        if !crate::isa::Isa::Avx512.available() {
+            return;
+        }
+        let mut got = [0f64; 128];
+        for c in 0..16 {
+            let b: [i64; 8] = core::array::from_fn(|l| (8 * c + l).min(126) as i64);
+            // SAFETY: AVX-512 F/BW/VL confirmed above; 8 i64 read from `b`, 8 f64 written
+            // into `got[8 c..8 c + 8]`.
+            unsafe {
+                let v = scale_of(_mm512_loadu_si512(b.as_ptr().cast()));
+                _mm512_storeu_pd(got.as_mut_ptr().add(8 * c), v);
+            }
+        }
+        for b in 0..127u8 {
+            // the scale as the format decodes it (a block whose two scale bytes are `b`)
+            let blk = lowbit_core::format::rocmfpx::BlockRocmFp2 { qs: [0; 8], e: [b, b] };
+            assert_eq!(got[b as usize], f64::from(blk.scales().unwrap()[0]), "byte {b}");
+        }
+    }
 }
