@@ -17,6 +17,11 @@
 //! a walk, several or no marked bytes) is handed back to the driver, which runs the core's
 //! scalar search on that half. The constants below are the core's (same values; the tests
 //! compare the bytes with the core's scalar and exhaustive searches on every ISA).
+//!
+//! The AVX-512 intrinsics are stable since Rust 1.89 (the workspace MSRV says 1.85, as for the
+//! other AVX-512 modules here), hence the `incompatible_msrv` allowance.
+
+#![allow(clippy::incompatible_msrv)]
 
 use core::arch::x86_64::*;
 
