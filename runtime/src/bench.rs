@@ -19,7 +19,10 @@
 //! * Encode (`--encode`): every offered rule of every selected format with an encoder, one
 //!   thread, weights per second (the fastest of several timed passes); for formats with an exhaustive search (ROCmFP2/3), the fast
 //!   (reference) rule against the exhaustive one on the same tensor (the two take turns row by
-//!   row, each row's fastest of several runs per rule), and whether the bytes match.
+//!   row, each row's fastest of several runs per rule), and whether the bytes match. Rows are
+//!   encoded through `lowbit_cpu::fp2_search::encode_row`, as the quantizer does: ROCmFP2's
+//!   reference rule there runs the CPU backend's AVX-512 search where the process-wide ISA
+//!   (`LOWBIT_CPU`) has AVX-512, the core's otherwise; every other rule is the core's.
 //!
 //! The JSON report ([`BenchReport::to_json`]) is written by hand (no serde in the runtime).
 //! What must not live here: kernels or codecs (those are `lowbit-cpu`'s and `lowbit-core`'s).

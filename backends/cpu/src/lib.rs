@@ -14,6 +14,9 @@
 //!   columns at a time; SIMD kernels decode each weight block once and reuse it for every
 //!   column of the tile.
 //!
+//! * [`fp2_search`]: ROCmFP2 row encoding (`Rule::Reference`) with an AVX-512 scale search of
+//!   8 halves per vector, the same bytes as the core's.
+//!
 //! Layout: `isa.rs` (detection), `act.rs` (activation preparation), `kernels.rs` (tables),
 //! `matmul.rs` (threads and tiles), `scalar/` (fallback), `x86/` (AVX2 and AVX-512 kernels),
 //! `aarch64/` (NEON kernels). `unsafe` lives only in the SIMD modules (`x86/`, `aarch64/`),

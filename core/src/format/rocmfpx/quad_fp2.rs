@@ -1,7 +1,10 @@
 //! ROCmFP2's fast scale search (`Rule::Reference`): the byte the exhaustive search
 //! ([`super::scale_search::search_exhaustive`]) returns, found from the lower envelope of 17
 //! quadratics built from the half's sorted magnitudes. Only this search lives here (codes and
-//! packing are in `fp2.rs`); it never allocates and never panics.
+//! packing are in `fp2.rs`); it never allocates and never panics. The CPU backend
+//! (`lowbit-cpu`, `x86/fp2_search512.rs`) runs the unit-weight search's operations lane by lane
+//! on 8 halves at once: a change to the operations or their order here must be made there too
+//! (its tests compare the bytes with this search and the exhaustive one).
 //!
 //! # Why it returns the exhaustive search's byte, on every input
 //!
