@@ -57,27 +57,41 @@ pub(crate) fn rocmfp2_scales(isa: Isa, src: &[f32], out: &mut [u8]) {
         let h: &[f32; 16] = x.try_into().expect("16 values");
         codec::rocmfp2_search_half(h)
     };
-    let mut done = 0;
-    #[cfg(target_arch = "x86_64")]
-    if matches!(isa, Isa::Avx512 | Isa::Avx512Vnni) && isa.available() {
-        for (x, o) in src.chunks_exact(128).zip(out.chunks_exact_mut(8)) {
-            let x: &[f32; 128] = x.try_into().expect("128 values");
-            let Some(found) = crate::x86::fp2_search512::search8_checked(x) else {
-                break;
-            };
-            for (l, ob) in o.iter_mut().enumerate() {
-                *ob = if found.undecided & (1 << l) != 0 {
-                    scalar(&x[16 * l..16 * l + 16])
-                } else {
-                    found.bytes[l]
-                };
-            }
-            done += 8;
-        }
-    }
+    let done = vector_scales(isa, src, out, &scalar);
     for (h, ob) in out.iter_mut().enumerate().skip(done) {
         *ob = scalar(&src[16 * h..16 * h + 16]);
     }
+}
+
+/// The halves the AVX-512 search covers (whole groups of 8 from the start, the scalar search
+/// taking its undecided lanes): how many of `out`'s entries it filled.
+#[cfg(target_arch = "x86_64")]
+fn vector_scales(isa: Isa, src: &[f32], out: &mut [u8], scalar: &dyn Fn(&[f32]) -> u8) -> usize {
+    let mut done = 0;
+    if !matches!(isa, Isa::Avx512 | Isa::Avx512Vnni) {
+        return done;
+    }
+    for (x, o) in src.chunks_exact(128).zip(out.chunks_exact_mut(8)) {
+        let x: &[f32; 128] = x.try_into().expect("128 values");
+        let Some(found) = crate::x86::fp2_search512::search8_checked(x) else {
+            break;
+        };
+        for (l, ob) in o.iter_mut().enumerate() {
+            *ob = if found.undecided & (1 << l) != 0 {
+                scalar(&x[16 * l..16 * l + 16])
+            } else {
+                found.bytes[l]
+            };
+        }
+        done += 8;
+    }
+    done
+}
+
+/// No vector search on this architecture.
+#[cfg(not(target_arch = "x86_64"))]
+fn vector_scales(_: Isa, _: &[f32], _: &mut [u8], _: &dyn Fn(&[f32]) -> u8) -> usize {
+    0
 }
 
 #[cfg(all(test, target_arch = "x86_64"))]
