@@ -43,6 +43,7 @@ mod ternary;
 mod tq1_512;
 pub(crate) mod vecops;
 mod z512;
+mod zseg;
 
 use std::ops::Range;
 

@@ -152,7 +152,11 @@ pub(crate) trait Lanes {
 /// # Safety
 /// As [`Lanes::dot`] (`V`: as [`Lanes::dot_vnni`]).
 #[inline(always)]
-unsafe fn dot_v<F: Lanes, const V: bool>(w: &F::W, a: *const V64, acc: __m512) -> __m512 {
+pub(super) unsafe fn dot_v<F: Lanes, const V: bool>(
+    w: &F::W,
+    a: *const V64,
+    acc: __m512,
+) -> __m512 {
     // SAFETY: forwarded from the caller.
     unsafe {
         if V {
@@ -202,7 +206,7 @@ pub(super) unsafe fn f16_bcast(p: *const u8) -> __m512 {
 /// # Safety
 /// AVX-512F is available.
 #[inline(always)]
-unsafe fn hsum16(v: __m512) -> f32 {
+pub(super) unsafe fn hsum16(v: __m512) -> f32 {
     // SAFETY: register-only operations.
     unsafe {
         let lo = _mm512_castps512_ps256(v);
@@ -305,6 +309,30 @@ unsafe fn drive<F: Lanes, const R: usize, const CT: usize, const V: bool>(
     }
 }
 
+/// [`drive`], or [`super::zseg::drive_seg`] when a sub-tile's records of a whole row do not
+/// fit the L1 budget (the same arithmetic per (row, column), so the same bits).
+///
+/// # Safety
+/// As [`drive`].
+#[inline(always)]
+unsafe fn drive_any<F: Lanes, const R: usize, const CT: usize, const V: bool>(
+    w: &[u8],
+    rb: usize,
+    nb: usize,
+    recs: &[V64],
+    ncols: usize,
+    out: &mut [f32],
+) {
+    // SAFETY: forwarded from the caller (both drivers have the same contract).
+    unsafe {
+        if super::zseg::segmented::<F, CT>(nb) {
+            super::zseg::drive_seg::<F, R, CT, V>(w, rb, nb, recs, ncols, out)
+        } else {
+            drive::<F, R, CT, V>(w, rb, nb, recs, ncols, out)
+        }
+    }
+}
+
 /// Rearranges the activations of the tile's columns into records.
 ///
 /// # Safety
@@ -358,13 +386,13 @@ unsafe fn dispatch<F: Lanes, const V: bool>(
         };
         match (F::WIDE, ncols) {
             (false, 1) => drive::<F, 4, 1, V>(w, rb, nb, recs, ncols, out),
-            (false, 2) => drive::<F, 4, 2, V>(w, rb, nb, recs, ncols, out),
+            (false, 2) => drive_any::<F, 4, 2, V>(w, rb, nb, recs, ncols, out),
             (true, 1) => drive::<F, 2, 1, V>(w, rb, nb, recs, ncols, out),
-            (true, 2) => drive::<F, 2, 2, V>(w, rb, nb, recs, ncols, out),
-            (true, 3..=4) => drive::<F, 1, 4, V>(w, rb, nb, recs, ncols, out),
-            (true, _) => drive::<F, 1, 8, V>(w, rb, nb, recs, ncols, out),
-            (_, 1..=4) => drive::<F, 2, 4, V>(w, rb, nb, recs, ncols, out),
-            _ => drive::<F, 2, 8, V>(w, rb, nb, recs, ncols, out),
+            (true, 2) => drive_any::<F, 2, 2, V>(w, rb, nb, recs, ncols, out),
+            (true, 3..=4) => drive_any::<F, 1, 4, V>(w, rb, nb, recs, ncols, out),
+            (true, _) => drive_any::<F, 1, 8, V>(w, rb, nb, recs, ncols, out),
+            (_, 1..=4) => drive_any::<F, 2, 4, V>(w, rb, nb, recs, ncols, out),
+            _ => drive_any::<F, 2, 8, V>(w, rb, nb, recs, ncols, out),
         }
     }
 }
