@@ -166,3 +166,32 @@ pub(super) unsafe fn drive_seg<F: Lanes, const R: usize, const CT: usize, const 
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::q8_512::Q8;
+    use super::super::tq1_512::{Ptq1, Tq1};
+    use super::super::z512::{Iq4Nl, Pq2, Q4k, Q6k, Tq2, Q4_0};
+    use super::*;
+
+    /// `tests/matmul.rs` (`long_rows_segmented_tiles`) relies on its shapes taking this driver
+    /// for every segmented column tile (2, 4, 8 columns), and on short rows not taking it.
+    #[test]
+    fn long_test_rows_are_segmented() {
+        fn check<F: Lanes>(nb_long: usize, nb_short: usize) {
+            assert!(segmented::<F, 2>(nb_long) && segmented::<F, 4>(nb_long));
+            assert!(segmented::<F, 8>(nb_long));
+            assert!(!segmented::<F, 1>(nb_long) && !segmented::<F, 2>(nb_short));
+        }
+        // 8544 = 267 blocks of 32; 8448 = 33 of 256, 66 of 128; 1024-wide rows stay whole.
+        check::<Q4_0>(267, 32);
+        check::<Q8>(267, 32);
+        check::<Iq4Nl>(267, 32);
+        check::<Pq2>(66, 8);
+        check::<Tq2>(33, 4);
+        check::<Q4k>(33, 4);
+        check::<Q6k>(33, 4);
+        check::<Tq1>(33, 4);
+        check::<Ptq1>(66, 8);
+    }
+}

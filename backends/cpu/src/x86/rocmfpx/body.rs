@@ -432,3 +432,16 @@ pub(crate) unsafe fn body256<C: Codec, const R: usize, const CT: usize>(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `tests/matmul.rs` (`long_rows_segmented_tiles`, 267 blocks) takes [`body512_seg`] for
+    /// every multi-column tile; 1024-wide rows (32 blocks) and single columns do not.
+    #[test]
+    fn long_test_rows_are_segmented() {
+        assert!(segmented::<2>(267) && segmented::<4>(267) && segmented::<16>(267));
+        assert!(!segmented::<1>(267) && !segmented::<2>(32));
+    }
+}
