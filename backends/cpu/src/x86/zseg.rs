@@ -23,10 +23,12 @@
 //! What must not live here: format decoders and records (`super::z512` and the files in its
 //! layout), the one-pass `drive` for whole rows.
 
+#![allow(clippy::incompatible_msrv)]
+
 use std::arch::x86_64::*;
 use std::ptr;
 
-use super::z512::{dot_v, hsum16, Lanes, V64};
+use super::z512::{dot_v, hsum16, Lanes, TAIL_BYTES, V64};
 
 /// Record bytes of one sub-tile's segment: half the 32 KiB L1, leaving the rest to the
 /// weight lines in flight and the accumulator buffer.
@@ -71,6 +73,7 @@ pub(super) unsafe fn drive_seg<F: Lanes, const R: usize, const CT: usize, const 
     ncols: usize,
     out: &mut [f32],
 ) {
+    const { assert!(F::GB * F::BB <= TAIL_BYTES) };
     let gbytes = F::GB * F::BB;
     let full = nb / F::GB;
     let ng = nb.div_ceil(F::GB);
@@ -128,7 +131,7 @@ pub(super) unsafe fn drive_seg<F: Lanes, const R: usize, const CT: usize, const 
                         }
                         if g1 == ng && full < ng {
                             let tail = (nb - full * F::GB) * F::BB;
-                            let mut buf = [[0u8; 256]; R];
+                            let mut buf = [[0u8; TAIL_BYTES]; R];
                             for i in 0..R {
                                 ptr::copy_nonoverlapping(
                                     rp[i].add(full * gbytes),
@@ -169,9 +172,11 @@ pub(super) unsafe fn drive_seg<F: Lanes, const R: usize, const CT: usize, const 
 
 #[cfg(test)]
 mod tests {
+    use super::super::pq2x4::Pq2x4;
+    use super::super::q4_0x16::Q4_0x16;
     use super::super::q8_512::Q8;
     use super::super::tq1_512::{Ptq1, Tq1};
-    use super::super::z512::{Iq4Nl, Pq2, Q4k, Q6k, Tq2, Q4_0};
+    use super::super::z512::{Iq4Nl, Q4k, Q6k, Tq2, Q4_0};
     use super::*;
 
     /// `tests/matmul.rs` (`long_rows_segmented_tiles`) relies on its shapes taking this driver
@@ -185,9 +190,10 @@ mod tests {
         }
         // 8544 = 267 blocks of 32; 8448 = 33 of 256, 66 of 128; 1024-wide rows stay whole.
         check::<Q4_0>(267, 32);
+        check::<Q4_0x16>(267, 32);
         check::<Q8>(267, 32);
         check::<Iq4Nl>(267, 32);
-        check::<Pq2>(66, 8);
+        check::<Pq2x4>(66, 8);
         check::<Tq2>(33, 4);
         check::<Q4k>(33, 4);
         check::<Q6k>(33, 4);
