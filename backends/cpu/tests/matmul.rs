@@ -716,8 +716,9 @@ fn long_rows_segmented_tiles() {
                 continue;
             }
             let rm = format.geometry().row_multiple;
-            // 8448 = 33 * 256; + 96 leaves a partial group of the 32-element formats.
-            let k = if rm <= 32 { 8448 + 96 } else { 8448usize.div_ceil(rm) * rm };
+            // 14336 = 56 * 256 (the long rows); + 96 leaves a partial group of the
+            // 32-element formats.
+            let k = if rm <= 32 { 14336 + 96 } else { 14336usize.div_ceil(rm) * rm };
             let rows = 37;
             check_case(&cpu, format, rows, k, &[1, 2, 4, 9], 900 + format as u64);
             let mut rng = Rng(950 + format as u64);

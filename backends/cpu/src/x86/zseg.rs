@@ -8,7 +8,7 @@
 //! bytes it streams from memory (measured: n = 4 on 256 x 14336 took 20-35% longer than on
 //! 896 x 4096, the same weight bytes, 2026-12-01).
 //!
-//! How. Rows are taken in blocks of [`BLOCK_GROUPS`] row groups, and each block's rows are
+//! How. When a row's records exceed [`ROW_RECORD_BYTES`], rows are taken in blocks of [`BLOCK_GROUPS`] row groups, and each block's rows are
 //! walked segment by segment: a segment is as many weight groups as keep the sub-tile's
 //! records within [`SEG_RECORD_BYTES`] (L1). Each row group's accumulators are kept in a
 //! small buffer between segments. Every (row, column) lane receives exactly the same FMAs in
@@ -48,10 +48,17 @@ pub(super) const fn seg_groups<F: Lanes, const CT: usize>() -> usize {
     }
 }
 
-/// Whether rows of `nb` blocks need more than one segment for `CT` columns of `F`.
+/// Records of a whole row (for a sub-tile) above which the segmented driver runs: the 32 KiB
+/// L1. Rows whose records fit it ran about 5% faster unsegmented (14336 x 4096, n = 4,
+/// ROCmFP2, ROCmFP3 and TQ2_0 at 24 KiB of records, one thread, 2026-12-01), rows of 14336
+/// about 7-13% slower (and the K-quants and Q8_0 up to 2x slower).
+pub(super) const ROW_RECORD_BYTES: usize = 32 << 10;
+
+/// Whether rows of `nb` blocks take the segmented driver for `CT` columns of `F`: more than
+/// one column, and more than [`ROW_RECORD_BYTES`] of records per row.
 #[inline(always)]
 pub(super) fn segmented<F: Lanes, const CT: usize>(nb: usize) -> bool {
-    CT > 1 && nb.div_ceil(F::GB) > seg_groups::<F, CT>()
+    CT > 1 && nb.div_ceil(F::GB) * CT * F::REC * 64 > ROW_RECORD_BYTES
 }
 
 /// The segmented driver (see the module doc): rows in groups of `R` and blocks of
@@ -188,16 +195,16 @@ mod tests {
             assert!(segmented::<F, 8>(nb_long));
             assert!(!segmented::<F, 1>(nb_long) && !segmented::<F, 2>(nb_short));
         }
-        // 8544 = 267 blocks of 32; 8448 = 33 of 256, 66 of 128; 1024-wide rows stay whole.
-        check::<Q4_0>(267, 32);
-        check::<Q4_0x16>(267, 32);
-        check::<Q8>(267, 32);
-        check::<Iq4Nl>(267, 32);
-        check::<Pq2x4>(66, 8);
-        check::<Tq2>(33, 4);
-        check::<Q4k>(33, 4);
-        check::<Q6k>(33, 4);
-        check::<Tq1>(33, 4);
-        check::<Ptq1>(66, 8);
+        // 14432 = 451 blocks of 32; 14336 = 56 of 256, 112 of 128; 1024-wide rows stay whole.
+        check::<Q4_0>(451, 32);
+        check::<Q4_0x16>(451, 32);
+        check::<Q8>(451, 32);
+        check::<Iq4Nl>(451, 32);
+        check::<Pq2x4>(112, 8);
+        check::<Tq2>(56, 4);
+        check::<Q4k>(56, 4);
+        check::<Q6k>(56, 4);
+        check::<Tq1>(56, 4);
+        check::<Ptq1>(112, 8);
     }
 }

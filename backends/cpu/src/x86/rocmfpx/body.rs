@@ -270,9 +270,10 @@ const fn seg_groups<const CT: usize>() -> usize {
 }
 
 /// Whether rows of `nb` blocks take [`body512_seg`] for `CT` columns: more than one column,
-/// and more groups per row than one segment holds.
+/// and a row's activation groups over the 32 KiB L1 (as `super::super::zseg`'s
+/// `ROW_RECORD_BYTES`, measured there).
 pub(crate) const fn segmented<const CT: usize>(nb: usize) -> bool {
-    CT > 1 && nb.div_ceil(GROUP) > seg_groups::<CT>()
+    CT > 1 && nb.div_ceil(GROUP) * CT * std::mem::size_of::<Group>() > 32 << 10
 }
 
 /// [`body512`] walked in K segments (the loop order of `super::super::zseg`): rows in blocks
@@ -437,11 +438,11 @@ pub(crate) unsafe fn body256<C: Codec, const R: usize, const CT: usize>(
 mod tests {
     use super::*;
 
-    /// `tests/matmul.rs` (`long_rows_segmented_tiles`, 267 blocks) takes [`body512_seg`] for
+    /// `tests/matmul.rs` (`long_rows_segmented_tiles`, 451 blocks) takes [`body512_seg`] for
     /// every multi-column tile; 1024-wide rows (32 blocks) and single columns do not.
     #[test]
     fn long_test_rows_are_segmented() {
-        assert!(segmented::<2>(267) && segmented::<4>(267) && segmented::<16>(267));
-        assert!(!segmented::<1>(267) && !segmented::<2>(32));
+        assert!(segmented::<2>(451) && segmented::<4>(451) && segmented::<16>(451));
+        assert!(!segmented::<1>(451) && !segmented::<2>(32));
     }
 }
