@@ -12,7 +12,11 @@
 //! * Matmul: for each format x shape x n x threads, the weights are built once (the core's
 //!   reference encoder on a deterministic Gaussian tensor; formats without an encoder get random
 //!   valid blocks: random bytes, the bytes the core rejects redrawn until every block decodes),
-//!   uploaded once, then `CpuBackend::matmul` is warmed up and timed: several runs of enough
+//!   uploaded as many times as it takes to span eight times the largest CPU cache and at least
+//!   256 MiB ([`stream_copies`]; one copy with `--quick`), and the calls cycle through the copies
+//!   so each reads its weights from memory, not from a cache (the session-7 figures on; before
+//!   them, matrices under the 32 MiB L3 of the project's EPYC, such as 4096 x 14336 ROCmFP2 or
+//!   TQ2_0, were partly read from it). Then `CpuBackend::matmul` is warmed up and timed: several runs of enough
 //!   calls that all runs together last at least 0.2 s; the time per call is the median of the
 //!   runs' per-call times. Weight GB/s = weight bytes / time per call; GFLOP/s = 2 rows K n /
 //!   time; ratio = weight GB/s / read bandwidth with the same thread count.
@@ -89,6 +93,8 @@ pub struct MatmulRow {
     pub us_per_call: f64,
     /// Bytes of weights read per call.
     pub weight_bytes: usize,
+    /// Uploaded copies of the weights the timed calls cycle through ([`stream_copies`]).
+    pub weight_copies: usize,
     /// Weight bytes / time, GB/s.
     pub weight_gb_s: f64,
     /// 2 rows K n / time, GFLOP/s.
@@ -313,6 +319,39 @@ struct Timing {
     warmup: usize,
 }
 
+/// How many copies of a `bytes`-byte matrix the timed calls cycle through: enough that together
+/// they span [`stream_footprint`], so that every call reads its weights from memory, as decode
+/// does with a model larger than the caches, and not from a cache a smaller matrix fits in
+/// (4096 x 14336 ROCmFP2 is 18 MB, TQ2_0 15 MB: inside a 32 MiB L3). At most 1024 copies.
+pub fn stream_copies(bytes: usize) -> usize {
+    stream_footprint().div_ceil(bytes.max(1)).clamp(1, 1024)
+}
+
+/// Eight times the largest CPU cache (Linux sysfs; 32 MiB when unknown), and at least 256 MiB.
+fn stream_footprint() -> usize {
+    (8 * largest_cache_bytes().unwrap_or(32 << 20)).max(256 << 20)
+}
+
+/// The largest cache of CPU 0 (`/sys/devices/system/cpu/cpu0/cache/index*/size`, e.g. "32768K").
+fn largest_cache_bytes() -> Option<usize> {
+    let dir = std::fs::read_dir("/sys/devices/system/cpu/cpu0/cache").ok()?;
+    dir.filter_map(|e| std::fs::read_to_string(e.ok()?.path().join("size")).ok())
+        .filter_map(|t| parse_cache_size(&t))
+        .max()
+}
+
+/// "32768K" / "2M" / "512" -> bytes.
+fn parse_cache_size(t: &str) -> Option<usize> {
+    let t = t.trim();
+    let (num, mul) = match t.as_bytes().last()? {
+        b'K' | b'k' => (&t[..t.len() - 1], 1 << 10),
+        b'M' | b'm' => (&t[..t.len() - 1], 1 << 20),
+        b'G' | b'g' => (&t[..t.len() - 1], 1 << 30),
+        _ => (t, 1),
+    };
+    num.parse::<usize>().ok()?.checked_mul(mul)
+}
+
 fn time_calls(
     timing: &Timing,
     mut call: impl FnMut() -> Result<(), String>,
@@ -505,6 +544,13 @@ pub fn run(cfg: &BenchConfig, line: &mut dyn FnMut(&str)) -> Result<BenchReport,
     } else {
         Timing { target: Duration::from_millis(200), runs: 5, warmup: 2 }
     };
+    if !cfg.quick {
+        line(&format!(
+            "weights: each matrix is uploaded in copies spanning >= {} MiB, and the timed calls \
+             cycle through them (JSON: weight_copies)",
+            stream_footprint() >> 20
+        ));
+    }
     line(&format!(
         "{:<10} {:>12} {:>4} {:>3} {:>11} {:>10} {:>8} {:>8} {:>6}",
         "format", "rows x K", "n", "thr", "us/call", "us/column", "GB/s", "GFLOP/s", "ratio"
@@ -521,14 +567,19 @@ pub fn run(cfg: &BenchConfig, line: &mut dyn FnMut(&str)) -> Result<BenchReport,
                 }
             };
             let desc = MatrixDesc { format, rows, cols: k };
-            let m =
-                probe.upload(desc, &w).map_err(|e| format!("{format} {rows}x{k}: upload: {e}"))?;
+            let copies = if cfg.quick { 1 } else { stream_copies(w.len()) };
+            let ms = (0..copies)
+                .map(|_| probe.upload(desc, &w))
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| format!("{format} {rows}x{k}: upload: {e}"))?;
             for &n in &cfg.ns {
                 let x = activations(n * k, n as u64);
                 let mut y = vec![0f32; n * rows];
                 for (cpu, bw) in backends.iter().zip(&report.bandwidth) {
+                    let mut next = 0;
                     let secs = time_calls(&timing, || {
-                        cpu.matmul(&m, &x, n, &mut y).map_err(|e| format!("{format}: {e}"))
+                        next = (next + 1) % ms.len();
+                        cpu.matmul(&ms[next], &x, n, &mut y).map_err(|e| format!("{format}: {e}"))
                     })?;
                     std::hint::black_box(&y);
                     let weight_gb_s = w.len() as f64 / secs / 1e9;
@@ -540,6 +591,7 @@ pub fn run(cfg: &BenchConfig, line: &mut dyn FnMut(&str)) -> Result<BenchReport,
                         threads: bw.threads,
                         us_per_call: secs * 1e6,
                         weight_bytes: w.len(),
+                        weight_copies: copies,
                         weight_gb_s,
                         gflop_s: 2.0 * (rows * k * n) as f64 / secs / 1e9,
                         ratio_to_bandwidth: weight_gb_s / bw.gb_s,
@@ -712,7 +764,7 @@ impl BenchReport {
             .map(|r| {
                 format!(
                     "    {{\"format\": {}, \"rows\": {}, \"k\": {}, \"n\": {}, \"threads\": {}, \
-                     \"us_per_call\": {}, \"us_per_column\": {}, \"weight_bytes\": {}, \
+                     \"us_per_call\": {}, \"us_per_column\": {}, \"weight_bytes\": {}, \"weight_copies\": {}, \
                      \"weight_gb_s\": {}, \"gflop_s\": {}, \"ratio_to_bandwidth\": {}}}",
                     json_str(r.format.name()),
                     r.rows,
@@ -722,6 +774,7 @@ impl BenchReport {
                     json_num(r.us_per_call),
                     json_num(r.us_per_column()),
                     r.weight_bytes,
+                    r.weight_copies,
                     json_num(r.weight_gb_s),
                     json_num(r.gflop_s),
                     json_num(r.ratio_to_bandwidth)
@@ -789,6 +842,23 @@ mod tests {
         assert_eq!(utc_string(0), "1970-01-01T00:00:00Z");
         assert_eq!(utc_string(951_782_400), "2000-02-29T00:00:00Z");
         assert_eq!(utc_string(1_700_000_000), "2023-11-14T22:13:20Z");
+    }
+
+    #[test]
+    fn cache_sizes_parse_and_copies_span_the_footprint() {
+        assert_eq!(parse_cache_size("32768K\n"), Some(32 << 20));
+        assert_eq!(parse_cache_size("2M"), Some(2 << 20));
+        assert_eq!(parse_cache_size("512"), Some(512));
+        assert_eq!(parse_cache_size("x"), None);
+        assert_eq!(parse_cache_size(""), None);
+        let f = stream_footprint();
+        assert!(f >= 256 << 20);
+        for bytes in [1usize, 276_480, 15_138_816, 18_350_080, 124_780_544, usize::MAX / 2] {
+            let c = stream_copies(bytes);
+            assert!((1..=1024).contains(&c), "{bytes}: {c}");
+            assert!(c == 1024 || c == 1 || c.saturating_mul(bytes) >= f, "{bytes}: {c}");
+        }
+        assert_eq!(stream_copies(0), 1024);
     }
 
     #[test]

@@ -59,6 +59,8 @@ fn quick_bench_writes_a_complete_json_report() {
         assert!(["Q8_0", "ROCMFP2"].contains(&r["format"].as_str().unwrap()), "{r}");
         assert_eq!(num(r, "rows"), 64.0);
         assert_eq!(num(r, "k"), 512.0);
+        // --quick times one resident copy; full runs cycle through copies (bench::stream_copies).
+        assert_eq!(num(r, "weight_copies"), 1.0);
         let (n, us) = (num(r, "n"), num(r, "us_per_call"));
         assert!(n == 1.0 || n == 3.0);
         assert!(us > 0.0);

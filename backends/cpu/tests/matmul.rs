@@ -680,3 +680,73 @@ fn repacked_matrices_stay_with_their_kernel() {
         }
     }
 }
+
+/// The formats whose 2..16-column tiles take a K-segmented driver on long rows (x86/zseg.rs
+/// for the `z512` layout, `body512_seg` in x86/rocmfpx/body.rs).
+const SEGMENTED_FORMATS: [FormatId; 16] = [
+    FormatId::RocmFp2,
+    FormatId::RocmFp3,
+    FormatId::Tq2_0,
+    FormatId::Pq2_0,
+    FormatId::Q4_0,
+    FormatId::Q8_0,
+    FormatId::Q4K,
+    FormatId::Q6K,
+    FormatId::Q2K,
+    FormatId::Q3K,
+    FormatId::Q5K,
+    FormatId::Tq1_0,
+    FormatId::Ptq1_0,
+    FormatId::Iq4Nl,
+    FormatId::Nvfp4,
+    FormatId::Iq2Xxs,
+];
+
+/// Long rows (more activation records per row than the segmented drivers keep in L1, with a
+/// partial last weight group where the format allows one) and a row count that leaves a
+/// partial row block: every column count is within the bound, and each column of an n-column
+/// call is bit for bit the single-column result (the segmented drivers only reorder loops;
+/// Q8_0 tiles wider than 4 run another body, so Q8_0 is compared up to n = 4; Q4_0 runs
+/// other bodies for one column, 2..=4 (x86/q4_0x16.rs) and more, so it is only bound-checked).
+#[test]
+fn long_rows_segmented_tiles() {
+    for cpu in backends() {
+        for format in SEGMENTED_FORMATS {
+            if !cpu.supports(format) {
+                continue;
+            }
+            let rm = format.geometry().row_multiple;
+            // 14336 = 56 * 256 (the long rows); + 96 leaves a partial group of the
+            // 32-element formats.
+            let k = if rm <= 32 { 14336 + 96 } else { 14336usize.div_ceil(rm) * rm };
+            let rows = 37;
+            check_case(&cpu, format, rows, k, &[1, 2, 4, 9], 900 + format as u64);
+            let mut rng = Rng(950 + format as u64);
+            let w = random_matrix(&mut rng, format, rows, k);
+            let desc = MatrixDesc { format, rows, cols: k };
+            let m = cpu.upload(desc, &w).unwrap();
+            if format == FormatId::Q4_0 {
+                continue;
+            }
+            for n in [2, 3, 4, 5, 8, 16] {
+                if n > 4 && format == FormatId::Q8_0 {
+                    continue;
+                }
+                let x = random_acts(&mut rng, n, k);
+                let mut y = vec![0f32; n * rows];
+                cpu.matmul(&m, &x, n, &mut y).unwrap();
+                for j in 0..n {
+                    let mut y1 = vec![0f32; rows];
+                    cpu.matmul(&m, &x[j * k..(j + 1) * k], 1, &mut y1).unwrap();
+                    for (r, (a, b)) in y[j * rows..(j + 1) * rows].iter().zip(&y1).enumerate() {
+                        assert!(
+                            same(*a, *b),
+                            "{} {format} k={k} n={n}: col {j} row {r}: {a} vs n = 1 {b}",
+                            cpu.name()
+                        );
+                    }
+                }
+            }
+        }
+    }
+}

@@ -5,7 +5,9 @@
 //! family); `legacy512` (AVX-512 Q4_1, Q5_0, Q5_1, Q8_1), `legacy2` (AVX2
 //! Q4_1), `float` and `float2` (AVX-512 and AVX2 F32, F16, BF16). In `z512`'s layout, AVX-512
 //! only: `iq512` (IQ1_S, IQ1_M, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ4_XS), `q3k512`
-//! (Q3_K), `tq1_512` (TQ1_0, PTQ1_0), `nvfp4_512` (NVFP4). `Isa::Avx512Vnni` runs the
+//! (Q3_K), `tq1_512` (TQ1_0, PTQ1_0), `nvfp4_512` (NVFP4), `q4_0x16` (Q4_0, 2..4 columns)
+//! and `pq2x4` (PQ2_0), whose lanes each hold a whole (activation) block; `zseg` is the
+//! K-segmented driver of this layout for 2..16 columns on long rows. `Isa::Avx512Vnni` runs the
 //! `vpdpbusd` forms of ROCmFP2/3 (`rocmfpx`) and of `z512`'s Q4_0, MXFP4, NVFP4 and ternary
 //! kernels (`z512::kernel_vnni`; TQ1_0 and PTQ1_0 decode with `vpermi2b` tables where the CPU
 //! also has AVX-512 VBMI) and the AVX-512 table otherwise. AVX2 TQ1_0 and PTQ1_0 live in
@@ -37,7 +39,9 @@ mod kquant;
 mod legacy2;
 mod legacy512;
 mod nvfp4_512;
+mod pq2x4;
 mod q3k512;
+mod q4_0x16;
 mod q8_512;
 mod rocmfpx;
 pub(crate) mod stream;
@@ -45,6 +49,7 @@ mod ternary;
 mod tq1_512;
 pub(crate) mod vecops;
 mod z512;
+mod zseg;
 
 use std::ops::Range;
 

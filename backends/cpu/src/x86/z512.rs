@@ -1,5 +1,9 @@
-//! AVX-512 (F/BW/VL) "one row per register" kernels for Q4_0, MXFP4, IQ4_NL and PQ2_0
-//! (against Q8_0 activations) and TQ2_0, Q2_K, Q4_K, Q5_K and Q6_K (against Q8_K activations).
+//! AVX-512 (F/BW/VL) "one row per register" kernels for MXFP4 and IQ4_NL (against Q8_0
+//! activations) and TQ2_0, Q2_K, Q4_K, Q5_K and Q6_K (against Q8_K activations), and the
+//! drivers of every format in this layout. Q4_0 runs [`Q4_0`] (four lanes per block, also the
+//! dot of MXFP4, IQ4_NL and NVFP4) for one column and the one-block-per-lane type of
+//! `super::q4_0x16` for 2..=4; PQ2_0 runs `super::pq2x4`'s one-activation-block-per-lane type;
+//! tiles of 2..16 columns on long rows take `super::zseg`'s segmented driver.
 //!
 //! Layout. The activations of the tile are first rearranged, once per kernel call, into
 //! per-column *records* (a few 64-byte vectors per weight group, [`Lanes::prep`]) whose byte
@@ -60,7 +64,9 @@ pub(crate) fn kernel(format: FormatId) -> Option<Kernel> {
         FormatId::Mxfp4 => Some(Kernel { name: "avx512-mxfp4", f: run_q8_0::<Mxfp4, false> }),
         FormatId::Iq4Nl => Some(Kernel { name: "avx512-iq4_nl", f: run_q8_0::<Iq4Nl, false> }),
         FormatId::Tq2_0 => Some(Kernel { name: "avx512-tq2_0", f: run_ext::<Tq2, W_TQ2> }),
-        FormatId::Pq2_0 => Some(Kernel { name: "avx512-pq2_0", f: run_ext::<Pq2, W_PQ2> }),
+        FormatId::Pq2_0 => {
+            Some(Kernel { name: "avx512-pq2_0", f: run_ext::<super::pq2x4::Pq2x4, W_PQ2> })
+        }
         FormatId::Q4K => Some(Kernel { name: "avx512-q4_k", f: run_ext::<Q4k, W_Q4K> }),
         FormatId::Q6K => Some(Kernel { name: "avx512-q6_k", f: run_ext::<Q6k, W_Q6K> }),
         FormatId::Q2K => Some(Kernel { name: "avx512-q2_k", f: run_ext::<Q2k, W_Q2K> }),
@@ -111,6 +117,11 @@ pub(crate) trait Lanes {
     /// Whether a decoded group fills so many registers (K-quants: 9-10) that one- and
     /// two-column tiles use row groups of 2 instead of 4 (measured faster).
     const WIDE: bool = false;
+    /// Whether rows go in groups of 2 for every tile of 1..=4 columns (and 1 row for wider
+    /// tiles), overriding [`Lanes::WIDE`]: for decoded groups of about 9 registers, where
+    /// two rows sharing each activation-record load beat one row (the record loads bound
+    /// the one-row form at n = 4).
+    const PAIRS: bool = false;
     /// How [`drive`] prefetches each row stream (see [`super::Prefetch`]).
     const PREFETCH: super::Prefetch = super::Prefetch::DEFAULT;
     /// One row's decoded group.
@@ -152,7 +163,11 @@ pub(crate) trait Lanes {
 /// # Safety
 /// As [`Lanes::dot`] (`V`: as [`Lanes::dot_vnni`]).
 #[inline(always)]
-unsafe fn dot_v<F: Lanes, const V: bool>(w: &F::W, a: *const V64, acc: __m512) -> __m512 {
+pub(super) unsafe fn dot_v<F: Lanes, const V: bool>(
+    w: &F::W,
+    a: *const V64,
+    acc: __m512,
+) -> __m512 {
     // SAFETY: forwarded from the caller.
     unsafe {
         if V {
@@ -202,7 +217,7 @@ pub(super) unsafe fn f16_bcast(p: *const u8) -> __m512 {
 /// # Safety
 /// AVX-512F is available.
 #[inline(always)]
-unsafe fn hsum16(v: __m512) -> f32 {
+pub(super) unsafe fn hsum16(v: __m512) -> f32 {
     // SAFETY: register-only operations.
     unsafe {
         let lo = _mm512_castps512_ps256(v);
@@ -210,6 +225,10 @@ unsafe fn hsum16(v: __m512) -> f32 {
         hsum_ps(_mm256_add_ps(lo, hi))
     }
 }
+
+/// Bytes of the zero-padded copy a row's partial last group is decoded from (at least
+/// `GB * BB` of every [`Lanes`] type: checked at compile time in the drivers).
+pub(super) const TAIL_BYTES: usize = 512;
 
 /// Bytes ahead that an L1-prefetching format's row streams prefetch ([`super::nvfp4_512`]).
 pub(super) const PF: usize = 2048;
@@ -232,6 +251,7 @@ unsafe fn drive<F: Lanes, const R: usize, const CT: usize, const V: bool>(
     ncols: usize,
     out: &mut [f32],
 ) {
+    const { assert!(F::GB * F::BB <= TAIL_BYTES) };
     let gbytes = F::GB * F::BB;
     let full = nb / F::GB;
     let ng = nb.div_ceil(F::GB);
@@ -274,7 +294,7 @@ unsafe fn drive<F: Lanes, const R: usize, const CT: usize, const V: bool>(
                 }
                 if full < ng {
                     let tail = (nb - full * F::GB) * F::BB;
-                    let mut buf = [[0u8; 256]; R];
+                    let mut buf = [[0u8; TAIL_BYTES]; R];
                     for i in 0..R {
                         ptr::copy_nonoverlapping(
                             rp[i].add(full * gbytes),
@@ -301,6 +321,30 @@ unsafe fn drive<F: Lanes, const R: usize, const CT: usize, const V: bool>(
                 c0 += CT;
             }
             r0 += R;
+        }
+    }
+}
+
+/// [`drive`], or [`super::zseg::drive_seg`] when a sub-tile's records of a whole row do not
+/// fit the L1 budget (the same arithmetic per (row, column), so the same bits).
+///
+/// # Safety
+/// As [`drive`].
+#[inline(always)]
+unsafe fn drive_any<F: Lanes, const R: usize, const CT: usize, const V: bool>(
+    w: &[u8],
+    rb: usize,
+    nb: usize,
+    recs: &[V64],
+    ncols: usize,
+    out: &mut [f32],
+) {
+    // SAFETY: forwarded from the caller (both drivers have the same contract).
+    unsafe {
+        if super::zseg::segmented::<F, CT>(nb) {
+            super::zseg::drive_seg::<F, R, CT, V>(w, rb, nb, recs, ncols, out)
+        } else {
+            drive::<F, R, CT, V>(w, rb, nb, recs, ncols, out)
         }
     }
 }
@@ -356,15 +400,23 @@ unsafe fn dispatch<F: Lanes, const V: bool>(
                 &local[..]
             }
         };
+        if F::PAIRS {
+            return match ncols {
+                1 => drive::<F, 2, 1, V>(w, rb, nb, recs, ncols, out),
+                2 => drive_any::<F, 2, 2, V>(w, rb, nb, recs, ncols, out),
+                3..=4 => drive_any::<F, 2, 4, V>(w, rb, nb, recs, ncols, out),
+                _ => drive_any::<F, 1, 8, V>(w, rb, nb, recs, ncols, out),
+            };
+        }
         match (F::WIDE, ncols) {
             (false, 1) => drive::<F, 4, 1, V>(w, rb, nb, recs, ncols, out),
-            (false, 2) => drive::<F, 4, 2, V>(w, rb, nb, recs, ncols, out),
+            (false, 2) => drive_any::<F, 4, 2, V>(w, rb, nb, recs, ncols, out),
             (true, 1) => drive::<F, 2, 1, V>(w, rb, nb, recs, ncols, out),
-            (true, 2) => drive::<F, 2, 2, V>(w, rb, nb, recs, ncols, out),
-            (true, 3..=4) => drive::<F, 1, 4, V>(w, rb, nb, recs, ncols, out),
-            (true, _) => drive::<F, 1, 8, V>(w, rb, nb, recs, ncols, out),
-            (_, 1..=4) => drive::<F, 2, 4, V>(w, rb, nb, recs, ncols, out),
-            _ => drive::<F, 2, 8, V>(w, rb, nb, recs, ncols, out),
+            (true, 2) => drive_any::<F, 2, 2, V>(w, rb, nb, recs, ncols, out),
+            (true, 3..=4) => drive_any::<F, 1, 4, V>(w, rb, nb, recs, ncols, out),
+            (true, _) => drive_any::<F, 1, 8, V>(w, rb, nb, recs, ncols, out),
+            (_, 1..=4) => drive_any::<F, 2, 4, V>(w, rb, nb, recs, ncols, out),
+            _ => drive_any::<F, 2, 8, V>(w, rb, nb, recs, ncols, out),
         }
     }
 }
@@ -480,10 +532,17 @@ fn run_q4_0<const V: bool>(
     cols: Range<usize>,
     out: &mut [f32],
 ) -> Result<(), Error> {
+    use super::q4_0x16::Q4_0x16;
     if cols.len() > 4 {
         // Wide tiles: the paired-row body reads fewer activation bytes per weight byte (with
         // or without VNNI, so both ISAs give the same bits).
         return super::avx512::run::<{ super::W_Q4_0 }>(format, w, rb, acts, cols, out);
+    }
+    if acts.n > 1 {
+        // 2..=4 columns: one block per lane (`super::q4_0x16`), a third less time at n = 4;
+        // single columns keep the four-lanes-per-block form, which streamed long rows faster
+        // (4096 x 14336, one thread, 2026-12-01: 2263 vs 2934 µs).
+        return run_q8_0::<Q4_0x16, V>(format, w, rb, acts, cols, out);
     }
     let ck = super::check_q8_0(format, w, rb, acts, &cols, out, Q4_0::BB)?;
     // SAFETY: reachable only through `kernel` (V = false), which `KernelTable::new` reaches
@@ -618,6 +677,16 @@ fn layout_le4<F: Lanes + 'static, const QK: usize>(acts: &Acts) -> Option<Layout
     layout::<F, QK>(acts)
 }
 
+/// [`layout_le4`] for Q4_0's kernel: the records of [`Q4_0`] for one column, of
+/// `super::q4_0x16::Q4_0x16` for 2..=4 (as `run_q4_0` picks).
+fn layout_q4_0(acts: &Acts) -> Option<Layout> {
+    if acts.n == 1 {
+        layout_le4::<Q4_0, 32>(acts)
+    } else {
+        layout_le4::<super::q4_0x16::Q4_0x16, 32>(acts)
+    }
+}
+
 /// The records of column `j` (`rec`: `ceil(nb / GB) * REC` vectors, zeroed), as
 /// [`prep_all`] builds them.
 ///
@@ -643,12 +712,12 @@ pub(crate) fn extras(format: FormatId) -> Extras {
     use super::q3k512::Q3k;
     use super::tq1_512::{Ptq1, Tq1};
     let prep: PrepFn = match format {
-        FormatId::Q4_0 => layout_le4::<Q4_0, 32>,
+        FormatId::Q4_0 => layout_q4_0,
         FormatId::Q8_0 => layout_le4::<super::q8_512::Q8, 32>,
         FormatId::Mxfp4 => layout::<Mxfp4, 32>,
         FormatId::Iq4Nl => layout::<Iq4Nl, 32>,
         FormatId::Nvfp4 => layout::<Nvfp4, 64>,
-        FormatId::Pq2_0 => layout::<Pq2, 128>,
+        FormatId::Pq2_0 => layout::<super::pq2x4::Pq2x4, 128>,
         FormatId::Ptq1_0 => layout::<Ptq1, 128>,
         FormatId::Tq2_0 => layout::<Tq2, 256>,
         FormatId::Tq1_0 => layout::<Tq1, 256>,
@@ -699,7 +768,7 @@ pub(crate) fn kernel_vnni(format: FormatId) -> Option<Kernel> {
         FormatId::Q5K => k("avx512-vnni-q5_k", run_ext_v::<Q5k, W_Q5K, true>),
         FormatId::Q6K => k("avx512-vnni-q6_k", run_ext_v::<Q6k, W_Q6K, true>),
         FormatId::Tq2_0 => k("avx512-vnni-tq2_0", run_ext_v::<Tq2, W_TQ2, true>),
-        FormatId::Pq2_0 => k("avx512-vnni-pq2_0", run_ext_v::<Pq2, W_PQ2, true>),
+        FormatId::Pq2_0 => k("avx512-vnni-pq2_0", run_ext_v::<super::pq2x4::Pq2x4, W_PQ2, true>),
         FormatId::Tq1_0 if has_vbmi() => {
             k("avx512-vnni-vbmi-tq1_0", run_ext_vbmi::<Tq1<true>, { ext::W_TQ1 }>)
         }
@@ -960,142 +1029,6 @@ impl Lanes for Tq2 {
             }
             _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(w.1, ldps(a, 5)), acc)
         }
-    }
-}
-
-/// PQ2_0 (34-byte blocks of 128: `d` f16, then 32 code bytes; element `j` is bits
-/// `2 * (j % 4)` of byte `j / 4`, value `c - 1`; from the core's `format::prism`). Register:
-/// the 32 code bytes broadcast to both halves and shifted per half (`vpsrlvw`): plane `r`
-/// (`j % 4 == r`) in half `r % 2` of vector `r / 2`, codes in byte order `j / 4`. Record: the
-/// matching activation planes, the exact activation sum of each i32 lane, and each lane's
-/// Q8_0 scale (byte `t` belongs to activation block `t / 8`). Per column:
-/// `madd(maddubs(c01, a01) + maddubs(c23, a23), 1) - asum`, converted, FMA'd with
-/// `d_w * d_a(lane)` (the reference instead sums the four Q8_0 blocks in f32 first).
-pub(crate) struct Pq2;
-
-impl Lanes for Pq2 {
-    const BB: usize = 34;
-    const GB: usize = 1;
-    const REC: usize = 4;
-    type W = (__m512i, __m512i, __m512);
-
-    fn prep(act: ActSlice<'_>, nb: usize, j: usize, g: usize, rec: &mut [V64]) {
-        let nbq = 4 * nb;
-        let blocks: [Option<(&[i8; 32], f32)>; 4] =
-            core::array::from_fn(|k| q8_0_block(act, nbq, j, 4 * g + k));
-        let at = |e: usize| blocks[e / 32].map_or(0, |(q, _)| q[e % 32]);
-        let mut sums = [0i32; 16];
-        for r in 0..4 {
-            for t in 0..32 {
-                let v = at(4 * t + r);
-                rec[r / 2].put_i8(32 * (r % 2) + t, v);
-                sums[8 * (r % 2) + t / 4] += i32::from(v);
-            }
-        }
-        for (l, s) in sums.iter().enumerate() {
-            rec[2].put_i32(l, *s);
-            rec[3].put_f32(l, blocks[(l % 8) / 2].map_or(0.0, |(_, d)| d));
-        }
-    }
-
-    #[inline(always)]
-    unsafe fn prep_fast(act: ActSlice<'_>, nb: usize, j: usize, g: usize, rec: &mut [V64]) {
-        let ActSlice::Q8_0(a, ad) = act else { return };
-        let i0 = j * 4 * nb + 4 * g;
-        let (Some(b), Some(d), true) = (a.get(i0..i0 + 4), ad.get(i0..i0 + 4), rec.len() == 4)
-        else {
-            return;
-        };
-        let r = rec.as_mut_ptr();
-        // SAFETY: reads the 4 blocks' quants and scales (bounds-checked slices); writes the
-        // 4 record vectors.
-        unsafe {
-            let q = |t: usize| _mm256_loadu_si256(b[t].qs.as_ptr().cast());
-            let x0 = _mm512_inserti64x4::<1>(_mm512_castsi256_si512(q(0)), q(1));
-            let x1 = _mm512_inserti64x4::<1>(_mm512_castsi256_si512(q(2)), q(3));
-            // Per 16-byte lane: the bytes of residue r (mod 4) gathered into dword r.
-            #[rustfmt::skip]
-            let sh = _mm512_broadcast_i32x4(_mm_setr_epi8(
-                0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15,
-            ));
-            let y0 = _mm512_shuffle_epi8(x0, sh);
-            let y1 = _mm512_shuffle_epi8(x1, sh);
-            // Plane r: dword r of lanes 0..8 (lanes 0..4 from y0, 4..8 from y1).
-            let pl = |r: i32| {
-                _mm256_castps_si256(_mm512_castps512_ps256(_mm512_castsi512_ps(
-                    _mm512_permutex2var_epi32(
-                        y0,
-                        _mm512_setr_epi32(
-                            r,
-                            4 + r,
-                            8 + r,
-                            12 + r,
-                            16 + r,
-                            20 + r,
-                            24 + r,
-                            28 + r,
-                            0,
-                            0,
-                            0,
-                            0,
-                            0,
-                            0,
-                            0,
-                            0,
-                        ),
-                        y1,
-                    ),
-                )))
-            };
-            let a01 = _mm512_inserti64x4::<1>(_mm512_castsi256_si512(pl(0)), pl(1));
-            let a23 = _mm512_inserti64x4::<1>(_mm512_castsi256_si512(pl(2)), pl(3));
-            let one = _mm512_set1_epi8(1);
-            let p =
-                _mm512_add_epi16(_mm512_maddubs_epi16(one, a01), _mm512_maddubs_epi16(one, a23));
-            let idx = _mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 0, 0, 1, 1, 2, 2, 3, 3);
-            let dv = _mm512_permutexvar_ps(idx, _mm512_castps128_ps512(_mm_loadu_ps(d.as_ptr())));
-            _mm512_store_si512(r.cast(), a01);
-            _mm512_store_si512(r.add(1).cast(), a23);
-            _mm512_store_si512(r.add(2).cast(), _mm512_madd_epi16(p, _mm512_set1_epi16(1)));
-            _mm512_store_ps(r.add(3).cast(), dv);
-        }
-    }
-
-    #[inline(always)]
-    unsafe fn decode(p: *const u8) -> Self::W {
-        // SAFETY: reads bytes 0..34 at `p` (caller); register-only operations.
-        unsafe {
-            let x = _mm512_broadcast_i64x4(_mm256_loadu_si256(p.add(2).cast()));
-            let m = _mm512_set1_epi8(3);
-            let sh = |a: i16, b: i16| {
-                _mm512_inserti64x4::<1>(
-                    _mm512_castsi256_si512(_mm256_set1_epi16(a)),
-                    _mm256_set1_epi16(b),
-                )
-            };
-            let c01 = _mm512_and_si512(_mm512_srlv_epi16(x, sh(0, 2)), m);
-            let c23 = _mm512_and_si512(_mm512_srlv_epi16(x, sh(4, 6)), m);
-            (c01, c23, f16_bcast(p))
-        }
-    }
-
-    #[inline(always)]
-    unsafe fn dot(w: &Self::W, a: *const V64, acc: __m512) -> __m512 {
-        // SAFETY: reads the 4 record vectors (caller); register-only operations.
-        unsafe {
-            let p = _mm512_add_epi16(
-                _mm512_maddubs_epi16(w.0, ld(a, 0)),
-                _mm512_maddubs_epi16(w.1, ld(a, 1)),
-            );
-            let s = _mm512_sub_epi32(_mm512_madd_epi16(p, _mm512_set1_epi16(1)), ld(a, 2));
-            _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(w.2, ldps(a, 3)), acc)
-        }
-    }
-
-    #[inline(always)]
-    unsafe fn dot_vnni(w: &Self::W, a: *const V64, acc: __m512) -> __m512 {
-        // SAFETY: forwarded from the caller; Q4_0's record shape (planes, asum, scales).
-        unsafe { Q4_0::dot_vnni(w, a, acc) }
     }
 }
 

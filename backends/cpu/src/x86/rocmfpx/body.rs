@@ -252,6 +252,115 @@ pub(crate) unsafe fn body512<C: Codec, const R: usize, const CT: usize, const V:
     }
 }
 
+/// Activation-group bytes of one sub-tile's segment in [`body512_seg`]: half the 32 KiB L1
+/// (as `super::super::zseg::SEG_RECORD_BYTES`).
+const SEG_GROUP_BYTES: usize = 16 << 10;
+
+/// Row groups per block in [`body512_seg`].
+const BLOCK_GROUPS: usize = 8;
+
+/// Weight groups per segment for `CT` columns (at least 1).
+const fn seg_groups<const CT: usize>() -> usize {
+    let g = SEG_GROUP_BYTES / (CT * std::mem::size_of::<Group>());
+    if g == 0 {
+        1
+    } else {
+        g
+    }
+}
+
+/// Whether rows of `nb` blocks take [`body512_seg`] for `CT` columns: more than one column,
+/// and a row's activation groups over the 32 KiB L1 (as `super::super::zseg`'s
+/// `ROW_RECORD_BYTES`, measured there).
+pub(crate) const fn segmented<const CT: usize>(nb: usize) -> bool {
+    CT > 1 && nb.div_ceil(GROUP) * CT * std::mem::size_of::<Group>() > 32 << 10
+}
+
+/// [`body512`] walked in K segments (the loop order of `super::super::zseg`): rows in blocks
+/// of [`BLOCK_GROUPS`] groups of `R`, each block segment by segment, so a sub-tile's
+/// activation groups of one segment ([`SEG_GROUP_BYTES`]) stay in L1 while every row of the
+/// block uses them; the accumulators wait in a buffer between segments. Every (row, column)
+/// lane receives the same FMAs in the same order as in [`body512`]: the same bits. Weight
+/// groups are prefetched into L2 at the same place of the next block.
+///
+/// # Safety
+/// As [`body512`].
+#[inline(always)]
+pub(crate) unsafe fn body512_seg<C: Codec, const R: usize, const CT: usize, const V: bool>(
+    w: &[u8],
+    rb: usize,
+    nb: usize,
+    g: &[Group],
+    ncols: usize,
+    out: &mut [f32],
+) {
+    let nrows = w.len() / rb;
+    let ng = nb.div_ceil(GROUP);
+    let full = nb / GROUP;
+    let seg = seg_groups::<CT>();
+    let block_rows = R * BLOCK_GROUPS;
+    let pf = super::super::Prefetch::L2(block_rows * rb);
+    let mut tails = [[[0u8; MAX_GB]; R]; BLOCK_GROUPS];
+    // SAFETY: as in `body512` (row pointers from `rows`, groups `< full` inside the row, the
+    // partial group from the block's local `tails` copy, activation groups `col * ng + gi`
+    // with `col < ncols`, `gi < ng`); prefetches never fault; features available.
+    unsafe {
+        let mut accs = [[[_mm512_setzero_ps(); CT]; R]; BLOCK_GROUPS];
+        let mut rps = [[w.as_ptr(); R]; BLOCK_GROUPS];
+        let mut heres = [0usize; BLOCK_GROUPS];
+        let mut b0 = 0;
+        while b0 < nrows {
+            let nq = (nrows - b0).min(block_rows).div_ceil(R);
+            for q in 0..nq {
+                (rps[q], heres[q]) = rows::<C, R>(w, rb, nrows, b0 + q * R, &mut tails[q]);
+            }
+            let mut c0 = 0;
+            while c0 < ncols {
+                let nc = (ncols - c0).min(CT);
+                let mut gp = [g.as_ptr(); CT];
+                for (jj, p) in gp.iter_mut().enumerate() {
+                    *p = g.as_ptr().add((c0 + jj.min(nc - 1)) * ng);
+                }
+                for a in accs.iter_mut().take(nq) {
+                    *a = [[_mm512_setzero_ps(); CT]; R];
+                }
+                let mut g0 = 0;
+                while g0 < ng {
+                    let g1 = (g0 + seg).min(ng);
+                    for q in 0..nq {
+                        let mut acc = accs[q];
+                        for gi in g0..g1.min(full) {
+                            let mut ps = rps[q];
+                            for p in ps.iter_mut() {
+                                *p = p.add(gi * C::GB);
+                                if c0 == 0 {
+                                    pf.span(*p, C::GB);
+                                }
+                            }
+                            step512::<C, R, CT, V>(ps, gp, gi, &mut acc);
+                        }
+                        if g1 == ng && full < ng {
+                            let tp: [*const u8; R] = std::array::from_fn(|i| tails[q][i].as_ptr());
+                            step512::<C, R, CT, V>(tp, gp, full, &mut acc);
+                        }
+                        accs[q] = acc;
+                    }
+                    g0 = g1;
+                }
+                for q in 0..nq {
+                    for (i, acci) in accs[q].iter().enumerate().take(heres[q]) {
+                        for (jj, a) in acci.iter().enumerate().take(nc) {
+                            out[(b0 + q * R + i) * ncols + c0 + jj] = hsum512(*a);
+                        }
+                    }
+                }
+                c0 += CT;
+            }
+            b0 += block_rows;
+        }
+    }
+}
+
 /// The AVX2 body: as [`body512`] with 256-bit vectors, each group handled as two halves of 4
 /// blocks.
 ///
@@ -322,5 +431,18 @@ pub(crate) unsafe fn body256<C: Codec, const R: usize, const CT: usize>(
             }
             r0 += R;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `tests/matmul.rs` (`long_rows_segmented_tiles`, 451 blocks) takes [`body512_seg`] for
+    /// every multi-column tile; 1024-wide rows (32 blocks) and single columns do not.
+    #[test]
+    fn long_test_rows_are_segmented() {
+        assert!(segmented::<2>(451) && segmented::<4>(451) && segmented::<16>(451));
+        assert!(!segmented::<1>(451) && !segmented::<2>(32));
     }
 }

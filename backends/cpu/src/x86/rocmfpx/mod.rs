@@ -291,15 +291,39 @@ unsafe fn bodies512<C: Codec, const V: bool>(
     unsafe {
         match n {
             1 => body::body512::<C, 4, 1, V>(w, rb, nb, g, n, out),
-            2 => body::body512::<C, 2, 2, V>(w, rb, nb, g, n, out),
-            3 => body::body512::<C, 2, 3, V>(w, rb, nb, g, n, out),
-            4 => body::body512::<C, 2, 4, V>(w, rb, nb, g, n, out),
-            5 => body::body512::<C, 1, 5, V>(w, rb, nb, g, n, out),
-            6 => body::body512::<C, 1, 6, V>(w, rb, nb, g, n, out),
-            7 => body::body512::<C, 1, 7, V>(w, rb, nb, g, n, out),
-            8 => body::body512::<C, 1, 8, V>(w, rb, nb, g, n, out),
-            9..=12 => body::body512::<C, 1, 12, V>(w, rb, nb, g, n, out),
-            _ => body::body512::<C, 1, 16, V>(w, rb, nb, g, n, out),
+            2 => body_any::<C, 2, 2, V>(w, rb, nb, g, n, out),
+            3 => body_any::<C, 2, 3, V>(w, rb, nb, g, n, out),
+            4 => body_any::<C, 2, 4, V>(w, rb, nb, g, n, out),
+            5 => body_any::<C, 1, 5, V>(w, rb, nb, g, n, out),
+            6 => body_any::<C, 1, 6, V>(w, rb, nb, g, n, out),
+            7 => body_any::<C, 1, 7, V>(w, rb, nb, g, n, out),
+            8 => body_any::<C, 1, 8, V>(w, rb, nb, g, n, out),
+            9..=12 => body_any::<C, 1, 12, V>(w, rb, nb, g, n, out),
+            _ => body_any::<C, 1, 16, V>(w, rb, nb, g, n, out),
+        }
+    }
+}
+
+/// [`body::body512`], or [`body::body512_seg`] when a row's activation groups for `CT`
+/// columns overflow the L1 budget (the same bits either way).
+///
+/// # Safety
+/// As [`body::body512`].
+#[inline(always)]
+unsafe fn body_any<C: Codec, const R: usize, const CT: usize, const V: bool>(
+    w: &[u8],
+    rb: usize,
+    nb: usize,
+    g: &[Group],
+    n: usize,
+    out: &mut [f32],
+) {
+    // SAFETY: forwarded from the caller (both bodies have the same contract).
+    unsafe {
+        if body::segmented::<CT>(nb) {
+            body::body512_seg::<C, R, CT, V>(w, rb, nb, g, n, out)
+        } else {
+            body::body512::<C, R, CT, V>(w, rb, nb, g, n, out)
         }
     }
 }
