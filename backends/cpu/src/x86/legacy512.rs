@@ -531,7 +531,7 @@ unsafe fn drive<F: Legacy, const R: usize, const CT: usize, const V: bool>(
     let ng = nb.div_ceil(4);
     let per_col = ng * REC;
     let nrows = w.len() / rb;
-    let pf = super::Prefetch::DEFAULT;
+    let pf = super::Prefetch::DEFAULT.one_group_ahead(R * rb);
     // SAFETY: row pointers are clamped to `nrows - 1`, groups `< full` lie inside the row, the
     // partial group is copied into a padded buffer first; record pointers are clamped to the
     // last column and stay inside `recs`; the prefetch hint never faults.

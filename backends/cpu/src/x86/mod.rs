@@ -152,6 +152,24 @@ impl Prefetch {
     /// The policy of every driver that does not state another (see the type's doc).
     pub(crate) const DEFAULT: Prefetch = Prefetch::L2(8 << 10);
 
+    /// This policy for a driver that streams `R` rows of `rb` bytes side by side, `group =
+    /// R * rb`: an L2 prefetch runs at least one row group ahead, so each row's stream fetches
+    /// the same place in the next group's row and the streams together stay a whole group ahead
+    /// of the reads. With the fixed 8 KiB alone, rows longer than 2 KiB prefetched into their
+    /// own group (already being read) and the next group arrived unprefetched. Measured with
+    /// the weights read from memory (`lowbit bench` cycling through copies), 4096 x 14336, n = 1,
+    /// µs, one / two threads, two interleaved rounds each, 2026-12-01 20:09 UTC: ROCmFP2 1640 /
+    /// 1535 -> 1033 / 669, TQ2_0 1504 / 1007 -> 819 / 515, Q4_K 3704 / 2679 -> 1791 / 1160,
+    /// Q8_0 4768 / 2913 -> 2646 / 2000, Q4_0 3124 / 3061 -> 1729 / 1152 (two groups ahead: no
+    /// better). Rows of groups under 8 KiB (SmolLM2's, 4096-long rows of the 2- and 4-bit
+    /// formats) keep the 8 KiB. L1 policies are returned unchanged.
+    pub(crate) fn one_group_ahead(self, group: usize) -> Prefetch {
+        match self {
+            Prefetch::L2(ahead) => Prefetch::L2(ahead.max(group)),
+            l1 @ Prefetch::L1(_) => l1,
+        }
+    }
+
     /// Prefetches every cache line of `p + ahead .. p + ahead + len` (`len >= 1`) as
     /// [`prefetch_lines`] does, into the level named.
     ///

@@ -260,6 +260,7 @@ unsafe fn drive<F: Lanes, const R: usize, const CT: usize, const V: bool>(
     // SAFETY: row pointers are clamped to `nrows - 1`, groups `< full` lie inside the row, the
     // partial group is copied into a padded buffer first; record pointers are clamped to the
     // last column and stay inside `recs`; the prefetch hint never faults.
+    let pfx = F::PREFETCH.one_group_ahead(R * rb);
     unsafe {
         let mut r0 = 0;
         while r0 < nrows {
@@ -280,7 +281,7 @@ unsafe fn drive<F: Lanes, const R: usize, const CT: usize, const V: bool>(
                     let mut dec = [F::decode(rp[0].add(g * gbytes)); R];
                     for i in 0..R {
                         let p = rp[i].add(g * gbytes);
-                        F::PREFETCH.span(p, gbytes);
+                        pfx.span(p, gbytes);
                         if i > 0 {
                             dec[i] = F::decode(p);
                         }

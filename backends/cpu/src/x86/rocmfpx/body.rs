@@ -208,7 +208,7 @@ pub(crate) unsafe fn body512<C: Codec, const R: usize, const CT: usize, const V:
     out: &mut [f32],
 ) {
     let nrows = w.len() / rb;
-    let pf = super::super::Prefetch::DEFAULT;
+    let pf = super::super::Prefetch::DEFAULT.one_group_ahead(R * rb);
     let ng = nb.div_ceil(GROUP);
     let full = nb / GROUP;
     let mut tail = [[0u8; MAX_GB]; R];
