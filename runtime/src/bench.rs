@@ -320,9 +320,10 @@ struct Timing {
 }
 
 /// How many copies of a `bytes`-byte matrix the timed calls cycle through: enough that together
-/// they span [`stream_footprint`], so that every call reads its weights from memory, as decode
-/// does with a model larger than the caches, and not from a cache a smaller matrix fits in
-/// (4096 x 14336 ROCmFP2 is 18 MB, TQ2_0 15 MB: inside a 32 MiB L3). At most 1024 copies.
+/// they span eight times the largest CPU cache and at least 256 MiB, so that every call reads
+/// its weights from memory, as decode does with a model larger than the caches, and not from a
+/// cache a smaller matrix fits in (4096 x 14336 ROCmFP2 is 18 MB, TQ2_0 15 MB: inside a 32 MiB
+/// L3). At most 1024 copies.
 pub fn stream_copies(bytes: usize) -> usize {
     stream_footprint().div_ceil(bytes.max(1)).clamp(1, 1024)
 }
