@@ -141,8 +141,15 @@ unsafe fn hsum16(v: __m512) -> f32 {
     }
 }
 
-/// Bytes ahead that each row stream prefetches.
-const PF: usize = 1024;
+/// How far ahead each row stream prefetches, into L2: one row group (`R` rows of `rb` bytes),
+/// 8 KiB at least, as [`super::Prefetch::one_group_ahead`] does for the quantized drivers.
+/// Against the former L1 prefetch 1 KiB ahead, with the weights read from memory (`lowbit
+/// bench` cycling through copies), F16, n = 1, µs one / two threads, two interleaved rounds,
+/// 2026-12-01 20:23 UTC: 4096 x 14336 8166 / 5200 -> 5232 / 4300, 14336 x 4096 8966 / 5526 ->
+/// 5085 / 4653; a fixed 8 KiB ahead in L2 gave 6340 / 3840 and 7047 / 5410.
+fn prefetch_ahead<const R: usize>(rb: usize) -> usize {
+    (R * rb).max(8 << 10)
+}
 
 /// Rows in groups of `R`, columns in sub-tiles of `CT` (the last row / column repeated, extra
 /// results discarded). No intrinsics inside closures: a closure does not inherit `entry`'s
@@ -161,6 +168,7 @@ unsafe fn drive<const T: u8, const R: usize, const CT: usize>(
     out: &mut [f32],
 ) {
     let nrows = w.len() / rb;
+    let ahead = prefetch_ahead::<R>(rb);
     let full = k / 16 * 16;
     let tail: __mmask16 = (1u32 << (k - full)).wrapping_sub(1) as __mmask16;
     // SAFETY: row pointers are clamped to `nrows - 1` and column pointers to the last column;
@@ -183,7 +191,7 @@ unsafe fn drive<const T: u8, const R: usize, const CT: usize>(
                     let mut wv = [_mm512_setzero_ps(); R];
                     for r in 0..R {
                         let p = rp[r];
-                        _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(esize(T) * i + PF).cast());
+                        _mm_prefetch::<_MM_HINT_T1>(p.wrapping_add(esize(T) * i + ahead).cast());
                         wv[r] = load_w::<T>(p, i, 0xFFFF);
                     }
                     for jj in 0..CT {
