@@ -135,7 +135,8 @@ pub(crate) fn extras(isa: Isa, format: FormatId) -> crate::kernels::Extras {
 /// * 4096 x 14336, n = 1 (mean of two runs, `lowbit bench --n 1 --threads 1,2`): faster on one
 ///   and two threads for TQ2_0 (819 → 481 µs, 2 threads), TQ1_0, PQ2_0, ROCmFP3, Q6_K, Q4_K,
 ///   Q4_0, Q5_0 and IQ4_NL; mixed within 5-10% for ROCmFP2, MXFP4 and Q4_1; slower for NVFP4
-///   (2078 → 2326 µs), which keeps L1 2 KiB ahead ([`Prefetch::L1`]).
+///   (2078 → 2326 µs), which kept L1 2 KiB ahead ([`Prefetch::L1`]) until the bench read the
+///   weights from memory (session 7: then L2 one group ahead was faster for it too).
 ///
 /// Without huge pages the picture differed (L2 prefetches were slower for most formats on
 /// long rows): a prefetch that crosses into a 4 KiB page whose translation is not cached is

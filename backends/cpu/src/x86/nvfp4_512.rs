@@ -81,8 +81,11 @@ impl Lanes for Nvfp4 {
     const BB: usize = 36;
     const GB: usize = 2;
     const REC: usize = 4;
-    /// L1, 2 KiB ahead: measured faster than the L2 default for NVFP4 (`super::Prefetch`).
-    const PREFETCH: super::Prefetch = super::Prefetch::L1(super::z512::PF);
+    /// The L2 default, one row group ahead. Its former L1 2 KiB ahead measured faster when the
+    /// bench read the weights partly from L3 (session 6), slower once they came from memory:
+    /// n = 1, one thread, µs, two alternated rounds, 2026-12-01 20:46 UTC: 4096 x 14336
+    /// 3663 -> 2933, 14336 x 4096 5695 -> 3293 (two threads 2406 -> 2239, 3587 -> 1947).
+    const PREFETCH: super::Prefetch = super::Prefetch::DEFAULT;
     type W = (__m512i, __m512i, __m512);
 
     fn prep(act: ActSlice<'_>, nb: usize, j: usize, g: usize, rec: &mut [V64]) {

@@ -230,9 +230,6 @@ pub(super) unsafe fn hsum16(v: __m512) -> f32 {
 /// `GB * BB` of every [`Lanes`] type: checked at compile time in the drivers).
 pub(super) const TAIL_BYTES: usize = 512;
 
-/// Bytes ahead that an L1-prefetching format's row streams prefetch ([`super::nvfp4_512`]).
-pub(super) const PF: usize = 2048;
-
 /// The driver (row and column group sizes per [`entry`]): rows in groups of `R`, columns in sub-tiles of `CT` (the last row / column
 /// repeated, extra results discarded), groups of `F::GB` blocks (a partial last group is
 /// decoded from a zero-padded copy).
