@@ -17,7 +17,7 @@
 
 use std::arch::x86_64::*;
 
-use super::hfp4::{row_scale, tile_rows, Lut16, Pass, ACC_VECS, BLOCK, HEADER, PREFETCH};
+use super::hfp4::{row_scale, tile_rows, Lut16, Pass, ACC_VECS, BLOCK, HEADER};
 
 /// Entry: runs the body for the tile.
 ///
@@ -80,9 +80,14 @@ unsafe fn body<const R: usize, const C: usize>(
 ) {
     let nrows = w.len() / rb;
     let rs = tile_rows(C, R, 64);
-    // Prefetch distance: along the row (one column), or the same blocks `2 R` rows down
-    // (tiles visit the rows of a slice before the next slice).
-    let pf = if C == 1 { PREFETCH } else { 2 * R * rb };
+    // Prefetch distance: one column: into L2, one group of `R` rows ahead (8 KiB at least), as
+    // `super::Prefetch::one_group_ahead` does. It was along the row into L1,
+    // `super::hfp4::PREFETCH` bytes ahead, until the bench read the weights from memory; then
+    // one thread at 4096 x 14336 went 3948 -> 3197 µs and at 14336 x 4096 5545 -> 2691 µs for
+    // HFP4G32, MFP4G32 alike (two alternated rounds, 2026-12-01 20:50 UTC). Several columns:
+    // into L1, the same blocks `2 R` rows down (tiles visit the rows of a slice before the
+    // next slice).
+    let pf = if C == 1 { (R * rb).max(8 << 10) } else { 2 * R * rb };
     // SAFETY: weight reads: the scale byte at `16 + 17 b` and 16 bytes at `16 + 17 b + 1` of
     // rows `< nrows`, inside `w`; activation reads: `x[c k + 32 b..][..32]` for `c < ncp`;
     // `buf` indices `< rs * C <= ACC_VECS`; prefetches never fault; register operations need
@@ -117,7 +122,11 @@ unsafe fn body<const R: usize, const C: usize>(
                                 let mut hi = [_mm512_setzero_ps(); $rr];
                                 for i in 0..$rr {
                                     let blk = rp[i].add(b * BLOCK);
-                                    _mm_prefetch::<_MM_HINT_T0>(blk.wrapping_add(pf).cast());
+                                    if C == 1 {
+                                        _mm_prefetch::<_MM_HINT_T1>(blk.wrapping_add(pf).cast());
+                                    } else {
+                                        _mm_prefetch::<_MM_HINT_T0>(blk.wrapping_add(pf).cast());
+                                    }
                                     let t = _mm512_load_ps(lut.0[usize::from(*blk)].as_ptr());
                                     let d =
                                         _mm512_cvtepu8_epi32(_mm_loadu_si128(blk.add(1).cast()));
