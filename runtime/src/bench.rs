@@ -16,10 +16,18 @@
 //!   256 MiB ([`stream_copies`]; one copy with `--quick`), and the calls cycle through the copies
 //!   so each reads its weights from memory, not from a cache (the session-7 figures on; before
 //!   them, matrices under the 32 MiB L3 of the project's EPYC, such as 4096 x 14336 ROCmFP2 or
-//!   TQ2_0, were partly read from it). Then `CpuBackend::matmul` is warmed up and timed: several runs of enough
-//!   calls that all runs together last at least 0.2 s; the time per call is the median of the
-//!   runs' per-call times. Weight GB/s = weight bytes / time per call; GFLOP/s = 2 rows K n /
-//!   time; ratio = weight GB/s / read bandwidth with the same thread count.
+//!   TQ2_0, were partly read from it). Then the matrix is timed in `--rounds` rounds (default
+//!   1). Each round first re-reads 256 MiB of the probe buffer at each thread count (every
+//!   pattern, best of two passes), then times `CpuBackend::matmul` for
+//!   every `n` and thread count: warm-up calls, then several runs of enough calls that all runs
+//!   together last at least 0.2 s; the round's time per call is the median of its runs. A row
+//!   reports its fastest round. Its ceiling is the best read bandwidth measured at its thread
+//!   count in the run so far (the start's probe, and every probe beside a matrix). On a shared
+//!   machine other processes only ever slow a kernel or a probe down, and they come and go
+//!   minute by minute (on the project's VM the same kernel measured 2x apart ten minutes
+//!   apart, 2026-12-01), so best against best, measured minutes apart at most, is the fair
+//!   ratio; every round's time is in the JSON (`us_per_call_rounds`). Weight GB/s = weight
+//!   bytes / time per call; GFLOP/s = 2 rows K n / time; ratio = weight GB/s / ceiling.
 //! * Encode (`--encode`): every offered rule of every selected format with an encoder, one
 //!   thread, weights per second (the fastest of several timed passes); for formats with an exhaustive search (ROCmFP2/3), the fast
 //!   (reference) rule against the exhaustive one on the same tensor (the two take turns row by
@@ -68,6 +76,9 @@ pub struct BenchConfig {
     pub quick: bool,
     /// Also measure encoders.
     pub encode: bool,
+    /// Rounds over each matrix (at least 1): each round re-measures the read ceiling beside the
+    /// timings and times every `n` and thread count again ([`run`]'s method).
+    pub rounds: usize,
     /// The command line, for the report.
     pub command_line: String,
 }
@@ -89,8 +100,14 @@ pub struct MatmulRow {
     pub n: usize,
     /// Threads.
     pub threads: usize,
-    /// Median time per call, microseconds.
+    /// Time per call, microseconds: the fastest round's (each round's figure is the median of
+    /// its timed runs).
     pub us_per_call: f64,
+    /// Every round's time per call, microseconds, in the order measured.
+    pub us_per_call_rounds: Vec<f64>,
+    /// The read ceiling this row is compared with: the best read bandwidth measured at this
+    /// thread count in the run (at the start, and beside this matrix in every round), GB/s.
+    pub ceiling_gb_s: f64,
     /// Bytes of weights read per call.
     pub weight_bytes: usize,
     /// Uploaded copies of the weights the timed calls cycle through ([`stream_copies`]).
@@ -99,7 +116,7 @@ pub struct MatmulRow {
     pub weight_gb_s: f64,
     /// 2 rows K n / time, GFLOP/s.
     pub gflop_s: f64,
-    /// `weight_gb_s` / measured read bandwidth at this thread count.
+    /// `weight_gb_s` / `ceiling_gb_s`.
     pub ratio_to_bandwidth: f64,
 }
 
@@ -353,6 +370,10 @@ fn parse_cache_size(t: &str) -> Option<usize> {
     num.parse::<usize>().ok()?.checked_mul(mul)
 }
 
+/// Bytes of the probe buffer re-read beside each round over a matrix: eight times a 32 MiB
+/// last-level cache, so the local probe reads memory, not a cache.
+pub const LOCAL_PROBE_BYTES: usize = 256 << 20;
+
 fn time_calls(
     timing: &Timing,
     mut call: impl FnMut() -> Result<(), String>,
@@ -513,15 +534,14 @@ pub fn run(cfg: &BenchConfig, line: &mut dyn FnMut(&str)) -> Result<BenchReport,
         report.cpu_model, report.cores, report.isa, report.date, loadavg_start
     ));
 
-    // Bandwidth first, while nothing else is resident.
+    // Bandwidth first, while nothing else is resident. The buffer stays: each round over a
+    // matrix re-reads part of it ([`LOCAL_PROBE_BYTES`]) beside the timings.
     let buf = probe_buffer(report.bandwidth_buffer_bytes, report.cores);
+    let words = buf.as_u64s().expect("the probe is whole u64s");
+    let local_words = &words[..words.len().min(LOCAL_PROBE_BYTES / 8)];
     let passes = if cfg.quick { 3 } else { 6 };
     for &t in &threads {
-        let bw = lowbit_cpu::probe::read_bandwidth(
-            buf.as_u64s().expect("the probe is whole u64s"),
-            t,
-            passes,
-        );
+        let bw = lowbit_cpu::probe::read_bandwidth(words, t, passes);
         let each: Vec<String> =
             bw.patterns.iter().map(|(p, g)| format!("{} {g:.1}", p.name())).collect();
         line(&format!(
@@ -533,7 +553,9 @@ pub fn run(cfg: &BenchConfig, line: &mut dyn FnMut(&str)) -> Result<BenchReport,
         ));
         report.bandwidth.push(bw);
     }
-    drop(buf);
+    // The best read bandwidth seen so far per thread count: the start's, raised by any
+    // faster probe beside a matrix.
+    let mut ceiling: Vec<f64> = report.bandwidth.iter().map(|b| b.gb_s).collect();
 
     let backends: Vec<CpuBackend> = threads
         .iter()
@@ -545,6 +567,7 @@ pub fn run(cfg: &BenchConfig, line: &mut dyn FnMut(&str)) -> Result<BenchReport,
     } else {
         Timing { target: Duration::from_millis(200), runs: 5, warmup: 2 }
     };
+    let rounds = cfg.rounds.max(1);
     if !cfg.quick {
         line(&format!(
             "weights: each matrix is uploaded in copies spanning >= {} MiB, and the timed calls \
@@ -553,8 +576,21 @@ pub fn run(cfg: &BenchConfig, line: &mut dyn FnMut(&str)) -> Result<BenchReport,
         ));
     }
     line(&format!(
-        "{:<10} {:>12} {:>4} {:>3} {:>11} {:>10} {:>8} {:>8} {:>6}",
-        "format", "rows x K", "n", "thr", "us/call", "us/column", "GB/s", "GFLOP/s", "ratio"
+        "{rounds} round(s) per matrix: the read ceiling is re-measured beside each round's \
+         timings; a row shows its fastest round against the best ceiling of its thread count"
+    ));
+    line(&format!(
+        "{:<10} {:>12} {:>4} {:>3} {:>11} {:>10} {:>8} {:>8} {:>7} {:>6}",
+        "format",
+        "rows x K",
+        "n",
+        "thr",
+        "us/call",
+        "us/column",
+        "GB/s",
+        "GFLOP/s",
+        "ceiling",
+        "ratio"
     ));
     for &format in &formats {
         for &(rows, k) in &cfg.shapes {
@@ -573,32 +609,47 @@ pub fn run(cfg: &BenchConfig, line: &mut dyn FnMut(&str)) -> Result<BenchReport,
                 .map(|_| probe.upload(desc, &w))
                 .collect::<Result<Vec<_>, _>>()
                 .map_err(|e| format!("{format} {rows}x{k}: upload: {e}"))?;
-            for &n in &cfg.ns {
-                let x = activations(n * k, n as u64);
-                let mut y = vec![0f32; n * rows];
-                for (cpu, bw) in backends.iter().zip(&report.bandwidth) {
-                    let mut next = 0;
-                    let secs = time_calls(&timing, || {
-                        next = (next + 1) % ms.len();
-                        cpu.matmul(&ms[next], &x, n, &mut y).map_err(|e| format!("{format}: {e}"))
-                    })?;
-                    std::hint::black_box(&y);
-                    let weight_gb_s = w.len() as f64 / secs / 1e9;
+            let xs: Vec<Vec<f32>> = cfg.ns.iter().map(|&n| activations(n * k, n as u64)).collect();
+            // secs[n index][thread index]: one median per round.
+            let mut secs = vec![vec![Vec::with_capacity(rounds); backends.len()]; cfg.ns.len()];
+            for _ in 0..rounds {
+                for (ti, cpu) in backends.iter().enumerate() {
+                    let local = lowbit_cpu::probe::read_bandwidth(local_words, threads[ti], 2);
+                    ceiling[ti] = ceiling[ti].max(local.gb_s);
+                    for ((&n, x), per_n) in cfg.ns.iter().zip(&xs).zip(secs.iter_mut()) {
+                        let mut y = vec![0f32; n * rows];
+                        let mut next = 0;
+                        let t = time_calls(&timing, || {
+                            next = (next + 1) % ms.len();
+                            cpu.matmul(&ms[next], x, n, &mut y)
+                                .map_err(|e| format!("{format}: {e}"))
+                        })?;
+                        std::hint::black_box(&y);
+                        per_n[ti].push(t);
+                    }
+                }
+            }
+            for (&n, per_n) in cfg.ns.iter().zip(&secs) {
+                for (ti, each) in per_n.iter().enumerate() {
+                    let best = each.iter().copied().fold(f64::INFINITY, f64::min);
+                    let weight_gb_s = w.len() as f64 / best / 1e9;
                     let row = MatmulRow {
                         format,
                         rows,
                         k,
                         n,
-                        threads: bw.threads,
-                        us_per_call: secs * 1e6,
+                        threads: threads[ti],
+                        us_per_call: best * 1e6,
+                        us_per_call_rounds: each.iter().map(|s| s * 1e6).collect(),
+                        ceiling_gb_s: ceiling[ti],
                         weight_bytes: w.len(),
                         weight_copies: copies,
                         weight_gb_s,
-                        gflop_s: 2.0 * (rows * k * n) as f64 / secs / 1e9,
-                        ratio_to_bandwidth: weight_gb_s / bw.gb_s,
+                        gflop_s: 2.0 * (rows * k * n) as f64 / best / 1e9,
+                        ratio_to_bandwidth: weight_gb_s / ceiling[ti],
                     };
                     line(&format!(
-                        "{:<10} {:>12} {:>4} {:>3} {:>11.1} {:>10.1} {:>8.2} {:>8.2} {:>6.3}",
+                        "{:<10} {:>12} {:>4} {:>3} {:>11.1} {:>10.1} {:>8.2} {:>8.2} {:>7.1} {:>6.3}",
                         format.name(),
                         format!("{rows}x{k}"),
                         n,
@@ -607,6 +658,7 @@ pub fn run(cfg: &BenchConfig, line: &mut dyn FnMut(&str)) -> Result<BenchReport,
                         row.us_per_column(),
                         row.weight_gb_s,
                         row.gflop_s,
+                        row.ceiling_gb_s,
                         row.ratio_to_bandwidth
                     ));
                     report.matmul.push(row);
@@ -614,6 +666,7 @@ pub fn run(cfg: &BenchConfig, line: &mut dyn FnMut(&str)) -> Result<BenchReport,
             }
         }
     }
+    drop(buf);
 
     if cfg.encode {
         encode_section(cfg, &formats, &mut report, line);
@@ -765,8 +818,9 @@ impl BenchReport {
             .map(|r| {
                 format!(
                     "    {{\"format\": {}, \"rows\": {}, \"k\": {}, \"n\": {}, \"threads\": {}, \
-                     \"us_per_call\": {}, \"us_per_column\": {}, \"weight_bytes\": {}, \"weight_copies\": {}, \
-                     \"weight_gb_s\": {}, \"gflop_s\": {}, \"ratio_to_bandwidth\": {}}}",
+                     \"us_per_call\": {}, \"us_per_column\": {}, \"us_per_call_rounds\": [{}], \
+                     \"weight_bytes\": {}, \"weight_copies\": {}, \"weight_gb_s\": {}, \"gflop_s\": {}, \
+                     \"ceiling_gb_s\": {}, \"ratio_to_bandwidth\": {}}}",
                     json_str(r.format.name()),
                     r.rows,
                     r.k,
@@ -774,10 +828,12 @@ impl BenchReport {
                     r.threads,
                     json_num(r.us_per_call),
                     json_num(r.us_per_column()),
+                    r.us_per_call_rounds.iter().map(|v| json_num(*v)).collect::<Vec<_>>().join(", "),
                     r.weight_bytes,
                     r.weight_copies,
                     json_num(r.weight_gb_s),
                     json_num(r.gflop_s),
+                    json_num(r.ceiling_gb_s),
                     json_num(r.ratio_to_bandwidth)
                 )
             })

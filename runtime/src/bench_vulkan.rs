@@ -382,6 +382,7 @@ mod tests {
             isa: None,
             quick: true,
             encode: false,
+            rounds: 1,
             command_line: "test".into(),
         };
         let mut lines = Vec::new();

@@ -429,6 +429,11 @@ struct BenchArgs {
     /// Also measure encode throughput of every rule, and fast vs exhaustive search.
     #[arg(long)]
     encode: bool,
+    /// Rounds over each matrix: each re-measures the read ceiling beside its timings and
+    /// times every n and thread count again; a row reports its fastest round against the best
+    /// ceiling. More rounds ride out a busy machine.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=100))]
+    rounds: u32,
     /// The backend to time. `vulkan` needs a build with `--features vulkan`; without a usable
     /// Vulkan device it says so and falls back to the CPU backend. `hip` needs a build with
     /// `--features hip`; without a HIP or CUDA runtime and device it fails, saying why.
@@ -1018,6 +1023,7 @@ fn run_bench(a: BenchArgs) -> Result<ExitCode, CliError> {
         isa: a.isa.map(Isa::from),
         quick: a.quick,
         encode: a.encode,
+        rounds: a.rounds as usize,
         command_line: std::env::args().collect::<Vec<_>>().join(" "),
     };
     if a.backend == BackendArg::Vulkan {
