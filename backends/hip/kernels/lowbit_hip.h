@@ -142,6 +142,23 @@ LB_DEV void lb_mma16832(lb_i32 (*d)[4], const lb_u32 (*a)[4], const lb_u32 (*b)[
           "r"(c[0][0]), "r"(c[0][1]), "r"(c[0][2]), "r"(c[0][3]));
 }
 #endif
+// Programmatic dependent launch (sm_90+; no-ops elsewhere and in the host emulation): a kernel
+// launched with the programmatic-serialization attribute may start while the kernel before it
+// runs; lb_grid_wait blocks until that kernel has finished and its writes are visible, and
+// lb_grid_launch_dependents lets the next kernel start early. Without the attribute the wait
+// returns at once (stream order already holds). lb_prefetch_l2 asks for a line into L2.
+#if defined(LB_HOST_EMULATION) || !defined(__CUDA_ARCH__) || __CUDA_ARCH__ < 900
+LB_DEV void lb_grid_wait() {}
+LB_DEV void lb_grid_launch_dependents() {}
+#else
+LB_DEV void lb_grid_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
+LB_DEV void lb_grid_launch_dependents() { asm volatile("griddepcontrol.launch_dependents;" :::); }
+#endif
+#if defined(LB_HOST_EMULATION)
+LB_DEV void lb_prefetch_l2(const void*) {}
+#else
+LB_DEV void lb_prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }
+#endif
 #define LB_SHARED __shared__
 LB_DEV void lb_barrier() { __syncthreads(); }
 LB_DEV float lb_roundf(float x) { return roundf(x); }
@@ -225,6 +242,10 @@ LB_DEV void lb_ld_stream8(const void* p, lb_u32& a, lb_u32& b) {
     a = v.x;
     b = v.y;
 }
+// No programmatic dependent launch or L2 prefetch hint on AMD: stream order, plain loads.
+LB_DEV void lb_grid_wait() {}
+LB_DEV void lb_grid_launch_dependents() {}
+LB_DEV void lb_prefetch_l2(const void*) {}
 #define LB_SHARED __attribute__((shared))
 LB_DEV void lb_barrier() {
     __builtin_amdgcn_fence(__ATOMIC_RELEASE, "workgroup");

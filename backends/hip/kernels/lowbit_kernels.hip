@@ -44,6 +44,7 @@ LB_DEV void lb_store_quant(lb_i8* aq, lb_u64 i, lb_u32 nu, lb_u32 order, lb_i8 q
 // s = f16((float)sum(q) * d) with the f32 d. One thread per element; 32 lanes per unit.
 LB_KERNEL void lb_quantize_q8(const float* x, lb_i8* aq, float* ad, lb_u32* ae, lb_u32 total,
                               lb_u32 nu, lb_u32 order, lb_u32 q81) {
+    lb_grid_launch_dependents();  // the matvec may start (its weight loads need no x)
     lb_u64 i = (lb_u64)lb_bid_x() * LB_BLOCK + lb_tid();
     float v = i < total ? x[i] : 0.0f;
     float amax = lb_max32(lb_fabsf(v));
@@ -71,6 +72,7 @@ LB_KERNEL void lb_quantize_q8(const float* x, lb_i8* aq, float* ad, lb_u32* ae, 
 // the two 16-element sums of each unit.
 LB_KERNEL void lb_quantize_q8k(const float* x, lb_i8* aq, float* ad, lb_u32* ae, lb_u32 nu,
                                lb_u32 order) {
+    lb_grid_launch_dependents();  // the matvec may start (its weight loads need no x)
     LB_SHARED float mag[256];
     LB_SHARED lb_u32 at[256];
     lb_u32 t = lb_tid();
@@ -112,6 +114,7 @@ LB_KERNEL void lb_quantize_q8k(const float* x, lb_i8* aq, float* ad, lb_u32* ae,
 // x *= s1; butterflies with strides 1..128 (a+b, a-b); x *= 0.0625 * s2. The sign vectors are
 // passed bit-packed (8 words each, LSB first, 1 = +1).
 LB_KERNEL void lb_fwht256(float* x, const lb_u32* signs, lb_u32 segments) {
+    lb_grid_launch_dependents();  // the matvec may start (its weight loads need no x)
     LB_SHARED float buf[256];
     lb_u32 seg = lb_bid_x();
     if (seg >= segments) return;
@@ -136,6 +139,7 @@ LB_KERNEL void lb_fwht256(float* x, const lb_u32* signs, lb_u32 segments) {
 // block is contiguous: xt[col*K + (i*nb + b)*4 + j] = x[col*K + b*32 + 4i + j]. One thread per
 // float4.
 LB_KERNEL void lb_interleave_f32(const float* x, float* xt, lb_u32 total4, lb_u32 nb) {
+    lb_grid_launch_dependents();  // the matvec may start (its weight loads need no x)
     lb_u64 t = (lb_u64)lb_bid_x() * LB_BLOCK + lb_tid();
     if (t >= total4) return;
     lb_u64 per = (lb_u64)nb * 8, col = t / per, w = t % per, b = w >> 3, i = w & 7u;
@@ -292,6 +296,7 @@ LB_DEV lb_i32 lb_sub_bytes(lb_i32 x, lb_u32 c) {
 
 // Q8_0: q plane in halves as the activations'; sumi * (dw * da).
 struct DecQ8_0 {
+    enum { QB = 32 };  // q-plane bytes per unit
     lb_i32 w[8];
     lb_u32 h;
     float dw;
@@ -310,6 +315,7 @@ struct DecQ8_0 {
 
 // The common raw part of the formats with 16 code bytes per unit and one scale word.
 struct Raw16 {
+    enum { QB = 16 };  // q-plane bytes per unit
     lb_i32x4 v;
     lb_u32 sc;
 };
@@ -441,6 +447,7 @@ LB_DEV void lb_codes2(lb_u32 table, lb_u32 p0, lb_u32 p1, lb_i32 w[8]) {
 
 // ROCmFP2: codebook {-4,-1,1,4}; d_act * (s0 * sum0 + s1 * sum1).
 struct DecFp2 {
+    enum { QB = 8 };
     lb_u32 p0, p1, sc;
     lb_i32 w[8];
     float s0, s1;
@@ -465,6 +472,7 @@ struct DecFp2 {
 // dw * (da * sumi).
 template <int G>
 struct DecTern {
+    enum { QB = 8 };
     lb_u32 p0, p1, sc;
     lb_i32 w[8];
     float dw;
@@ -590,53 +598,81 @@ struct DecHfp4 : Raw16 {
 
 // ------------------------------------------------------------------ matvec skeletons ----------
 
+// Bytes of each row's q plane a warp asks L2 for before it waits on the kernel before it (see
+// lb_mv1): about the first eight steps of a 2-bit row.
+#define LB_PREFETCH_ROW_BYTES 2048u
+
+// Asks L2 for the first LB_PREFETCH_ROW_BYTES of the q plane of rows row0 .. row0 + R - 1
+// (those below `rows`), one 128-byte line per lane and request.
+template <int R, int QB>
+LB_DEV void lb_prefetch_rows(const Mat& m, lb_u32 row0, lb_u32 rows, lb_u32 nu, lb_u32 lane) {
+    lb_u64 rb = (lb_u64)nu * QB;
+    lb_u32 lines = (lb_u32)((rb < LB_PREFETCH_ROW_BYTES ? rb : LB_PREFETCH_ROW_BYTES) + 127) / 128;
+    for (lb_u32 i = lane; i < R * lines; i += LB_WARP) {
+        lb_u32 row = row0 + i / lines;
+        if (row < rows) lb_prefetch_l2(m.q + row * rb + (i % lines) * 128ull);
+    }
+}
+
 // n = 1: y[row] = sum over units of dec.dot(activations) (times the row's f16 scale when
-// ROWSCALE). Each warp owns R consecutive rows (a block LB_ROWS_PER_CTA * R, grid-strided);
-// lane l takes units l, l + LB_WARP, ... of its rows. Software-pipelined P deep: the raw
-// weight words of the next P - 1 steps (with AP, their activations too) are in flight while a
-// step is decoded, so a lane keeps P units x R rows of loads outstanding with raw words only
-// in registers (P = 1: load, then decode). Without AP the activations (L1 hits) are loaded
-// when used, which keeps the ring small. The ring of P slots is indexed by compile-time
-// constants (the step loop is unrolled P times).
+// ROWSCALE). Each warp owns row groups of R consecutive rows: groups warp, warp + W, ... (W =
+// the grid's warps; the host may launch fewer blocks than groups / 8 so that a warp owns
+// several). Lane l takes units l, l + LB_WARP, ... of its rows. The warp's (group, step) pairs
+// form one stream, software-pipelined P deep: the raw weight words of the next P - 1 steps (with
+// AP, their activations too) are in flight while a step is decoded, also across the end of a
+// row group (the ring is filled once per warp, not once per group). A lane keeps P units x R
+// rows of loads outstanding with raw words only in registers (P = 1: load, then decode).
+// Without AP the activations (L1 hits) are loaded when used, which keeps the ring small. The
+// ring of P slots is indexed by compile-time constants (the step loop is unrolled P times).
+// Before anything that reads activations the warp asks L2 for the start of its first rows and
+// waits for the kernel before it (lb_grid_wait: a no-op unless launched as a programmatic
+// dependent, when this overlaps the activation preparation).
 template <int R, int P, bool AP, class Dec, class Act, bool ROWSCALE>
 LB_DEV void lb_mv1(const Mat& m, const ActPtrs& ap, float* y, lb_u32 rows, lb_u32 nu) {
     lb_u32 warp = lb_tid() / LB_WARP, lane = lb_tid() % LB_WARP;
     lb_u32 groups = (rows + R - 1) / R;
     lb_u32 steps = (nu + LB_WARP - 1) / LB_WARP;
-    for (lb_u32 g0 = lb_bid_x() * LB_ROWS_PER_CTA; g0 < groups; g0 += lb_grid_x() * LB_ROWS_PER_CTA) {
-        lb_u32 g = g0 + warp;
-        if (g >= groups) continue;  // no barriers in this skeleton
-        lb_u32 row0 = g * R;
-        lb_u64 rowc[R];
+    lb_u32 gstride = lb_grid_x() * LB_ROWS_PER_CTA;
+    lb_u32 g = lb_bid_x() * LB_ROWS_PER_CTA + warp;
+    if (g < groups) lb_prefetch_rows<R, Dec::QB>(m, g * R, rows, nu, lane);
+    lb_grid_wait();
+    if (g >= groups) return;  // no barriers in this skeleton
+    float acc[R];
 #pragma unroll
-        for (int r = 0; r < R; r++) rowc[r] = row0 + r < rows ? row0 + r : rows - 1;  // loads stay in bounds
-        float acc[R];
+    for (int r = 0; r < R; r++) acc[r] = 0.0f;
+    Dec ring[P][R];
+    Act act[AP ? P : 1];
+    // Fetch cursor: group fg (rows frow[]), step fs; consume cursor: group cg, step cs.
+    lb_u32 fg = g, fs = 0, cg = g, cs = 0;
+    lb_u64 frow[R];
 #pragma unroll
-        for (int r = 0; r < R; r++) acc[r] = 0.0f;
-        Dec ring[P][R];
-        Act act[AP ? P : 1];
-        // Prologue: steps 0 .. P - 2 into slots 0 .. P - 2.
+    for (int r = 0; r < R; r++) frow[r] = g * R + r < rows ? g * R + r : rows - 1;  // loads stay in bounds
+    // Issues the loads of the fetch cursor's step into `slot` (nothing past the last group),
+    // then advances the cursor.
+#define LB_MV1_FETCH(slot)                                                                      \
+    if (fg < groups) {                                                                          \
+        lb_u32 bf = fs * LB_WARP + lane;                                                        \
+        if (bf < nu) {                                                                          \
+            if (AP) act[AP ? (slot) : 0].load(ap, 0, bf, nu);                                   \
+            _Pragma("unroll") for (int r = 0; r < R; r++) ring[slot][r].fetch(m, frow[r], bf, nu); \
+        }                                                                                       \
+        if (++fs == steps) {                                                                    \
+            fs = 0;                                                                             \
+            fg += gstride;                                                                      \
+            _Pragma("unroll") for (int r = 0; r < R; r++) frow[r] =                            \
+                fg * R + r < rows ? fg * R + r : rows - 1;                                      \
+        }                                                                                       \
+    }
+    // Prologue: the first P - 1 steps into slots 0 .. P - 2.
 #pragma unroll
-        for (int k = 0; k < P - 1; k++) {
-            lb_u32 b = (lb_u32)k * LB_WARP + lane;
-            if (b < nu) {
-                if (AP) act[AP ? k : 0].load(ap, 0, b, nu);
+    for (int k = 0; k < P - 1; k++) { LB_MV1_FETCH(k) }
+    while (cg < groups) {
 #pragma unroll
-                for (int r = 0; r < R; r++) ring[k][r].fetch(m, rowc[r], b, nu);
-            }
-        }
-        for (lb_u32 s0 = 0; s0 < steps; s0 += P) {
-#pragma unroll
-            for (int k = 0; k < P; k++) {
-                // Issue step s0 + k + P - 1 into slot (k + P - 1) % P, then use slot k.
-                const int f = (k + P - 1) % P;
-                lb_u32 bf = (s0 + k + P - 1) * LB_WARP + lane;
-                if (bf < nu) {
-                    if (AP) act[AP ? f : 0].load(ap, 0, bf, nu);
-#pragma unroll
-                    for (int r = 0; r < R; r++) ring[f][r].fetch(m, rowc[r], bf, nu);
-                }
-                lb_u32 b = (s0 + k) * LB_WARP + lane;
+        for (int k = 0; k < P; k++) {
+            // Issue the step P - 1 ahead into slot (k + P - 1) % P, then use slot k.
+            LB_MV1_FETCH((k + P - 1) % P)
+            if (cg < groups) {
+                lb_u32 b = cs * LB_WARP + lane;
                 if (b < nu) {
                     if (!AP) act[0].load(ap, 0, b, nu);
 #pragma unroll
@@ -646,16 +682,22 @@ LB_DEV void lb_mv1(const Mat& m, const ActPtrs& ap, float* y, lb_u32 rows, lb_u3
                         acc[r] += d.dot(act[AP ? k : 0]);
                     }
                 }
+                if (++cs == steps) {  // the group's last step: reduce and store its rows
+#pragma unroll
+                    for (int r = 0; r < R; r++) {
+                        lb_u32 row = cg * R + r;
+                        float v = lb_warp_sum(acc[r]);
+                        acc[r] = 0.0f;
+                        if (ROWSCALE && row < rows) v *= lb_f16_at(m.r, row);
+                        if (lane == 0 && row < rows) y[row] = v;
+                    }
+                    cs = 0;
+                    cg += gstride;
+                }
             }
         }
-#pragma unroll
-        for (int r = 0; r < R; r++) {
-            lb_u32 row = row0 + r;
-            float v = lb_warp_sum(acc[r]);
-            if (ROWSCALE && row < rows) v *= lb_f16_at(m.r, row);
-            if (lane == 0 && row < rows) y[row] = v;
-        }
     }
+#undef LB_MV1_FETCH
 }
 
 // n >= 2: y[col*rows + row] = sum over units of dec.dot(activations of col) (times the row's
@@ -666,6 +708,7 @@ LB_DEV void lb_mv1(const Mat& m, const ActPtrs& ap, float* y, lb_u32 rows, lb_u3
 template <int NC, int R, class Dec, class Act, bool ROWSCALE>
 LB_DEV void lb_mv(const Mat& m, const ActPtrs& ap, float* y, lb_u32 rows, lb_u32 nu, lb_u32 ncols) {
     LB_SHARED typename StageOf<Act, NC>::T st;
+    lb_grid_wait();  // see lb_mv1
     lb_u32 warp = lb_tid() / LB_WARP, lane = lb_tid() % LB_WARP;
     lb_u32 col0 = lb_bid_y() * NC;
     lb_u32 nc = ncols - col0 < (lb_u32)NC ? ncols - col0 : (lb_u32)NC;
