@@ -146,18 +146,13 @@ LB_DEV void lb_mma16832(lb_i32 (*d)[4], const lb_u32 (*a)[4], const lb_u32 (*b)[
 // launched with the programmatic-serialization attribute may start while the kernel before it
 // runs; lb_grid_wait blocks until that kernel has finished and its writes are visible, and
 // lb_grid_launch_dependents lets the next kernel start early. Without the attribute the wait
-// returns at once (stream order already holds). lb_prefetch_l2 asks for a line into L2.
+// returns at once (stream order already holds).
 #if defined(LB_HOST_EMULATION) || !defined(__CUDA_ARCH__) || __CUDA_ARCH__ < 900
 LB_DEV void lb_grid_wait() {}
 LB_DEV void lb_grid_launch_dependents() {}
 #else
 LB_DEV void lb_grid_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
 LB_DEV void lb_grid_launch_dependents() { asm volatile("griddepcontrol.launch_dependents;" :::); }
-#endif
-#if defined(LB_HOST_EMULATION)
-LB_DEV void lb_prefetch_l2(const void*) {}
-#else
-LB_DEV void lb_prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }
 #endif
 #define LB_SHARED __shared__
 LB_DEV void lb_barrier() { __syncthreads(); }
@@ -242,10 +237,9 @@ LB_DEV void lb_ld_stream8(const void* p, lb_u32& a, lb_u32& b) {
     a = v.x;
     b = v.y;
 }
-// No programmatic dependent launch or L2 prefetch hint on AMD: stream order, plain loads.
+// No programmatic dependent launch on AMD: stream order.
 LB_DEV void lb_grid_wait() {}
 LB_DEV void lb_grid_launch_dependents() {}
-LB_DEV void lb_prefetch_l2(const void*) {}
 #define LB_SHARED __attribute__((shared))
 LB_DEV void lb_barrier() {
     __builtin_amdgcn_fence(__ATOMIC_RELEASE, "workgroup");

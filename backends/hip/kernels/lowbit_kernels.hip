@@ -296,7 +296,6 @@ LB_DEV lb_i32 lb_sub_bytes(lb_i32 x, lb_u32 c) {
 
 // Q8_0: q plane in halves as the activations'; sumi * (dw * da).
 struct DecQ8_0 {
-    enum { QB = 32 };  // q-plane bytes per unit
     lb_i32 w[8];
     lb_u32 h;
     float dw;
@@ -315,7 +314,6 @@ struct DecQ8_0 {
 
 // The common raw part of the formats with 16 code bytes per unit and one scale word.
 struct Raw16 {
-    enum { QB = 16 };  // q-plane bytes per unit
     lb_i32x4 v;
     lb_u32 sc;
 };
@@ -447,7 +445,6 @@ LB_DEV void lb_codes2(lb_u32 table, lb_u32 p0, lb_u32 p1, lb_i32 w[8]) {
 
 // ROCmFP2: codebook {-4,-1,1,4}; d_act * (s0 * sum0 + s1 * sum1).
 struct DecFp2 {
-    enum { QB = 8 };
     lb_u32 p0, p1, sc;
     lb_i32 w[8];
     float s0, s1;
@@ -472,7 +469,6 @@ struct DecFp2 {
 // dw * (da * sumi).
 template <int G>
 struct DecTern {
-    enum { QB = 8 };
     lb_u32 p0, p1, sc;
     lb_i32 w[8];
     float dw;
@@ -598,81 +594,62 @@ struct DecHfp4 : Raw16 {
 
 // ------------------------------------------------------------------ matvec skeletons ----------
 
-// Bytes of each row's q plane a warp asks L2 for before it waits on the kernel before it (see
-// lb_mv1): about the first eight steps of a 2-bit row.
-#define LB_PREFETCH_ROW_BYTES 2048u
-
-// Asks L2 for the first LB_PREFETCH_ROW_BYTES of the q plane of rows row0 .. row0 + R - 1
-// (those below `rows`), one 128-byte line per lane and request.
-template <int R, int QB>
-LB_DEV void lb_prefetch_rows(const Mat& m, lb_u32 row0, lb_u32 rows, lb_u32 nu, lb_u32 lane) {
-    lb_u64 rb = (lb_u64)nu * QB;
-    lb_u32 lines = (lb_u32)((rb < LB_PREFETCH_ROW_BYTES ? rb : LB_PREFETCH_ROW_BYTES) + 127) / 128;
-    for (lb_u32 i = lane; i < R * lines; i += LB_WARP) {
-        lb_u32 row = row0 + i / lines;
-        if (row < rows) lb_prefetch_l2(m.q + row * rb + (i % lines) * 128ull);
-    }
-}
-
 // n = 1: y[row] = sum over units of dec.dot(activations) (times the row's f16 scale when
-// ROWSCALE). Each warp owns row groups of R consecutive rows: groups warp, warp + W, ... (W =
-// the grid's warps; the host may launch fewer blocks than groups / 8 so that a warp owns
-// several). Lane l takes units l, l + LB_WARP, ... of its rows. The warp's (group, step) pairs
-// form one stream, software-pipelined P deep: the raw weight words of the next P - 1 steps (with
-// AP, their activations too) are in flight while a step is decoded, also across the end of a
-// row group (the ring is filled once per warp, not once per group). A lane keeps P units x R
-// rows of loads outstanding with raw words only in registers (P = 1: load, then decode).
-// Without AP the activations (L1 hits) are loaded when used, which keeps the ring small. The
-// ring of P slots is indexed by compile-time constants (the step loop is unrolled P times).
-// Before anything that reads activations the warp asks L2 for the start of its first rows and
-// waits for the kernel before it (lb_grid_wait: a no-op unless launched as a programmatic
-// dependent, when this overlaps the activation preparation).
+// ROWSCALE). Each warp owns R consecutive rows (a block LB_ROWS_PER_CTA * R, grid-strided);
+// lane l takes units l, l + LB_WARP, ... of its rows. Software-pipelined P deep: the raw
+// weight words of the next P - 1 steps (with AP, their activations too) are in flight while a
+// step is decoded, so a lane keeps P units x R rows of loads outstanding with raw words only
+// in registers (P = 1: load, then decode). Without AP the activations (L1 hits) are loaded
+// when used, which keeps the ring small. The ring of P slots is indexed by compile-time
+// constants (the step loop is unrolled P times). Launched as a programmatic dependent of the
+// activation preparation, a warp issues its first group's prologue weight loads before it
+// waits for that kernel (lb_grid_wait; with AP before them, as the prologue then reads
+// activations too).
 template <int R, int P, bool AP, class Dec, class Act, bool ROWSCALE>
 LB_DEV void lb_mv1(const Mat& m, const ActPtrs& ap, float* y, lb_u32 rows, lb_u32 nu) {
     lb_u32 warp = lb_tid() / LB_WARP, lane = lb_tid() % LB_WARP;
     lb_u32 groups = (rows + R - 1) / R;
     lb_u32 steps = (nu + LB_WARP - 1) / LB_WARP;
-    lb_u32 gstride = lb_grid_x() * LB_ROWS_PER_CTA;
-    lb_u32 g = lb_bid_x() * LB_ROWS_PER_CTA + warp;
-    if (g < groups) lb_prefetch_rows<R, Dec::QB>(m, g * R, rows, nu, lane);
-    lb_grid_wait();
-    if (g >= groups) return;  // no barriers in this skeleton
-    float acc[R];
+    bool waited = false;
+    for (lb_u32 g0 = lb_bid_x() * LB_ROWS_PER_CTA; g0 < groups; g0 += lb_grid_x() * LB_ROWS_PER_CTA) {
+        lb_u32 g = g0 + warp;
+        if (g >= groups) continue;  // no barriers in this skeleton
+        lb_u32 row0 = g * R;
+        lb_u64 rowc[R];
 #pragma unroll
-    for (int r = 0; r < R; r++) acc[r] = 0.0f;
-    Dec ring[P][R];
-    Act act[AP ? P : 1];
-    // Fetch cursor: group fg (rows frow[]), step fs; consume cursor: group cg, step cs.
-    lb_u32 fg = g, fs = 0, cg = g, cs = 0;
-    lb_u64 frow[R];
+        for (int r = 0; r < R; r++) rowc[r] = row0 + r < rows ? row0 + r : rows - 1;  // loads stay in bounds
+        float acc[R];
 #pragma unroll
-    for (int r = 0; r < R; r++) frow[r] = g * R + r < rows ? g * R + r : rows - 1;  // loads stay in bounds
-    // Issues the loads of the fetch cursor's step into `slot` (nothing past the last group),
-    // then advances the cursor.
-#define LB_MV1_FETCH(slot)                                                                      \
-    if (fg < groups) {                                                                          \
-        lb_u32 bf = fs * LB_WARP + lane;                                                        \
-        if (bf < nu) {                                                                          \
-            if (AP) act[AP ? (slot) : 0].load(ap, 0, bf, nu);                                   \
-            _Pragma("unroll") for (int r = 0; r < R; r++) ring[slot][r].fetch(m, frow[r], bf, nu); \
-        }                                                                                       \
-        if (++fs == steps) {                                                                    \
-            fs = 0;                                                                             \
-            fg += gstride;                                                                      \
-            _Pragma("unroll") for (int r = 0; r < R; r++) frow[r] =                            \
-                fg * R + r < rows ? fg * R + r : rows - 1;                                      \
-        }                                                                                       \
-    }
-    // Prologue: the first P - 1 steps into slots 0 .. P - 2.
+        for (int r = 0; r < R; r++) acc[r] = 0.0f;
+        Dec ring[P][R];
+        Act act[AP ? P : 1];
+        if (AP && !waited) lb_grid_wait();
+        // Prologue: steps 0 .. P - 2 into slots 0 .. P - 2.
 #pragma unroll
-    for (int k = 0; k < P - 1; k++) { LB_MV1_FETCH(k) }
-    while (cg < groups) {
+        for (int k = 0; k < P - 1; k++) {
+            lb_u32 b = (lb_u32)k * LB_WARP + lane;
+            if (b < nu) {
+                if (AP) act[AP ? k : 0].load(ap, 0, b, nu);
 #pragma unroll
-        for (int k = 0; k < P; k++) {
-            // Issue the step P - 1 ahead into slot (k + P - 1) % P, then use slot k.
-            LB_MV1_FETCH((k + P - 1) % P)
-            if (cg < groups) {
-                lb_u32 b = cs * LB_WARP + lane;
+                for (int r = 0; r < R; r++) ring[k][r].fetch(m, rowc[r], b, nu);
+            }
+        }
+        if (!waited) {
+            lb_grid_wait();
+            waited = true;
+        }
+        for (lb_u32 s0 = 0; s0 < steps; s0 += P) {
+#pragma unroll
+            for (int k = 0; k < P; k++) {
+                // Issue step s0 + k + P - 1 into slot (k + P - 1) % P, then use slot k.
+                const int f = (k + P - 1) % P;
+                lb_u32 bf = (s0 + k + P - 1) * LB_WARP + lane;
+                if (bf < nu) {
+                    if (AP) act[AP ? f : 0].load(ap, 0, bf, nu);
+#pragma unroll
+                    for (int r = 0; r < R; r++) ring[f][r].fetch(m, rowc[r], bf, nu);
+                }
+                lb_u32 b = (s0 + k) * LB_WARP + lane;
                 if (b < nu) {
                     if (!AP) act[0].load(ap, 0, b, nu);
 #pragma unroll
@@ -682,22 +659,16 @@ LB_DEV void lb_mv1(const Mat& m, const ActPtrs& ap, float* y, lb_u32 rows, lb_u3
                         acc[r] += d.dot(act[AP ? k : 0]);
                     }
                 }
-                if (++cs == steps) {  // the group's last step: reduce and store its rows
-#pragma unroll
-                    for (int r = 0; r < R; r++) {
-                        lb_u32 row = cg * R + r;
-                        float v = lb_warp_sum(acc[r]);
-                        acc[r] = 0.0f;
-                        if (ROWSCALE && row < rows) v *= lb_f16_at(m.r, row);
-                        if (lane == 0 && row < rows) y[row] = v;
-                    }
-                    cs = 0;
-                    cg += gstride;
-                }
             }
         }
+#pragma unroll
+        for (int r = 0; r < R; r++) {
+            lb_u32 row = row0 + r;
+            float v = lb_warp_sum(acc[r]);
+            if (ROWSCALE && row < rows) v *= lb_f16_at(m.r, row);
+            if (lane == 0 && row < rows) y[row] = v;
+        }
     }
-#undef LB_MV1_FETCH
 }
 
 // n >= 2: y[col*rows + row] = sum over units of dec.dot(activations of col) (times the row's

@@ -93,8 +93,8 @@ pub(crate) fn validated_planes(
 pub(crate) const MMA_VARIANTS: [(usize, usize, usize, usize, bool); 4] =
     [(32, 2, 64, 2, false), (17, 1, 64, 3, false), (18, 1, 64, 2, true), (16, 1, 128, 2, false)];
 
-/// Row groups each warp owns at n = 1 by default (the grid is cut by this factor; the kernel's
-/// load pipeline runs on across a warp's groups): `LOWBIT_HIP_N1_GROUPS` overrides it.
+/// Row groups each warp owns at n = 1 by default (the grid is cut by this factor and the
+/// kernel's warps grid-stride over the groups): `LOWBIT_HIP_N1_GROUPS` (1..=64) overrides it.
 const N1_GROUPS_PER_WARP: usize = 1;
 
 fn n1_groups_per_warp() -> usize {
@@ -478,7 +478,7 @@ impl HipBackend {
         let MatrixDesc { format, rows, cols } = m.desc;
         let KernelChoice { name, nc, rows_per_block, mma_order } = self.choice(m, n);
         let gy = u32::try_from(n.div_ceil(nc)).map_err(|_| too_large(format))?;
-        // n = 1: each warp may own several row groups (its load pipeline runs on across them).
+        // n = 1: each warp may own several row groups (grid-strided).
         let per = if nc == 1 && mma_order.is_none() { n1_groups_per_warp() } else { 1 };
         let gx = u32::try_from(rows.div_ceil(rows_per_block * per).min(1 << 20))
             .map_err(|_| too_large(format))?;
