@@ -10,7 +10,7 @@
 //! `LOWBIT_HIP_BENCH_ROWS_PER_WARP=1,2,4` and `LOWBIT_HIP_BENCH_UNITS=1,2,4` time every point
 //! once per rows-per-warp and (n = 1 only) units-per-step setting: a tuning sweep; the JSON's
 //! `rows_per_warp` / `units_per_step` are 0 for the backend's default. Units per step are the
-//! n = 1 pipeline codes (lowbit-hip's `set_units_per_step`: 1, 2, 4, 12, 14, 18, 26); rows per
+//! n = 1 pipeline codes (lowbit-hip's `set_units_per_step`: 1, 2, 4, 12, 14); rows per
 //! warp 32, 17, 18 and 16 select the tensor-core kernel variants for n >= 5 where a format has
 //! them (lowbit-hip's `set_rows_per_warp`).
 //!

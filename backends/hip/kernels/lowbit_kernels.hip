@@ -758,9 +758,9 @@ LB_DEV void lb_mv(const Mat& m, const ActPtrs& ap, float* y, lb_u32 rows, lb_u32
 
 // NC = 1: the pipelined skeleton, else the staged one (a template, so only the chosen one is
 // instantiated). U = P (1, 2, 4): P deep with the activations in the ring; U = 10 + P (12,
-// 14, 18, 26): weights only (activations loaded when used). Deeper rings with the activations
-// lost to register pressure on the H200 (docs/BENCHMARKS.md, session 6) and are not
-// instantiated.
+// 14): weights only (activations loaded when used). Deeper rings lost to register pressure on
+// the H200 (docs/BENCHMARKS.md, sessions 6 and 8: weights-only P = 8 and 16 were 5-70%
+// slower than the defaults) and are not instantiated.
 template <int NC, int R, int U, class Dec, class Act, bool ROWSCALE>
 LB_DEV void lb_mv_any(const Mat& m, const ActPtrs& ap, float* y, lb_u32 rows, lb_u32 nu, lb_u32 ncols) {
     if constexpr (NC == 1) lb_mv1<R, (U > 10 ? U - 10 : U), (U < 10), Dec, Act, ROWSCALE>(m, ap, y, rows, nu);
@@ -780,13 +780,9 @@ LB_DEV void lb_mv_any(const Mat& m, const ActPtrs& ap, float* y, lb_u32 rows, lb
     }
 #define LB_MV_R(fmt, Dec, Act, RS, NC, U) \
     LB_MV(fmt, Dec, Act, RS, NC, 1, U) LB_MV(fmt, Dec, Act, RS, NC, 2, U) LB_MV(fmt, Dec, Act, RS, NC, 4, U)
-// The deep weights-only rings (codes 18 and 26: P = 8 and 16) only for 1 and 2 rows per warp.
-#define LB_MV_R12(fmt, Dec, Act, RS, NC, U) \
-    LB_MV(fmt, Dec, Act, RS, NC, 1, U) LB_MV(fmt, Dec, Act, RS, NC, 2, U)
-#define LB_MV_1(fmt, Dec, Act, RS)                                                                  \
-    LB_MV_R(fmt, Dec, Act, RS, 1, 1) LB_MV_R(fmt, Dec, Act, RS, 1, 2)                               \
-    LB_MV_R(fmt, Dec, Act, RS, 1, 4) LB_MV_R(fmt, Dec, Act, RS, 1, 12) LB_MV_R(fmt, Dec, Act, RS, 1, 14) \
-    LB_MV_R12(fmt, Dec, Act, RS, 1, 18) LB_MV_R12(fmt, Dec, Act, RS, 1, 26)
+#define LB_MV_1(fmt, Dec, Act, RS)                                    \
+    LB_MV_R(fmt, Dec, Act, RS, 1, 1) LB_MV_R(fmt, Dec, Act, RS, 1, 2) \
+    LB_MV_R(fmt, Dec, Act, RS, 1, 4) LB_MV_R(fmt, Dec, Act, RS, 1, 12) LB_MV_R(fmt, Dec, Act, RS, 1, 14)
 // Column tiles 1, 2, 4, 8, 16 (f32 activations: up to 8, the stage's shared-memory limit).
 #define LB_MV_Q8(fmt, Dec)                                                                         \
     LB_MV_1(fmt, Dec, ActQ8, false) LB_MV_R(fmt, Dec, ActQ8, false, 2, 1)                          \

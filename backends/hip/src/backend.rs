@@ -21,10 +21,8 @@ use crate::layout::{self, Split};
 /// Threads per block in every launch (the kernels' LB_BLOCK).
 const BLOCK: u32 = 256;
 /// The n = 1 pipeline codes (kernels/lowbit_kernels.hip, `lb_mv_any`): depth P = 1, 2, 4
-/// with the activations in the ring, 10 + P (12, 14, 18, 26) without.
-pub(crate) const PIPELINES: [usize; 7] = [1, 2, 4, 12, 14, 18, 26];
-/// The pipeline codes compiled only for 1 and 2 rows per warp (deep rings).
-const DEEP_PIPELINES: [usize; 2] = [18, 26];
+/// with the activations in the ring, 10 + P (12, 14) without.
+pub(crate) const PIPELINES: [usize; 5] = [1, 2, 4, 12, 14];
 /// Warps per block for 32-wide warps; kernels grid-stride rows, so wave64 is also correct.
 const WARPS_PER_CTA: usize = 8;
 
@@ -33,7 +31,7 @@ const WARPS_PER_CTA: usize = 8;
 /// ones (their decoded weights take 32 registers per row). `forced` (from
 /// [`HipBackend::set_rows_per_warp`] / `set_units_per_step`, 0 = not forced) or
 /// `LOWBIT_HIP_ROWS_PER_WARP` / `LOWBIT_HIP_UNITS` override each part, for tuning; units are 1
-/// for `nc > 1`, rows at most 2 with the deep pipelines.
+/// for `nc > 1`.
 fn work_shape(sp: &Split, nc: usize, forced: (usize, usize)) -> (usize, usize) {
     static ENV: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
     let env = *ENV.get_or_init(|| {
@@ -59,9 +57,6 @@ fn work_shape(sp: &Split, nc: usize, forced: (usize, usize)) -> (usize, usize) {
         if PIPELINES.contains(&f) {
             u = f;
         }
-    }
-    if nc == 1 && DEEP_PIPELINES.contains(&u) {
-        r = r.min(2);
     }
     (r, if nc == 1 { u } else { 1 })
 }
@@ -374,9 +369,9 @@ impl HipBackend {
     }
 
     /// Forces the n = 1 pipeline, for tuning sweeps: P = 1, 2 or 4 keeps the loads of P units
-    /// (weights and activations) in flight per lane; 10 + P (12, 14, 18, 26) the weights' only,
-    /// the activations loaded when used (18 and 26 with at most 2 rows per warp); anything else
-    /// restores the default. `LOWBIT_HIP_UNITS` sets it for a whole process.
+    /// (weights and activations) in flight per lane; 10 + P (12, 14) the weights' only, the
+    /// activations loaded when used; anything else restores the default. `LOWBIT_HIP_UNITS`
+    /// sets it for a whole process (e.g. to run the device tests on one pipeline).
     pub fn set_units_per_step(&self, units: usize) {
         self.forced_units.store(units, std::sync::atomic::Ordering::Relaxed);
     }
@@ -704,7 +699,7 @@ fn kernel_names(tensor_cores: bool) -> Vec<String> {
         for &nc in tiles {
             for r in [1, 2, 4] {
                 let units: &[usize] = if nc == 1 { &PIPELINES } else { &[1] };
-                for u in units.iter().filter(|u| r < 4 || !DEEP_PIPELINES.contains(u)) {
+                for u in units {
                     v.push(format!("lb_mv_{stem}_{nc}_r{r}_u{u}"));
                 }
             }
@@ -808,7 +803,7 @@ mod tests {
             let Some(sp) = layout::split(f) else { continue };
             for n in [1, 2, 3, 5, 8, 13, 16, 40] {
                 for forced in [0, 1, 2, 4, 16, 17, 18, 32] {
-                    for (nu, units) in [(8, 0), (512, 0), (512, 14), (512, 18), (512, 26)] {
+                    for (nu, units) in [(8, 0), (512, 0), (512, 2), (512, 14)] {
                         let k = kernel_choice(&sp, n, (forced, units), nu, true);
                         assert!(names.contains(&k.name), "{f} n {n} forced {forced}: {}", k.name);
                     }

@@ -582,11 +582,8 @@ impl Api {
         };
         let mut ptrs: Vec<*mut c_void> =
             args.iter_mut().map(|a| a as *mut u64 as *mut c_void).collect();
-        let mut attr = LaunchAttribute {
-            id: ATTR_PROGRAMMATIC_STREAM_SERIALIZATION,
-            pad: 0,
-            value: [0; 64],
-        };
+        let mut attr =
+            LaunchAttribute { id: ATTR_PROGRAMMATIC_STREAM_SERIALIZATION, pad: 0, value: [0; 64] };
         attr.value[..4].copy_from_slice(&1i32.to_ne_bytes());
         let config = LaunchConfig {
             grid: [grid[0], grid[1], 1],
