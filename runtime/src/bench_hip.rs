@@ -84,7 +84,12 @@ pub fn run(
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_secs()),
     );
-    line(&format!("device: {} (arch {}), date {date}", hip.name(), hip.arch()));
+    line(&format!(
+        "device: {} (arch {}, dependent launch {}), date {date}",
+        hip.name(),
+        hip.arch(),
+        if hip.dependent_launch() { "on" } else { "off" }
+    ));
     line(&format!("read ceiling (lb_read, {} MiB): {:.3} TB/s", max_bytes >> 20, read / 1e12));
     let list = |var| {
         std::env::var(var)

@@ -142,6 +142,18 @@ LB_DEV void lb_mma16832(lb_i32 (*d)[4], const lb_u32 (*a)[4], const lb_u32 (*b)[
           "r"(c[0][0]), "r"(c[0][1]), "r"(c[0][2]), "r"(c[0][3]));
 }
 #endif
+// Programmatic dependent launch (sm_90+; no-ops elsewhere and in the host emulation): a kernel
+// launched with the programmatic-serialization attribute may start while the kernel before it
+// runs; lb_grid_wait blocks until that kernel has finished and its writes are visible, and
+// lb_grid_launch_dependents lets the next kernel start early. Without the attribute the wait
+// returns at once (stream order already holds).
+#if defined(LB_HOST_EMULATION) || !defined(__CUDA_ARCH__) || __CUDA_ARCH__ < 900
+LB_DEV void lb_grid_wait() {}
+LB_DEV void lb_grid_launch_dependents() {}
+#else
+LB_DEV void lb_grid_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
+LB_DEV void lb_grid_launch_dependents() { asm volatile("griddepcontrol.launch_dependents;" :::); }
+#endif
 #define LB_SHARED __shared__
 LB_DEV void lb_barrier() { __syncthreads(); }
 LB_DEV float lb_roundf(float x) { return roundf(x); }
@@ -225,6 +237,9 @@ LB_DEV void lb_ld_stream8(const void* p, lb_u32& a, lb_u32& b) {
     a = v.x;
     b = v.y;
 }
+// No programmatic dependent launch on AMD: stream order.
+LB_DEV void lb_grid_wait() {}
+LB_DEV void lb_grid_launch_dependents() {}
 #define LB_SHARED __attribute__((shared))
 LB_DEV void lb_barrier() {
     __builtin_amdgcn_fence(__ATOMIC_RELEASE, "workgroup");

@@ -44,6 +44,7 @@ LB_DEV void lb_store_quant(lb_i8* aq, lb_u64 i, lb_u32 nu, lb_u32 order, lb_i8 q
 // s = f16((float)sum(q) * d) with the f32 d. One thread per element; 32 lanes per unit.
 LB_KERNEL void lb_quantize_q8(const float* x, lb_i8* aq, float* ad, lb_u32* ae, lb_u32 total,
                               lb_u32 nu, lb_u32 order, lb_u32 q81) {
+    lb_grid_launch_dependents();  // the matvec may start (its weight loads need no x)
     lb_u64 i = (lb_u64)lb_bid_x() * LB_BLOCK + lb_tid();
     float v = i < total ? x[i] : 0.0f;
     float amax = lb_max32(lb_fabsf(v));
@@ -71,6 +72,7 @@ LB_KERNEL void lb_quantize_q8(const float* x, lb_i8* aq, float* ad, lb_u32* ae, 
 // the two 16-element sums of each unit.
 LB_KERNEL void lb_quantize_q8k(const float* x, lb_i8* aq, float* ad, lb_u32* ae, lb_u32 nu,
                                lb_u32 order) {
+    lb_grid_launch_dependents();  // the matvec may start (its weight loads need no x)
     LB_SHARED float mag[256];
     LB_SHARED lb_u32 at[256];
     lb_u32 t = lb_tid();
@@ -112,6 +114,7 @@ LB_KERNEL void lb_quantize_q8k(const float* x, lb_i8* aq, float* ad, lb_u32* ae,
 // x *= s1; butterflies with strides 1..128 (a+b, a-b); x *= 0.0625 * s2. The sign vectors are
 // passed bit-packed (8 words each, LSB first, 1 = +1).
 LB_KERNEL void lb_fwht256(float* x, const lb_u32* signs, lb_u32 segments) {
+    lb_grid_launch_dependents();  // the matvec may start (its weight loads need no x)
     LB_SHARED float buf[256];
     lb_u32 seg = lb_bid_x();
     if (seg >= segments) return;
@@ -136,6 +139,7 @@ LB_KERNEL void lb_fwht256(float* x, const lb_u32* signs, lb_u32 segments) {
 // block is contiguous: xt[col*K + (i*nb + b)*4 + j] = x[col*K + b*32 + 4i + j]. One thread per
 // float4.
 LB_KERNEL void lb_interleave_f32(const float* x, float* xt, lb_u32 total4, lb_u32 nb) {
+    lb_grid_launch_dependents();  // the matvec may start (its weight loads need no x)
     lb_u64 t = (lb_u64)lb_bid_x() * LB_BLOCK + lb_tid();
     if (t >= total4) return;
     lb_u64 per = (lb_u64)nb * 8, col = t / per, w = t % per, b = w >> 3, i = w & 7u;
@@ -597,12 +601,16 @@ struct DecHfp4 : Raw16 {
 // step is decoded, so a lane keeps P units x R rows of loads outstanding with raw words only
 // in registers (P = 1: load, then decode). Without AP the activations (L1 hits) are loaded
 // when used, which keeps the ring small. The ring of P slots is indexed by compile-time
-// constants (the step loop is unrolled P times).
+// constants (the step loop is unrolled P times). Launched as a programmatic dependent of the
+// activation preparation, a warp issues its first group's prologue weight loads before it
+// waits for that kernel (lb_grid_wait; with AP before them, as the prologue then reads
+// activations too).
 template <int R, int P, bool AP, class Dec, class Act, bool ROWSCALE>
 LB_DEV void lb_mv1(const Mat& m, const ActPtrs& ap, float* y, lb_u32 rows, lb_u32 nu) {
     lb_u32 warp = lb_tid() / LB_WARP, lane = lb_tid() % LB_WARP;
     lb_u32 groups = (rows + R - 1) / R;
     lb_u32 steps = (nu + LB_WARP - 1) / LB_WARP;
+    bool waited = false;
     for (lb_u32 g0 = lb_bid_x() * LB_ROWS_PER_CTA; g0 < groups; g0 += lb_grid_x() * LB_ROWS_PER_CTA) {
         lb_u32 g = g0 + warp;
         if (g >= groups) continue;  // no barriers in this skeleton
@@ -615,6 +623,7 @@ LB_DEV void lb_mv1(const Mat& m, const ActPtrs& ap, float* y, lb_u32 rows, lb_u3
         for (int r = 0; r < R; r++) acc[r] = 0.0f;
         Dec ring[P][R];
         Act act[AP ? P : 1];
+        if (AP && !waited) lb_grid_wait();
         // Prologue: steps 0 .. P - 2 into slots 0 .. P - 2.
 #pragma unroll
         for (int k = 0; k < P - 1; k++) {
@@ -624,6 +633,10 @@ LB_DEV void lb_mv1(const Mat& m, const ActPtrs& ap, float* y, lb_u32 rows, lb_u3
 #pragma unroll
                 for (int r = 0; r < R; r++) ring[k][r].fetch(m, rowc[r], b, nu);
             }
+        }
+        if (!waited) {
+            lb_grid_wait();
+            waited = true;
         }
         for (lb_u32 s0 = 0; s0 < steps; s0 += P) {
 #pragma unroll
@@ -666,6 +679,7 @@ LB_DEV void lb_mv1(const Mat& m, const ActPtrs& ap, float* y, lb_u32 rows, lb_u3
 template <int NC, int R, class Dec, class Act, bool ROWSCALE>
 LB_DEV void lb_mv(const Mat& m, const ActPtrs& ap, float* y, lb_u32 rows, lb_u32 nu, lb_u32 ncols) {
     LB_SHARED typename StageOf<Act, NC>::T st;
+    lb_grid_wait();  // see lb_mv1
     lb_u32 warp = lb_tid() / LB_WARP, lane = lb_tid() % LB_WARP;
     lb_u32 col0 = lb_bid_y() * NC;
     lb_u32 nc = ncols - col0 < (lb_u32)NC ? ncols - col0 : (lb_u32)NC;
@@ -745,7 +759,8 @@ LB_DEV void lb_mv(const Mat& m, const ActPtrs& ap, float* y, lb_u32 rows, lb_u32
 // NC = 1: the pipelined skeleton, else the staged one (a template, so only the chosen one is
 // instantiated). U = P (1, 2, 4): P deep with the activations in the ring; U = 10 + P (12,
 // 14): weights only (activations loaded when used). Deeper rings lost to register pressure on
-// the H200 (docs/BENCHMARKS.md, session 6) and are not instantiated.
+// the H200 (docs/BENCHMARKS.md, sessions 6 and 8: weights-only P = 8 and 16 were 5-70%
+// slower than the defaults) and are not instantiated.
 template <int NC, int R, int U, class Dec, class Act, bool ROWSCALE>
 LB_DEV void lb_mv_any(const Mat& m, const ActPtrs& ap, float* y, lb_u32 rows, lb_u32 nu, lb_u32 ncols) {
     if constexpr (NC == 1) lb_mv1<R, (U > 10 ? U - 10 : U), (U < 10), Dec, Act, ROWSCALE>(m, ap, y, rows, nu);

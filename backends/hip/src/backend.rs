@@ -30,11 +30,16 @@ const WARPS_PER_CTA: usize = 8;
 /// n = 1 choice (layout.rs) for `nc == 1`, else (4, 1) for Q8 activations and (2, 1) for f32
 /// ones (their decoded weights take 32 registers per row). `forced` (from
 /// [`HipBackend::set_rows_per_warp`] / `set_units_per_step`, 0 = not forced) or
-/// `LOWBIT_HIP_ROWS_PER_WARP` override each part, for tuning; units are 1 for `nc > 1`.
+/// `LOWBIT_HIP_ROWS_PER_WARP` / `LOWBIT_HIP_UNITS` override each part, for tuning; units are 1
+/// for `nc > 1`.
 fn work_shape(sp: &Split, nc: usize, forced: (usize, usize)) -> (usize, usize) {
     static ENV: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
     let env = *ENV.get_or_init(|| {
         std::env::var("LOWBIT_HIP_ROWS_PER_WARP").ok().and_then(|v| v.parse().ok()).unwrap_or(0)
+    });
+    static UNITS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    let env_units = *UNITS.get_or_init(|| {
+        std::env::var("LOWBIT_HIP_UNITS").ok().and_then(|v| v.parse().ok()).unwrap_or(0)
     });
     let (mut r, mut u) = if nc == 1 {
         sp.n1
@@ -48,8 +53,10 @@ fn work_shape(sp: &Split, nc: usize, forced: (usize, usize)) -> (usize, usize) {
             r = f;
         }
     }
-    if PIPELINES.contains(&forced.1) {
-        u = forced.1;
+    for f in [env_units, forced.1] {
+        if PIPELINES.contains(&f) {
+            u = f;
+        }
     }
     (r, if nc == 1 { u } else { 1 })
 }
@@ -93,6 +100,29 @@ pub(crate) fn validated_planes(
 pub(crate) const MMA_VARIANTS: [(usize, usize, usize, usize, bool); 4] =
     [(32, 2, 64, 2, false), (17, 1, 64, 3, false), (18, 1, 64, 2, true), (16, 1, 128, 2, false)];
 
+/// Row groups each warp owns at n = 1 by default (the grid is cut by this factor and the
+/// kernel's warps grid-stride over the groups): `LOWBIT_HIP_N1_GROUPS` (1..=64) overrides it.
+const N1_GROUPS_PER_WARP: usize = 1;
+
+fn n1_groups_per_warp() -> usize {
+    static G: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *G.get_or_init(|| {
+        std::env::var("LOWBIT_HIP_N1_GROUPS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .filter(|&g| (1..=64).contains(&g))
+            .unwrap_or(N1_GROUPS_PER_WARP)
+    })
+}
+
+/// Whether the dp4a matvec kernels are launched as programmatic dependents of the activation
+/// preparation (NVIDIA sm_90+ with cuLaunchKernelEx): their weight prefetch overlaps it. Yes
+/// unless `LOWBIT_HIP_PDL=0`.
+fn dependent_launch_allowed() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| !std::env::var("LOWBIT_HIP_PDL").is_ok_and(|v| v == "0"))
+}
+
 /// Whether column tiles of 8 and 16 use the tensor-core kernels by default (where the format
 /// has them): yes unless `LOWBIT_HIP_MMA=0`.
 fn mma_by_default() -> bool {
@@ -114,8 +144,8 @@ pub(crate) struct KernelChoice {
 /// The matvec kernel for `n` columns of a matrix of `nu` units per row. With `tensor_cores`
 /// (NVIDIA, sm_80 and later) column tiles of 8 and 16 use the tensor-core kernels where the
 /// format has one (layout.rs `MMA_STEMS`) and `nu` is a multiple of a stage's units: the
-/// variant whose code `forced.0` is (see [`MMA_VARIANTS`]), else the first by default where
-/// `MMA_STEMS` says so (unless `LOWBIT_HIP_MMA=0` or rows per warp are forced to a dp4a
+/// variant whose code `forced.0` is (see [`MMA_VARIANTS`]), else by default the variant
+/// `MMA_STEMS` names for the stem (unless `LOWBIT_HIP_MMA=0` or rows per warp are forced to a dp4a
 /// value); everything else the dp4a kernels with [`WARPS_PER_CTA`] warps of `work_shape` rows
 /// per block.
 pub(crate) fn kernel_choice(
@@ -136,11 +166,12 @@ pub(crate) fn kernel_choice(
     }
     .min(max_nc);
     let stem = layout::MMA_STEMS.iter().find(|s| s.0 == sp.stem);
-    let by_default = forced.0 == 0 && mma_by_default() && stem.is_some_and(|s| s.2);
+    let default_code = stem.map_or(0, |s| s.2);
+    let by_default = forced.0 == 0 && mma_by_default() && default_code != 0;
     let variant = MMA_VARIANTS
         .iter()
         .find(|v| v.0 == forced.0)
-        .or(if by_default { MMA_VARIANTS.first() } else { None })
+        .or(if by_default { MMA_VARIANTS.iter().find(|v| v.0 == default_code) } else { None })
         .map(|v| if nc == 16 && !v.4 { MMA_VARIANTS[2] } else { *v });
     let order = stem.map(|s| s.1);
     if let (true, true, Some(order), Some((_, mt, rb, st, _))) =
@@ -239,6 +270,8 @@ pub struct HipBackend {
     signs: DeviceBuffer,
     forced_rows: std::sync::atomic::AtomicUsize,
     forced_units: std::sync::atomic::AtomicUsize,
+    /// Matvec kernels launch as programmatic dependents (see [`dependent_launch_allowed`]).
+    dependent_launch: bool,
 }
 
 fn vendor_order() -> Vec<Vendor> {
@@ -308,6 +341,9 @@ impl HipBackend {
             }
         }
         let signs = DeviceBuffer::with(&dev, bytemuck::cast_slice(&words))?;
+        let dependent_launch = dependent_launch_allowed()
+            && dev.api.has_dependent_launch()
+            && sm_number(&arch).is_some_and(|v| v >= 90);
         Ok(HipBackend {
             dev,
             name,
@@ -316,6 +352,7 @@ impl HipBackend {
             signs,
             forced_rows: std::sync::atomic::AtomicUsize::new(0),
             forced_units: std::sync::atomic::AtomicUsize::new(0),
+            dependent_launch,
         })
     }
 
@@ -333,9 +370,16 @@ impl HipBackend {
 
     /// Forces the n = 1 pipeline, for tuning sweeps: P = 1, 2 or 4 keeps the loads of P units
     /// (weights and activations) in flight per lane; 10 + P (12, 14) the weights' only, the
-    /// activations loaded when used; anything else restores the default.
+    /// activations loaded when used; anything else restores the default. `LOWBIT_HIP_UNITS`
+    /// sets it for a whole process (e.g. to run the device tests on one pipeline).
     pub fn set_units_per_step(&self, units: usize) {
         self.forced_units.store(units, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Whether the matvec kernels launch as programmatic dependents of the activation
+    /// preparation (NVIDIA sm_90+, unless `LOWBIT_HIP_PDL=0`).
+    pub fn dependent_launch(&self) -> bool {
+        self.dependent_launch
     }
 
     /// The loaded driver and compiler libraries.
@@ -442,7 +486,9 @@ impl HipBackend {
         let MatrixDesc { format, rows, cols } = m.desc;
         let KernelChoice { name, nc, rows_per_block, mma_order } = self.choice(m, n);
         let gy = u32::try_from(n.div_ceil(nc)).map_err(|_| too_large(format))?;
-        let gx = u32::try_from(rows.div_ceil(rows_per_block).min(1 << 20))
+        // n = 1: each warp may own several row groups (grid-strided).
+        let per = if nc == 1 && mma_order.is_none() { n1_groups_per_warp() } else { 1 };
+        let gx = u32::try_from(rows.div_ceil(rows_per_block * per).min(1 << 20))
             .map_err(|_| too_large(format))?;
         let tiles = n.div_ceil(nc) * nc / 8;
         let (rows, nu, n) = (u32_of(rows, format)?, u32_of(cols / 32, format)?, u32_of(n, format)?);
@@ -462,7 +508,11 @@ impl HipBackend {
         }
         let mut args =
             [m.q.ptr, m.s.ptr, m.g.ptr, m.r.ptr, act[0], act[1], act[2], act[3], yp, rows, nu, n];
-        self.launch(&name, [gx, gy], &mut args)
+        // The dp4a kernels wait for the preparation (lb_grid_wait) before reading activations;
+        // the tensor-core ones follow lb_mma_acts in stream order.
+        let dependent = mma_order.is_none() && self.dependent_launch;
+        let f = self.dev.kernel(&name)?;
+        self.dev.api.launch_kernel_dependent(f, [gx, gy], BLOCK, &mut args, dependent)
     }
 
     fn check_lengths(desc: &MatrixDesc, x: &[f32], n: usize, y: &[f32]) -> Result<(), HipError> {
@@ -621,8 +671,12 @@ fn codebook_pos(dev: &Device, e: usize) -> usize {
 /// Whether a device runs the tensor-core kernels: NVIDIA, sm_80 and later (`mma.sync` with
 /// int8, cp.async).
 fn tensor_cores(vendor: Vendor, arch: &str) -> bool {
-    vendor == Vendor::Nvidia
-        && arch.strip_prefix("sm_").and_then(|v| v.parse::<u32>().ok()).is_some_and(|v| v >= 80)
+    vendor == Vendor::Nvidia && sm_number(arch).is_some_and(|v| v >= 80)
+}
+
+/// 90 for "sm_90" (NVIDIA targets only).
+fn sm_number(arch: &str) -> Option<u32> {
+    arch.strip_prefix("sm_").and_then(|v| v.parse::<u32>().ok())
 }
 
 /// Every kernel the backend resolves at load (the tensor-core ones only where they exist).
@@ -732,6 +786,9 @@ mod tests {
         assert_eq!(choice(FormatId::Q4K, 8, 0, 512, true).mma_order, None);
         assert_eq!(choice(FormatId::RocmFp2, 8, 0, 12, true).mma_order, None);
         assert_eq!(choice(FormatId::Q8_0, 8, 0, 512, true).name, "lb_mv_q8_0_8_r4_u1");
+        // TQ2_0's default is its own variant (m1b64s2), also for 16 columns.
+        assert_eq!(choice(FormatId::Tq2_0, 8, 0, 512, true).name, "lb_mv_tq2_0_8_mma_m1b64s2");
+        assert_eq!(choice(FormatId::Tq2_0, 16, 0, 512, true).name, "lb_mv_tq2_0_16_mma_m1b64s2");
         // Forced variant codes select the variant (16 columns: the one with a 16-column kernel).
         assert_eq!(choice(FormatId::Q8_0, 8, 16, 512, true).name, "lb_mv_q8_0_8_mma_m1b128s2");
         assert_eq!(choice(FormatId::Q4_0, 16, 17, 512, true).name, "lb_mv_q4_0_16_mma_m1b64s2");
@@ -746,8 +803,8 @@ mod tests {
             let Some(sp) = layout::split(f) else { continue };
             for n in [1, 2, 3, 5, 8, 13, 16, 40] {
                 for forced in [0, 1, 2, 4, 16, 17, 18, 32] {
-                    for nu in [8, 512] {
-                        let k = kernel_choice(&sp, n, (forced, 0), nu, true);
+                    for (nu, units) in [(8, 0), (512, 0), (512, 2), (512, 14)] {
+                        let k = kernel_choice(&sp, n, (forced, units), nu, true);
                         assert!(names.contains(&k.name), "{f} n {n} forced {forced}: {}", k.name);
                     }
                 }

@@ -64,7 +64,34 @@ type FnLaunch = unsafe extern "C" fn(
     *mut *mut c_void,
     *mut *mut c_void,
 ) -> i32;
+/// cuLaunchKernelEx(config, f, kernelParams, extra) (CUDA 12+).
+type FnLaunchEx =
+    unsafe extern "C" fn(*const LaunchConfig, Handle, *mut *mut c_void, *mut *mut c_void) -> i32;
 type FnEventCreate = unsafe extern "C" fn(*mut Handle, u32) -> i32;
+
+/// CUDA's `CUlaunchAttribute`: a 32-bit id, padding to 8 bytes, a 64-byte value union.
+#[repr(C)]
+pub(crate) struct LaunchAttribute {
+    id: u32,
+    pad: u32,
+    value: [u8; 64],
+}
+
+/// CUDA's `CUlaunchConfig` (cuda.h, CUDA 12).
+#[repr(C)]
+pub(crate) struct LaunchConfig {
+    grid: [u32; 3],
+    block: [u32; 3],
+    shared_mem_bytes: u32,
+    stream: Handle,
+    attrs: *mut LaunchAttribute,
+    num_attrs: u32,
+}
+
+/// `CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION`: the value's first int, non-zero,
+/// lets the launched grid start before the previous kernel in the stream has finished (it
+/// resolves the dependency itself with `griddepcontrol.wait`).
+const ATTR_PROGRAMMATIC_STREAM_SERIALIZATION: u32 = 6;
 type FnEventRecord = unsafe extern "C" fn(Handle, Handle) -> i32;
 type FnElapsed = unsafe extern "C" fn(*mut f32, Handle, Handle) -> i32;
 type FnRtcCreate = unsafe extern "C" fn(
@@ -90,6 +117,8 @@ pub(crate) enum VendorCalls {
         ctx_set_current: FnHandle,
         device_attribute: unsafe extern "C" fn(*mut i32, i32, i32) -> i32,
         error_name: unsafe extern "C" fn(i32, *mut *const c_char) -> i32,
+        /// cuLaunchKernelEx, where the driver has it (programmatic dependent launch).
+        launch_ex: Option<FnLaunchEx>,
     },
     /// HIP: a current device per thread.
     Amd {
@@ -231,6 +260,7 @@ impl Api {
                     ctx_set_current: s!(drv, dp, "cuCtxSetCurrent"),
                     device_attribute: s!(drv, dp, "cuDeviceGetAttribute"),
                     error_name: s!(drv, dp, "cuGetErrorName"),
+                    launch_ex: sym(&drv, &dp, &["cuLaunchKernelEx"]).ok(),
                 },
                 rtc_create: s!(rtc, rp, "nvrtcCreateProgram"),
                 rtc_compile: s!(rtc, rp, "nvrtcCompileProgram"),
@@ -526,6 +556,47 @@ impl Api {
                 ptrs.as_mut_ptr(),
                 std::ptr::null_mut(),
             )
+        })
+    }
+
+    /// Whether [`Self::launch_kernel`] can launch as a programmatic dependent (CUDA's
+    /// cuLaunchKernelEx is there).
+    pub(crate) fn has_dependent_launch(&self) -> bool {
+        matches!(self.vendor_calls, VendorCalls::Nvidia { launch_ex: Some(_), .. })
+    }
+
+    /// As [`Self::launch_kernel`], but with `dependent` and where the driver has
+    /// cuLaunchKernelEx, the grid may start before the previous kernel on the stream has
+    /// finished: `f` must wait for it (`lb_grid_wait`) before reading anything it wrote.
+    pub(crate) fn launch_kernel_dependent(
+        &self,
+        f: Handle,
+        grid: [u32; 2],
+        block: u32,
+        args: &mut [u64],
+        dependent: bool,
+    ) -> Result<(), HipError> {
+        let launch_ex = match self.vendor_calls {
+            VendorCalls::Nvidia { launch_ex: Some(l), .. } if dependent => l,
+            _ => return self.launch_kernel(f, grid, block, args),
+        };
+        let mut ptrs: Vec<*mut c_void> =
+            args.iter_mut().map(|a| a as *mut u64 as *mut c_void).collect();
+        let mut attr =
+            LaunchAttribute { id: ATTR_PROGRAMMATIC_STREAM_SERIALIZATION, pad: 0, value: [0; 64] };
+        attr.value[..4].copy_from_slice(&1i32.to_ne_bytes());
+        let config = LaunchConfig {
+            grid: [grid[0], grid[1], 1],
+            block: [block, 1, 1],
+            shared_mem_bytes: 0,
+            stream: std::ptr::null_mut(),
+            attrs: &mut attr,
+            num_attrs: 1,
+        };
+        // SAFETY: as in `launch_kernel`; `config` and `attr` are laid out as cuda.h's
+        // CUlaunchConfig / CUlaunchAttribute (repr(C)) and outlive the call.
+        self.check("launch (dependent)", unsafe {
+            launch_ex(&config, f, ptrs.as_mut_ptr(), std::ptr::null_mut())
         })
     }
 

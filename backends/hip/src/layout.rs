@@ -98,18 +98,19 @@ pub(crate) const STEMS: [(&str, bool); 13] = [
 
 /// The stems with tensor-core kernels for column tiles of 8 and 16
 /// (`lb_mv_<stem>_<nc>_mma_...`, kernels/lowbit_mma.h): the activation word order of each
-/// one's fragment decoder (`lb_mma_acts`' `order`: 0 FrW16, 1 FrNvfp4, 2 FrCodes2) and
-/// whether it is the default (Q8_0: no, its dp4a kernel was faster at n = 8 on the H200,
-/// 95 against 136-141 us at 16384x16384: docs/BENCHMARKS.md, session 7).
-pub(crate) const MMA_STEMS: [(&str, u32, bool); 8] = [
-    ("q8_0", 0, false),
-    ("q4_0", 0, true),
-    ("mxfp4", 0, true),
-    ("nvfp4", 1, true),
-    ("rocmfp2", 2, true),
-    ("rocmfp3", 0, true),
-    ("pq2", 2, true),
-    ("tq2_0", 2, true),
+/// one's fragment decoder (`lb_mma_acts`' `order`: 0 FrW16, 1 FrNvfp4, 2 FrCodes2) and the
+/// code of its default variant (backend.rs `MMA_VARIANTS`; 0 = not the default: Q8_0, whose
+/// dp4a kernel was faster at n = 8 on the H200, 95 against 136-141 us at 16384x16384:
+/// docs/BENCHMARKS.md, session 7). TQ2_0 takes 18 (m1b64s2: 77 against 92 us there).
+pub(crate) const MMA_STEMS: [(&str, u32, usize); 8] = [
+    ("q8_0", 0, 0),
+    ("q4_0", 0, 32),
+    ("mxfp4", 0, 32),
+    ("nvfp4", 1, 32),
+    ("rocmfp2", 2, 32),
+    ("rocmfp3", 0, 32),
+    ("pq2", 2, 32),
+    ("tq2_0", 2, 18),
 ];
 
 /// The split of `format`, or None if the HIP backend has no kernel for it.
