@@ -151,6 +151,7 @@ pub fn default_shape(format: FormatId, ncols: u32) -> Shape {
         (_, F::Nvfp4) => (16, 4, 1),
         (_, F::Q4K | F::Tq2_0 | F::Pq2_0) => (8, 4, 1),
         (_, F::Q6K | F::Ptq1_0) => (8, 2, 1),
+        (_, F::Hfp4G32 | F::Mfp4G32 | F::Mfp4G32P) => (16, 4, 1),
         _ => (32, 2, 1),
     };
     let Some(shader) = matmul_shader(format) else { return preferred };
