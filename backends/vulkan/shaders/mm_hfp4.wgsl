@@ -72,6 +72,29 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wgid: 
             let b = b0 + j;
             let valid = b < pc.nb;
             let bc = min(b, pc.nb - 1u);
+            if (NCOLS == 1u) {
+                // One column: the block's eight activation vec4s stay in registers for the
+                // RPT rows, each row's block decoded word by word and summed at once.
+                let a = pc.act_col * kv + bc * 8u;
+                var xs: array<vec4<f32>, 8>;
+                for (var i = 0u; i < 8u; i++) {
+                    xs[i] = act_f[a + i];
+                }
+                for (var r = 0u; r < RPT; r++) {
+                    let q = cur[j * RPT + r];
+                    let d0 = hfp4_word(q.x);
+                    let d1 = hfp4_word(q.y);
+                    let d2 = hfp4_word(q.z);
+                    let d3 = hfp4_word(q.w);
+                    let s = dot(d0[0], xs[0]) + dot(d0[1], xs[1]) + dot(d1[0], xs[2])
+                        + dot(d1[1], xs[3]) + dot(d2[0], xs[4]) + dot(d2[1], xs[5])
+                        + dot(d3[0], xs[6]) + dot(d3[1], xs[7]);
+                    let f = block_factor(cex[j * RPT + r]);
+                    acc[r] += select(0.0, (s * 16384.0) * f, valid);
+                }
+                continue;
+            }
+            // Several columns: each word of each row decoded once, used for every column.
             // Zeroed explicitly: a declaration's zero initialisation happens once per call,
             // not once per iteration (naga hoists local variables to the function's start).
             var s: array<f32, 64>;
