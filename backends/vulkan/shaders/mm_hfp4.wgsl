@@ -12,9 +12,11 @@
 // s = sum(v' x) with v' = 2^-14 E2M1 (f32), acc += (s * 2^14) * block_factor(e) (exact
 // rescaling unless s' is an f32 subnormal, i.e. only when every |E2M1 x| of the block's
 // partial is below ~2^-112); y = acc * row_scale.
-// Each thread holds the codes of BPT blocks of RPT rows (fetched one step ahead), decodes one
-// word (8 elements) of each of its RPT rows at a time, and uses it for every column: each
-// activation vec4 read serves RPT rows, each decoded weight NCOLS columns.
+// Each thread holds the codes of BPT blocks of RPT rows (fetched one step ahead). One column:
+// the block's eight activation vec4s are loaded once and each row's block is decoded and summed
+// at once. Several columns: one word (8 elements) of each of the RPT rows is decoded at a time
+// and used for every column (each activation vec4 read serves RPT rows, each decoded weight
+// NCOLS columns).
 @group(0) @binding(0) var<storage, read> w_codes: array<vec4<u32>>;
 @group(0) @binding(2) var<storage, read> act_f: array<vec4<f32>>;
 @group(0) @binding(4) var<storage, read_write> y: array<f32>;
