@@ -47,7 +47,9 @@
 //! * Pipelines: a fixed, build-time set of variants, at most [`MAX_PIPELINES`] held in
 //!   memory, created through the driver's pipeline cache, which is kept on disk between runs
 //!   (keyed by device, driver and the kernel table's hash; bounded; safe to delete;
-//!   `LOWBIT_VK_PIPELINE_CACHE=0` turns it off).
+//!   `LOWBIT_VK_PIPELINE_CACHE=0` turns it off). `LOWBIT_VK_STATS=1` prints each new
+//!   pipeline's compiler statistics (registers per thread on NVIDIA) to stderr where the
+//!   device has VK_KHR_pipeline_executable_properties (a diagnostic; `pipeline.rs`).
 //! * [`VulkanBackend::read_bandwidth`] and [`VulkanBackend::time_matmul`] time our own read
 //!   kernel and matmuls with GPU timestamps (for `lowbit bench --backend vulkan`).
 //!
