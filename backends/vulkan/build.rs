@@ -25,8 +25,8 @@ const MATMUL_KERNELS: [(&str, &[&str], Shapes); 20] = [
     ("mm_q4_0", &["mm_q4_0"], Shapes::Small),
     ("mm_q4_1", &["mm_q4_1"], Shapes::Small),
     ("mm_rocmfp2", &["mm_rocmfp2", "act_q8", "mm_body"], Shapes::Small),
-    ("mm_hfp4", &["mm_hfp4", "factor_ue8m0"], Shapes::Small),
-    ("mm_mfp4p", &["mm_hfp4", "factor_e4m3"], Shapes::Small),
+    ("mm_hfp4", &["mm_hfp4", "factor_ue8m0"], Shapes::Hfp4),
+    ("mm_mfp4p", &["mm_hfp4", "factor_e4m3"], Shapes::Hfp4),
     ("mm_rocmfp3", &["mm_rocmfp3", "act_q8", "mm_body"], Shapes::Small),
     ("mm_mxfp4", &["mm_mxfp4", "act_q8", "mm_body"], Shapes::Small),
     ("mm_nvfp4", &["mm_nvfp4", "act_q8", "mm_body"], Shapes::Mid),
@@ -72,6 +72,9 @@ enum Shapes {
     Mid,
     /// 128- and 256-element blocks: fewer threads per row (rows are few blocks long).
     Large,
+    /// The HFP4 family (f32 activations, mm_hfp4.wgsl): more rows per thread at n >= 4, where
+    /// each activation vec4 read serves every row of the thread.
+    Hfp4,
 }
 
 /// (threads per row, rows per thread, blocks per thread and step) of every matmul variant, for
@@ -103,6 +106,15 @@ fn matmul_shapes(set: Shapes, ncols: u32) -> &'static [(u32, u32, u32)] {
         (Shapes::Large, 2 | 4) => &[(16, 2, 1), (8, 4, 1), (8, 2, 1), (8, 8, 1)],
         (Shapes::Large, 8) => &[(16, 1, 1), (8, 2, 1), (8, 1, 1), (8, 4, 1), (8, 8, 1)],
         (Shapes::Large, _) => &[(16, 1, 1), (8, 2, 1), (8, 1, 1), (8, 4, 1)],
+        (Shapes::Hfp4, 1) => {
+            &[(32, 4, 1), (32, 2, 2), (16, 4, 1), (16, 4, 2), (16, 8, 1), (8, 8, 1)]
+        }
+        (Shapes::Hfp4, 2) => &[(32, 4, 1), (16, 4, 1), (16, 8, 1)],
+        (Shapes::Hfp4, 4) => &[(32, 4, 1), (16, 4, 1), (16, 8, 1), (8, 8, 1)],
+        (Shapes::Hfp4, 8) => {
+            &[(32, 2, 1), (32, 4, 1), (16, 4, 1), (16, 8, 1), (8, 4, 1), (8, 8, 1)]
+        }
+        (Shapes::Hfp4, _) => &[(32, 2, 1), (32, 4, 1), (16, 4, 1), (8, 4, 1)],
     }
 }
 
@@ -181,7 +193,9 @@ fn compile(dir: &Path, v: &Variant, dot4: bool) -> Result<Vec<u32>, String> {
             e.emit_to_string_with_path(&full, format!("{label} + common.wgsl"))
         )
     })?;
-    let caps = naga::valid::Capabilities::PUSH_CONSTANT;
+    // unpack2x16float (mm_hfp4.wgsl) is GLSL.std.450 UnpackHalf2x16, core in Vulkan.
+    let caps = naga::valid::Capabilities::PUSH_CONSTANT
+        | naga::valid::Capabilities::SHADER_FLOAT16_IN_FLOAT32;
     let info = naga::valid::Validator::new(naga::valid::ValidationFlags::all(), caps)
         .validate(&module)
         .map_err(|e| {

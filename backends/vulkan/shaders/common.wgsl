@@ -64,6 +64,14 @@ fn ue4m3_b8(b: u32) -> f32 {
     return select(v * 2.0 - 0.0078125, v, b >= 8u);
 }
 
+// Both UE4M3-b8 bytes of the low 16 bits of e (validated < 0x7F), divided by 128, in one
+// conversion: byte b shifted to f16 bits 13..7 puts its 4 exponent bits in the low exponent
+// bits of an f16 and its 3 mantissa bits at the top of the mantissa, which reads as
+// 2^(e - 15) (1 + m/8) (e = 0: the subnormal 2^-14 m/8), exactly 2^-7 times ue4m3_b8(b).
+fn ue4m3_b8_pair_div128(e: u32) -> vec2<f32> {
+    return unpack2x16float(((e << 7u) & 0x7F80u) | ((e << 15u) & 0x7F800000u));
+}
+
 // f32(x) for |x| < 2^22 without a conversion instruction (those run at a quarter of the
 // integer rate): the bits of 1.5 * 2^23 + x, minus 1.5 * 2^23 (exact).
 fn i2f(x: i32) -> f32 {

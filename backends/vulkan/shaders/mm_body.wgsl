@@ -18,6 +18,11 @@
 //                                             into workgroup memory there)
 //   const PREFETCH: bool                      whether to fetch one step ahead (formats whose
 //                                             block_dot reads most of the block itself: no)
+//   const DECODE_AT_USE: bool                 with PREFETCH, in the 1-column variants: decode
+//                                             each block right before its dot product instead
+//                                             of all of a step's blocks first (nothing to reuse
+//                                             across columns; fewer registers live, so more
+//                                             workgroups fit on a multiprocessor)
 // Each thread fetches BPT consecutive blocks of RPT rows into registers (with PREFETCH one
 // step ahead: the loads of step s + 1 are in flight while step s is computed), decodes them
 // once, then uses them for every one of the NCOLS columns; partials of a row are summed by
@@ -57,6 +62,28 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wgid: 
     for (var s0 = 0u; s0 < pc.nb; s0 += step) {
         b0 = s0 + first;
         stage_act(lid, s0);
+        if (NCOLS == 1u && PREFETCH && DECODE_AT_USE) {
+            // This step's words, then the next step's loads issued, then each block decoded
+            // and used at once.
+            let cur = raw;
+            for (var j = 0u; j < BPT; j++) {
+                let b = min(b0 + step + j, pc.nb - 1u);
+                for (var r = 0u; r < RPT; r++) {
+                    raw[j * RPT + r] = fetch_w(base[r] + b);
+                }
+            }
+            for (var j = 0u; j < BPT; j++) {
+                let valid = b0 + j < pc.nb;
+                let b = min(b0 + j, pc.nb - 1u);
+                let a = load_a(pc.act_col, b);
+                for (var r = 0u; r < RPT; r++) {
+                    let w = decode_w(cur[j * RPT + r], base[r] + b);
+                    let v = block_dot(w, a, base[r] + b, pc.act_col, b);
+                    acc[r] += select(0.0, v, valid);
+                }
+            }
+            continue;
+        }
         var w: array<WBlock, 8>;
         for (var j = 0u; j < BPT; j++) {
             let b = min(b0 + j, pc.nb - 1u);

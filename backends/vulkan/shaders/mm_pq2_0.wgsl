@@ -6,6 +6,10 @@
 
 const PREFETCH = true;
 
+// One column: decode each block right where it is used (mm_body.wgsl; 1-4% faster for this
+// format on an H200, docs/BENCHMARKS.md session 8).
+const DECODE_AT_USE = true;
+
 const APB = 4u;
 
 struct WBlock {

@@ -7,6 +7,9 @@
 
 const PREFETCH = false;
 
+// No PREFETCH: the decode-at-use path (mm_body.wgsl) does not apply.
+const DECODE_AT_USE = false;
+
 alias WBlock = vec4<u32>;
 alias WRaw = vec4<u32>;
 

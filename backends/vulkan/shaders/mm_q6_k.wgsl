@@ -8,6 +8,9 @@
 
 const PREFETCH = false;
 
+// No PREFETCH: the decode-at-use path (mm_body.wgsl) does not apply.
+const DECODE_AT_USE = false;
+
 struct WBlock {
     sc: vec4<u32>,
     d: f32,

@@ -4,6 +4,10 @@
 @group(0) @binding(0) var<storage, read> w_codes: array<vec4<u32>>;
 
 const PREFETCH = true;
+
+// One column (the opt-in fused kernel): decode every block of a step first (mm_body.wgsl;
+// decoding at use was not measured for it).
+const DECODE_AT_USE = false;
 const APB = 1u;
 
 struct WRaw {

@@ -7,6 +7,10 @@
 
 const PREFETCH = true;
 
+// One column: decode every block of a step first (mm_body.wgsl; decoding at use measured
+// 0-4% slower for this format on an H200, docs/BENCHMARKS.md session 8).
+const DECODE_AT_USE = false;
+
 const APB = 1u;
 
 // The block decoded once when loaded (signed level bytes of each half), then reused for every
@@ -14,7 +18,7 @@ const APB = 1u;
 struct WBlock {
     lo: vec4<u32>, // weights 0..15: component j holds weights 4j..4j+3
     hi: vec4<u32>, // weights 16..31
-    s0: f32,
+    s0: f32, // the half scales divided by 128 (ue4m3_b8_pair_div128; block_dot puts it back)
     s1: f32,
 }
 
@@ -42,8 +46,8 @@ fn fetch_w(wi: u32) -> WRaw {
 
 fn decode_w(raw: WRaw, wi: u32) -> WBlock {
     let e = raw.s >> ((wi & 1u) * 16u);
-    return WBlock(fp3_half(raw.q.x, raw.q.z), fp3_half(raw.q.y, raw.q.z >> 16u),
-        ue4m3_b8(e & 0xFFu), ue4m3_b8((e >> 8u) & 0xFFu));
+    let sc = ue4m3_b8_pair_div128(e);
+    return WBlock(fp3_half(raw.q.x, raw.q.z), fp3_half(raw.q.y, raw.q.z >> 16u), sc.x, sc.y);
 }
 
 alias ABlock = Q8;
@@ -53,5 +57,5 @@ fn load_a(col: u32, b: u32) -> Q8 {
 }
 
 fn block_dot(w: WBlock, a: Q8, wi: u32, col: u32, b: u32) -> f32 {
-    return a.m.x * (w.s0 * i2f(dot16(w.lo, a.lo)) + w.s1 * i2f(dot16(w.hi, a.hi)));
+    return (a.m.x * 128.0) * (w.s0 * i2f(dot16(w.lo, a.lo)) + w.s1 * i2f(dot16(w.hi, a.hi)));
 }

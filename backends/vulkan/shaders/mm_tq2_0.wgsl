@@ -8,6 +8,10 @@
 
 const PREFETCH = true;
 
+// One column: decode every block of a step first (mm_body.wgsl; decoding at use measured
+// 0-4% slower for this format on an H200, docs/BENCHMARKS.md session 8).
+const DECODE_AT_USE = false;
+
 struct WRaw {
     q: array<vec4<u32>, 4>,
     s: u32, // the scale word (this block's f16 and its neighbour's)

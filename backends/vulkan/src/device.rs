@@ -65,6 +65,10 @@ pub struct Context {
     pub(crate) memory: vk::PhysicalDeviceMemoryProperties,
     /// `VkPhysicalDeviceProperties::pipelineCacheUUID`.
     pub(crate) cache_uuid: [u8; 16],
+    /// With `LOWBIT_VK_STATS=1` on a device with VK_KHR_pipeline_executable_properties: the
+    /// extension, so that each new pipeline's compiler statistics (registers, ...) are printed
+    /// to stderr (`pipeline.rs`). A diagnostic: it never changes what runs.
+    pub(crate) exec_stats: Option<ash::khr::pipeline_executable_properties::Device>,
     /// What was read about the device.
     pub info: DeviceInfo,
 }
@@ -75,7 +79,7 @@ impl std::fmt::Debug for Context {
     }
 }
 
-fn cstr_field(raw: &[std::ffi::c_char]) -> String {
+pub(crate) fn cstr_field(raw: &[std::ffi::c_char]) -> String {
     // SAFETY: Vulkan fills these fixed arrays with NUL-terminated strings.
     unsafe { CStr::from_ptr(raw.as_ptr()) }.to_string_lossy().into_owned()
 }
@@ -186,6 +190,13 @@ impl Context {
         if dot4_supported && !has_13 {
             ext_names.push(ash::khr::shader_integer_dot_product::NAME.as_ptr());
         }
+        let want_stats = std::env::var("LOWBIT_VK_STATS").is_ok_and(|v| v == "1")
+            && has_ext(ash::khr::pipeline_executable_properties::NAME);
+        if want_stats {
+            ext_names.push(ash::khr::pipeline_executable_properties::NAME.as_ptr());
+        }
+        let mut enable_stats = vk::PhysicalDevicePipelineExecutablePropertiesFeaturesKHR::default()
+            .pipeline_executable_info(true);
         let prio = [1.0f32];
         let qci = [vk::DeviceQueueCreateInfo::default()
             .queue_family_index(queue_family)
@@ -198,12 +209,17 @@ impl Context {
         if dot4_supported {
             dci = dci.push_next(&mut enable_dot);
         }
+        if want_stats {
+            dci = dci.push_next(&mut enable_stats);
+        }
         // SAFETY: create info and its chain live across the call.
         let device =
             unsafe { instance.create_device(phys, &dci, None) }.map_err(vkr("vkCreateDevice"))?;
         // SAFETY: the family was created with one queue.
         let queue = unsafe { device.get_device_queue(queue_family, 0) };
         let push = ash::khr::push_descriptor::Device::new(&instance, &device);
+        let exec_stats = want_stats
+            .then(|| ash::khr::pipeline_executable_properties::Device::new(&instance, &device));
         // SAFETY: valid physical device.
         let memory = unsafe { instance.get_physical_device_memory_properties(phys) };
         let l = &props.limits;
@@ -237,6 +253,7 @@ impl Context {
             queue_family,
             memory,
             cache_uuid: props.pipeline_cache_uuid,
+            exec_stats,
             info,
         })
     }

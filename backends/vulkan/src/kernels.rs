@@ -140,7 +140,8 @@ pub fn default_shape(format: FormatId, ncols: u32) -> Shape {
         (1, F::Nvfp4) => (32, 2, 1),
         (1, F::Q6K | F::Ptq1_0) => (8, 2, 1),
         (1, F::Tq2_0) => (8, 4, 1),
-        (1, F::Hfp4G32 | F::Mfp4G32 | F::Mfp4G32P) => (16, 8, 1),
+        // Session 8's sweep of the table-free HFP4 kernel (mm_hfp4.wgsl).
+        (1, F::Hfp4G32 | F::Mfp4G32 | F::Mfp4G32P) => (16, 4, 1),
         (1, _) => (16, 4, 1),
         // 2 columns: not in the last sweep; the first session's choices.
         (2, F::RocmFp2) => (32, 2, 2),
@@ -151,6 +152,7 @@ pub fn default_shape(format: FormatId, ncols: u32) -> Shape {
         (_, F::Nvfp4) => (16, 4, 1),
         (_, F::Q4K | F::Tq2_0 | F::Pq2_0) => (8, 4, 1),
         (_, F::Q6K | F::Ptq1_0) => (8, 2, 1),
+        (_, F::Hfp4G32 | F::Mfp4G32 | F::Mfp4G32P) => (16, 8, 1),
         _ => (32, 2, 1),
     };
     let Some(shader) = matmul_shader(format) else { return preferred };

@@ -47,7 +47,9 @@
 //! * Pipelines: a fixed, build-time set of variants, at most [`MAX_PIPELINES`] held in
 //!   memory, created through the driver's pipeline cache, which is kept on disk between runs
 //!   (keyed by device, driver and the kernel table's hash; bounded; safe to delete;
-//!   `LOWBIT_VK_PIPELINE_CACHE=0` turns it off).
+//!   `LOWBIT_VK_PIPELINE_CACHE=0` turns it off). `LOWBIT_VK_STATS=1` prints each new
+//!   pipeline's compiler statistics (registers per thread on NVIDIA) to stderr where the
+//!   device has VK_KHR_pipeline_executable_properties (a diagnostic; `pipeline.rs`).
 //! * [`VulkanBackend::read_bandwidth`] and [`VulkanBackend::time_matmul`] time our own read
 //!   kernel and matmuls with GPU timestamps (for `lowbit bench --backend vulkan`).
 //!
@@ -60,7 +62,10 @@
 //! Known gaps (f32 subnormals): an HFP4G32 / MFP4G32 block with exponent byte 0 (2^-127) and
 //! an MXFP4 block with scale byte 0 or 1 (2^-128, 2^-127) contribute 0 on a device that flushes
 //! f32 subnormals in shaders (the core's reference keeps them; hipfire's encoder writes e = 0
-//! only for blocks below 6 * 2^-127 of the row scale, in practice blocks of zeros). A Q8_K
+//! only for blocks below 6 * 2^-127 of the row scale, in practice blocks of zeros). The HFP4
+//! kernel sums each block's products at 2^-14 of their value (mm_hfp4.wgsl: E2M1 codes read
+//! as f16s), so a block's partial loses bits to f32 subnormals only where its products are
+//! below about 2^-112 (activations below ~1e-34 against the block's codes). A Q8_K
 //! activation block whose largest magnitude is below 127 * 2^-126 has a subnormal d, which the
 //! device quantizer stores as 0 (and below 2^-118, subnormal elements may quantize differently
 //! where the device flushes them).

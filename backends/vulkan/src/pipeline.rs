@@ -47,6 +47,52 @@ pub struct Pipelines {
     pub loaded_bytes: usize,
 }
 
+/// Prints the driver's statistics of each executable of a new pipeline (`LOWBIT_VK_STATS=1`)
+/// to stderr, one line: `vk-stats <shader> <tpr>x<rpt>x<bpt> n=<ncols> dot4=<b>: name=value, ...`.
+/// Query failures print nothing (a diagnostic only).
+fn print_stats(
+    ext: &ash::khr::pipeline_executable_properties::Device,
+    p: vk::Pipeline,
+    index: usize,
+) {
+    let k = &KERNELS[index];
+    let info = vk::PipelineInfoKHR::default().pipeline(p);
+    // SAFETY: a valid pipeline created with CAPTURE_STATISTICS_KHR on a device with the
+    // feature enabled.
+    let Ok(execs) = (unsafe { ext.get_pipeline_executable_properties(&info) }) else { return };
+    for e in 0..execs.len() as u32 {
+        let ei = vk::PipelineExecutableInfoKHR::default().pipeline(p).executable_index(e);
+        // SAFETY: as above; e < the executable count.
+        let Ok(stats) = (unsafe { ext.get_pipeline_executable_statistics(&ei) }) else { continue };
+        let fields: Vec<String> = stats
+            .iter()
+            .map(|s| {
+                let name = crate::device::cstr_field(&s.name);
+                // SAFETY: the union member read is the one `format` names.
+                let v = unsafe {
+                    match s.format {
+                        vk::PipelineExecutableStatisticFormatKHR::BOOL32 => s.value.b32.to_string(),
+                        vk::PipelineExecutableStatisticFormatKHR::INT64 => s.value.i64.to_string(),
+                        vk::PipelineExecutableStatisticFormatKHR::UINT64 => s.value.u64.to_string(),
+                        _ => s.value.f64.to_string(),
+                    }
+                };
+                format!("{name}={v}")
+            })
+            .collect();
+        eprintln!(
+            "vk-stats {} {}x{}x{} n={} dot4={}: {}",
+            k.shader,
+            k.tpr,
+            k.rpt,
+            k.bpt,
+            k.ncols,
+            k.dot4,
+            fields.join(", ")
+        );
+    }
+}
+
 impl Pipelines {
     /// The shared layouts, and the driver pipeline cache seeded from the disk cache in
     /// `cache_dir` (see `disk_cache.rs`; `None` when it is off).
@@ -143,7 +189,10 @@ impl Pipelines {
             .stage(vk::ShaderStageFlags::COMPUTE)
             .module(module)
             .name(c"main");
-        let ci = vk::ComputePipelineCreateInfo::default().stage(stage).layout(self.layout);
+        let mut ci = vk::ComputePipelineCreateInfo::default().stage(stage).layout(self.layout);
+        if ctx.exec_stats.is_some() {
+            ci = ci.flags(vk::PipelineCreateFlags::CAPTURE_STATISTICS_KHR);
+        }
         // SAFETY: module and layout are valid; the module may be destroyed after creation.
         let made =
             unsafe { ctx.device.create_compute_pipelines(vk::PipelineCache::null(), &[ci], None) };
@@ -153,6 +202,9 @@ impl Pipelines {
             .map_err(|(_, r)| VulkanError::Vk { call: "vkCreateComputePipelines", result: r })?[0];
         self.created += 1;
         self.cache.insert(index, (p, self.clock));
+        if let Some(ext) = &ctx.exec_stats {
+            print_stats(ext, p, index);
+        }
         Ok(p)
     }
 

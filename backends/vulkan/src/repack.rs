@@ -122,6 +122,25 @@ fn e2m1_words(codes: &mut Vec<u32>, qs: &[u8]) {
     );
 }
 
+/// HFP4-family E2M1 codes (16 bytes: byte k holds element 2k in its low nibble, 2k + 1 in its
+/// high one) as the four words `mm_hfp4.wgsl` decodes: word i holds elements 8i..8i+7, half h
+/// (bits 16h..16h+15) elements 8i + 2j + h for j = 0..3, with the magnitude bits (code & 7) of
+/// element j at bits 3j..3j+2 of the half and its sign bit at bit 12 + j.
+fn hfp4_words(qs: &[u8]) -> [u32; 4] {
+    let mut out = [0u32; 4];
+    for (i, w) in out.iter_mut().enumerate() {
+        for j in 0..4 {
+            let byte = qs[4 * i + j];
+            for (h, code) in [byte & 15, byte >> 4].into_iter().enumerate() {
+                let mag = u32::from(code & 7) << (16 * h + 3 * j);
+                let sign = u32::from(code >> 3) << (16 * h + 12 + j);
+                *w |= mag | sign;
+            }
+        }
+    }
+    out
+}
+
 /// Appends one canonical block's code words to `codes` and returns its scale field.
 pub fn block(format: FormatId, blk: &[u8], codes: &mut Vec<u32>) -> u32 {
     let words = |codes: &mut Vec<u32>, b: &[u8]| codes.extend(b.chunks_exact(4).map(word));
@@ -148,7 +167,7 @@ pub fn block(format: FormatId, blk: &[u8], codes: &mut Vec<u32>) -> u32 {
             u16_at(blk, 12)
         }
         F::Hfp4G32 | F::Mfp4G32 | F::Mfp4G32P => {
-            words(codes, &blk[1..17]);
+            codes.extend(hfp4_words(&blk[1..17]));
             u32::from(blk[0])
         }
         F::Mxfp4 => {
@@ -226,6 +245,41 @@ mod tests {
             let v = (w >> (2 * j)) & 0x0303_0303;
             for l in 0..4 {
                 assert_eq!((v >> (8 * l)) & 3, code(4 * j + l));
+            }
+        }
+    }
+
+    /// The shader's decode of one word (`mm_hfp4.wgsl` `hfp4_word`), on the host: pair j as
+    /// two f16s from one shift and mask, read as f32.
+    fn shader_hfp4_word(w: u32) -> [f32; 8] {
+        let mut out = [0f32; 8];
+        for j in 0..4 {
+            let mag = if j == 3 { w } else { w << (9 - 3 * j) } & 0x0E00_0E00;
+            let sign = if j == 3 { w } else { w << (3 - j) } & 0x8000_8000;
+            let bits = mag | sign;
+            out[2 * j] = half::f16::from_bits(bits as u16).to_f32();
+            out[2 * j + 1] = half::f16::from_bits((bits >> 16) as u16).to_f32();
+        }
+        out
+    }
+
+    #[test]
+    fn hfp4_words_decode_to_the_core_e2m1_values_times_2_pow_minus_14() {
+        use lowbit_core::scalar::e2m1_to_f32;
+        // Every code at every position: byte k of block t holds codes (k + t) % 16 and
+        // (3k + 5t) % 16.
+        for t in 0..16usize {
+            let qs: Vec<u8> =
+                (0..16).map(|k| (((k + t) % 16) | (((3 * k + 5 * t) % 16) << 4)) as u8).collect();
+            let words = hfp4_words(&qs);
+            for (i, &w) in words.iter().enumerate() {
+                let got = shader_hfp4_word(w);
+                for (l, &g) in got.iter().enumerate() {
+                    let e = 8 * i + l;
+                    let code = (qs[e / 2] >> (4 * (e % 2))) & 15;
+                    let want = e2m1_to_f32(code) * 2f32.powi(-14);
+                    assert_eq!(g.to_bits(), want.to_bits(), "block {t} element {e} code {code}");
+                }
             }
         }
     }
