@@ -8,9 +8,9 @@
 //! two `qs` fields side by side in one register, codes looked up (`vpshufb`) as
 //! `kvalues + 12` (0..=24, unsigned) for the low and the high nibbles, as
 //! [`super::z512::Mxfp4`]. Every i32 lane (4 bytes) then lies in one sub-block and one Q8_0
-//! activation block, so the weight scale (a 256-entry table, one 8-wide gather per group) and
-//! the activation scale are per-lane vectors. Record: the activations in the low- and
-//! high-nibble orders, `12 * asum` per lane, `d_a` per lane. Per column: Q4_0's arithmetic
+//! activation block, so the weight scale (computed from the 8 scale bytes of the group,
+//! [`ue4m3_half_x8`], and spread) and the activation scale are per-lane vectors. Record: the
+//! activations in the low- and high-nibble orders, `12 * asum` per lane, `d_a` per lane. Per column: Q4_0's arithmetic
 //! (`madd(maddubs(lo, a_lo) + maddubs(hi, a_hi), 1) - 12 asum`, exact: i16 lanes <= 4 * 24 *
 //! 127 < 2^15), one `vcvtdq2ps`, one FMA by `d_w(lane) * d_a(lane)`: the bound of
 //! [`super::z512`] holds with **c = 1**.
@@ -28,27 +28,27 @@ use super::z512::{q8_0_block, Lanes, Q4_0, V64};
 /// `kvalues_mxfp4[c] + 12` (ggml `kvalues_mxfp4`; a test checks it against the core).
 const NV_U: [i8; 16] = [12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0];
 
-/// Half of the UE4M3 value of every byte (bit 7 ignored; exponent 4 bits, bias 7, 3 mantissa
-/// bits, subnormal below exponent 1), as ggml's `ggml_ue4m3_to_fp32`; the bytes 0x7F and 0xFF
-/// (E4M3 NaN, rejected at upload) are 0. A test checks every legal byte against the core.
-static UE4M3_HALF: [f32; 256] = {
-    let mut t = [0f32; 256];
-    let mut b = 0;
-    while b < 256 {
-        let e = (b >> 3) & 15;
-        let m = (b & 7) as u32;
-        t[b] = if b & 0x7F == 0x7F {
-            0.0
-        } else if e == 0 {
-            m as f32 / 1024.0
-        } else {
-            // (1 + m / 8) * 2^(e - 7) / 2: f32 exponent field e - 8 + 127.
-            f32::from_bits(((e as u32 + 119) << 23) | (m << 20))
-        };
-        b += 1;
+/// Half the UE4M3 value of each of 8 scale bytes (the low byte of each i32 lane; bit 7
+/// ignored, exponent 4 bits, bias 7, 3 mantissa bits, subnormal below exponent 1), as ggml's
+/// `ggml_ue4m3_to_fp32`, computed instead of looked up: the 7 value bits `em` placed at bit
+/// 20 are the f32 `2^(e - 127) (1 + m/8)` (`e >= 1`) or `m/8 * 2^-126` (`e = 0`, an f32
+/// subnormal), and one exact multiply by 2^119 gives `(1 + m/8) 2^(e - 8)` or `m 2^-10`.
+/// The bytes 0x7F and 0xFF (E4M3 NaN, rejected at upload) give 0. A test checks every legal
+/// byte against the core. It replaced an 8-wide gather from a 256-entry table (see
+/// [`Nvfp4::decode`] for the measured effect).
+///
+/// # Safety
+/// AVX-512 F/VL are available.
+#[inline(always)]
+unsafe fn ue4m3_half_x8(b: __m256i) -> __m256 {
+    // SAFETY: register-only AVX-512 F/VL operations (caller).
+    unsafe {
+        let em = _mm256_and_si256(b, _mm256_set1_epi32(0x7F));
+        let ok = _mm256_cmpneq_epi32_mask(em, _mm256_set1_epi32(0x7F));
+        let v = _mm256_castsi256_ps(_mm256_slli_epi32::<20>(em));
+        _mm256_maskz_mul_ps(ok, v, _mm256_set1_ps(f32::from_bits(246 << 23)))
     }
-    t
-};
+}
 
 /// NVFP4 (module doc).
 pub(crate) struct Nvfp4;
@@ -123,10 +123,14 @@ impl Lanes for Nvfp4 {
         }
     }
 
+    /// The sub-block scales come from [`ue4m3_half_x8`] (computed), not an 8-wide gather from
+    /// a 256-entry table as before: n = 1, weights from memory, µs, gather -> computed, two
+    /// alternated rounds, 2026-12-01 22:25 UTC: 4096 x 14336 one thread 3325 / 3156 -> 2452 /
+    /// 2359, two 2005 / 4006 -> 1383 / 1627; 14336 x 4096 one thread 3199 / 3300 -> 2187 /
+    /// 2163, two 2080 / 2201 -> 1293 / 1631.
     #[inline(always)]
     unsafe fn decode(p: *const u8) -> Self::W {
-        // SAFETY: reads bytes 0..72 at `p` (caller); the gather reads table entries at byte
-        // indices (< 256); register-only operations otherwise.
+        // SAFETY: reads bytes 0..72 at `p` (caller); register-only operations otherwise.
         unsafe {
             let x = _mm512_inserti64x4::<1>(
                 _mm512_castsi256_si512(_mm256_loadu_si256(p.add(4).cast())),
@@ -138,8 +142,7 @@ impl Lanes for Nvfp4 {
             let hi = _mm512_shuffle_epi8(lut, _mm512_and_si512(_mm512_srli_epi16::<4>(x), m));
             let sb = u64::from(ptr::read_unaligned(p.cast::<u32>()))
                 | u64::from(ptr::read_unaligned(p.add(36).cast::<u32>())) << 32;
-            let idx = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128(sb as i64));
-            let ds = _mm256_i32gather_ps::<4>(UE4M3_HALF.as_ptr(), idx);
+            let ds = ue4m3_half_x8(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(sb as i64)));
             // Lane l belongs to sub-block l / 2 of the group (8 sub-blocks, 2 lanes each).
             let spread = _mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
             (lo, hi, _mm512_permutexvar_ps(spread, _mm512_castps256_ps512(ds)))
@@ -164,10 +167,21 @@ mod tests {
     use super::*;
 
     #[test]
-    fn ue4m3_half_table_matches_core() {
-        for b in 0u8..=255 {
-            if let Some(want) = lowbit_core::scalar::try_ue4m3_to_f32_half(b) {
-                assert_eq!(UE4M3_HALF[usize::from(b)].to_bits(), want.to_bits(), "byte {b:#04x}");
+    fn ue4m3_half_matches_core() {
+        if !crate::isa::Isa::Avx512.available() {
+            return;
+        }
+        for b0 in (0u32..256).step_by(8) {
+            let bytes: [u32; 8] = core::array::from_fn(|i| b0 + i as u32);
+            let mut got = [0f32; 8];
+            // SAFETY: AVX-512 F/VL detected above; 8-lane load and store of local arrays.
+            unsafe {
+                let v = ue4m3_half_x8(_mm256_loadu_si256(bytes.as_ptr().cast()));
+                _mm256_storeu_ps(got.as_mut_ptr(), v);
+            }
+            for (b, g) in bytes.iter().zip(got) {
+                let want = lowbit_core::scalar::try_ue4m3_to_f32_half(*b as u8).unwrap_or(0.0);
+                assert_eq!(g.to_bits(), want.to_bits(), "byte {b:#04x}");
             }
         }
     }

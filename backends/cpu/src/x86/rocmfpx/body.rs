@@ -46,6 +46,9 @@ pub(crate) trait Codec {
     const BLOCK: usize;
     /// Bytes of one group of 8 blocks (`8 * BLOCK <= MAX_GB`).
     const GB: usize;
+    /// The least distance in bytes at which [`body512`] prefetches (into L2); it prefetches
+    /// one row group ahead, and at least the 8 KiB of `Prefetch::DEFAULT`.
+    const PF_MIN: usize = 0;
     /// Rewrites 8 canonical blocks (`src`, `GB` bytes) into the repacked layout (`dst`).
     fn repack_group(src: &[u8], dst: &mut [u8]);
     /// One repacked group: the offset levels `w[t]` and the scales / 2^7 in lane `2b + h`.
@@ -208,7 +211,7 @@ pub(crate) unsafe fn body512<C: Codec, const R: usize, const CT: usize, const V:
     out: &mut [f32],
 ) {
     let nrows = w.len() / rb;
-    let pf = super::super::Prefetch::DEFAULT.one_group_ahead(R * rb);
+    let pf = super::super::Prefetch::DEFAULT.one_group_ahead((R * rb).max(C::PF_MIN));
     let ng = nb.div_ceil(GROUP);
     let full = nb / GROUP;
     let mut tail = [[0u8; MAX_GB]; R];

@@ -61,6 +61,15 @@ fn codes(blk: &[u8]) -> [u8; 32] {
 impl Codec for Fp3 {
     const BLOCK: usize = 14;
     const GB: usize = 112;
+    /// 16 KiB: on short rows one row group (4 x 1792 bytes at K = 4096) is under the 8 KiB
+    /// default, and the streams ran short of prefetched lines; long rows keep one group (25 KiB
+    /// at K = 14336). n = 1, weights from memory, µs, 8 KiB -> two groups (14 KiB) ahead, two
+    /// alternated rounds, 2026-12-01 22:34 UTC, one thread: 14336 x 4096 1610 / 1773 -> 1328
+    /// / 1296, and at 22:42 UTC 1455 / 1746 -> 1358 / 1348 (two threads 1259 / 948 -> 895 /
+    /// 876); at 4096 x 14336 two groups (50 KiB) were no better than one (1372 -> 1435 mean of
+    /// four), so the minimum is in bytes. This 16 KiB build at 22:59 UTC: 14336 x 4096 1651 /
+    /// 1550 -> 1228 / 1181 (ratio 0.52-0.59 -> 0.75-0.80).
+    const PF_MIN: usize = 16 << 10;
 
     /// Rewrites 8 canonical blocks into the layout of the module doc.
     fn repack_group(src: &[u8], dst: &mut [u8]) {
