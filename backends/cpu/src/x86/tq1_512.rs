@@ -69,11 +69,8 @@ unsafe fn digits(q: __m512i) -> __m512i {
 }
 
 /// `DIGIT_LUT[n][b]`: digit `n` of packed byte `b`, `((u8)(b * 3^n) * 3) >> 8` (the core's
-/// `trit`, checked for every byte by a test), for the `vpermi2b` decode ([`planes_vbmi`]).
-#[repr(C, align(64))]
-struct DigitLut([[u8; 256]; 5]);
-
-static DIGIT_LUT: DigitLut = {
+/// `trit`, checked for every byte by a test); rows 0..4 of [`PACKED_LUT`] are built from it.
+const DIGIT_LUT: [[u8; 256]; 5] = {
     let mut t = [[0u8; 256]; 5];
     let pow = [1u8, 3, 9, 27, 81];
     let mut n = 0;
@@ -86,38 +83,72 @@ static DIGIT_LUT: DigitLut = {
         }
         n += 1;
     }
-    DigitLut(t)
+    t
 };
 
-/// The five digit planes of the packed bytes `x` by table: per plane two `vpermi2b` (bytes
-/// with bit 7 clear, then set, each indexing a 128-entry half of [`DIGIT_LUT`]) and one blend
-/// on bit 7: 3 operations per plane and no running `x * 3^n` (which LLVM turns into an
-/// emulated byte multiply, about 5 operations), against about 9 for [`digits`] on it.
+/// Two 256-entry tables for the `vpermi2b` decode ([`planes_vbmi`]): row 0 holds digits 0..3
+/// of each byte as 2-bit fields, `d0 | d1 << 2 | d2 << 4 | d3 << 6` (at most 170), row 1
+/// digit 4.
+#[repr(C, align(64))]
+struct PackedLut([[u8; 256]; 2]);
+
+static PACKED_LUT: PackedLut = {
+    let mut t = [[0u8; 256]; 2];
+    let mut b = 0;
+    while b < 256 {
+        let d = &DIGIT_LUT;
+        t[0][b] = d[0][b] | d[1][b] << 2 | d[2][b] << 4 | d[3][b] << 6;
+        t[1][b] = d[4][b];
+        b += 1;
+    }
+    PackedLut(t)
+};
+
+/// The 256-entry lookup of row `r` of [`PACKED_LUT`] for every byte of `x`: two `vpermi2b`
+/// (each indexes a 128-entry half by the low 7 bits) and a blend on bit 7 (`hi`).
+///
+/// # Safety
+/// AVX-512 F/BW and VBMI are available.
+#[inline(always)]
+unsafe fn lookup256(r: usize, x: __m512i, hi: __mmask64) -> __m512i {
+    // SAFETY: reads the 64-byte-aligned 256-byte row `r` (< 2) of `PACKED_LUT`.
+    unsafe {
+        let t = PACKED_LUT.0[r].as_ptr();
+        let lo = _mm512_permutex2var_epi8(
+            _mm512_load_si512(t.cast()),
+            x,
+            _mm512_load_si512(t.add(64).cast()),
+        );
+        let up = _mm512_permutex2var_epi8(
+            _mm512_load_si512(t.add(128).cast()),
+            x,
+            _mm512_load_si512(t.add(192).cast()),
+        );
+        _mm512_mask_blend_epi8(hi, lo, up)
+    }
+}
+
+/// The five digit planes of the packed bytes `x` by table: one 256-entry lookup gives digits
+/// 0..3 as 2-bit fields (then a shift and a mask each), a second digit 4 ([`PACKED_LUT`]): 4
+/// `vpermi2b`, 2 blends, 3 shifts and 4 masks per 64 bytes, where a table per digit took 10
+/// `vpermi2b` and 5 blends (the permutes, one per cycle on Zen 4, bounded the kernel).
 ///
 /// # Safety
 /// AVX-512 F/BW and VBMI are available.
 #[inline(always)]
 unsafe fn planes_vbmi(x: __m512i) -> [__m512i; 5] {
-    // SAFETY: reads the 64-byte-aligned 256-byte rows of `DIGIT_LUT`; register-only otherwise.
+    // SAFETY: `lookup256`'s table reads; register-only otherwise.
     unsafe {
         let hi = _mm512_movepi8_mask(x);
-        let mut u = [_mm512_setzero_si512(); 5];
-        // Plain loops, no closures: a closure's body is compiled without the caller's features.
-        for n in 0..5 {
-            let t = DIGIT_LUT.0[n].as_ptr();
-            let lo = _mm512_permutex2var_epi8(
-                _mm512_load_si512(t.cast()),
-                x,
-                _mm512_load_si512(t.add(64).cast()),
-            );
-            let up = _mm512_permutex2var_epi8(
-                _mm512_load_si512(t.add(128).cast()),
-                x,
-                _mm512_load_si512(t.add(192).cast()),
-            );
-            u[n] = _mm512_mask_blend_epi8(hi, lo, up);
-        }
-        u
+        let e = lookup256(0, x, hi);
+        let m = _mm512_set1_epi8(3);
+        [
+            _mm512_and_si512(e, m),
+            _mm512_and_si512(_mm512_srli_epi16::<2>(e), m),
+            _mm512_and_si512(_mm512_srli_epi16::<4>(e), m),
+            _mm512_and_si512(_mm512_srli_epi16::<6>(e), m),
+            lookup256(1, x, hi),
+        ]
     }
 }
 
@@ -463,13 +494,18 @@ mod tests {
         assert_eq!(count, 256);
     }
 
-    /// The `vpermi2b` table holds the core's `trit` for every byte and position.
+    /// The `vpermi2b` tables hold the core's `trit` for every byte and position.
     #[test]
     fn digit_table_is_ggml_trit() {
         for b in 0..=255u8 {
+            let e = PACKED_LUT.0[0][usize::from(b)];
+            let got = [e & 3, e >> 2 & 3, e >> 4 & 3, e >> 6, PACKED_LUT.0[1][usize::from(b)]];
             for n in 0..5 {
-                let t = DIGIT_LUT.0[n][usize::from(b)];
-                assert_eq!(t, lowbit_core::format::ggml::tq1_0::trit(b, n), "byte {b} digit {n}");
+                assert_eq!(
+                    got[n],
+                    lowbit_core::format::ggml::tq1_0::trit(b, n),
+                    "byte {b} digit {n}"
+                );
             }
         }
     }
