@@ -37,7 +37,34 @@
 use std::arch::x86_64::*;
 
 use super::ext::ActSlice;
-use super::z512::{f16_bcast, ld, ldps, q8_0_block, q8_k_block, Lanes, V64};
+use super::z512::{ld, ldps, q8_0_block, q8_k_block, Lanes, V64};
+
+/// The f16 at `p` as a scalar f32 (`vcvtph2ps` on one 128-bit register): the weight scale of
+/// a block, multiplied by the column's activation scale in scalar registers and broadcast
+/// once ([`scaled`]), where a broadcast f16 converted as 16 lanes and a 16-lane product cost
+/// two 512-bit operations per block and row more (the same product, so the same bits).
+///
+/// # Safety
+/// `p .. p + 2` is readable; F16C is available.
+#[inline(always)]
+pub(super) unsafe fn f16_scalar(p: *const u8) -> f32 {
+    // SAFETY: reads 2 bytes at `p` (caller); register-only operations.
+    unsafe {
+        let h = std::ptr::read_unaligned(p.cast::<u16>());
+        _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(i32::from(h))))
+    }
+}
+
+/// `d_w * d_a` in every lane, `d_a` read from lane 0 of record vector `i` at `a` (whose lanes
+/// all hold it).
+///
+/// # Safety
+/// `a + i` is a readable [`V64`]; AVX-512F is available.
+#[inline(always)]
+pub(super) unsafe fn scaled(dw: f32, a: *const V64, i: usize) -> __m512 {
+    // SAFETY: reads the first 4 bytes of the 64-byte-aligned record vector (caller).
+    unsafe { _mm512_set1_ps(dw * *a.add(i).cast::<f32>()) }
+}
 
 /// The element of TQ1_0 slot `b` (< 64) of digit plane `n` (< 5), if any (module doc).
 const fn tq1_slot(n: usize, b: usize) -> Option<usize> {
@@ -185,7 +212,7 @@ impl<const VB: bool> Lanes for Tq1<VB> {
     const BB: usize = 54;
     const GB: usize = 1;
     const REC: usize = 7;
-    type W = ([__m512i; 5], __m512);
+    type W = ([__m512i; 5], f32);
 
     fn prep(act: ActSlice<'_>, nb: usize, j: usize, g: usize, rec: &mut [V64]) {
         let Some(blk) = q8_k_block(act, nb, j, g) else { return };
@@ -234,7 +261,7 @@ impl<const VB: bool> Lanes for Tq1<VB> {
         // accessed), the scale bytes 52..54 (caller); register-only operations otherwise.
         unsafe {
             let x = _mm512_maskz_loadu_epi8((1u64 << 52) - 1, p.cast());
-            (planes::<VB>(x), f16_bcast(p.add(52)))
+            (planes::<VB>(x), f16_scalar(p.add(52)))
         }
     }
 
@@ -246,7 +273,7 @@ impl<const VB: bool> Lanes for Tq1<VB> {
             let p = _mm512_add_epi16(_mm512_add_epi16(m(0), m(1)), _mm512_add_epi16(m(2), m(3)));
             let p = _mm512_add_epi16(p, m(4));
             let s = _mm512_sub_epi32(_mm512_madd_epi16(p, _mm512_set1_epi16(1)), ld(a, 5));
-            _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(w.1, ldps(a, 6)), acc)
+            _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), scaled(w.1, a, 6), acc)
         }
     }
 
@@ -259,7 +286,7 @@ impl<const VB: bool> Lanes for Tq1<VB> {
             for n in 0..5 {
                 s = _mm512_dpbusd_epi32(s, w.0[n], ld(a, n));
             }
-            _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(w.1, ldps(a, 6)), acc)
+            _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), scaled(w.1, a, 6), acc)
         }
     }
 }
@@ -312,6 +339,23 @@ const PTQ1_LANE_QB: [[u8; 16]; 3] = {
     }
     t
 };
+
+/// `acc + d_w * (s_0 * d_a0 + s_1 * d_a1 + s_2 * d_a2)` per lane, the activation scales
+/// `d_ak` in record vectors `8 + k` at `a`: one product and three FMAs, where scaling each
+/// sum by its own `d_w * d_ak` took three products and three FMAs.
+///
+/// # Safety
+/// `a` points at [`Ptq1`]'s 11 readable record vectors; AVX-512F is available.
+#[inline(always)]
+unsafe fn scale3(dw: __m512, s: [__m512; 3], a: *const V64, acc: __m512) -> __m512 {
+    // SAFETY: reads record vectors 8..11 (caller); register-only operations.
+    unsafe {
+        let t = _mm512_mul_ps(s[0], ldps(a, 8));
+        let t = _mm512_fmadd_ps(s[1], ldps(a, 9), t);
+        let t = _mm512_fmadd_ps(s[2], ldps(a, 10), t);
+        _mm512_fmadd_ps(t, dw, acc)
+    }
+}
 
 /// PTQ1_0 (module doc); `VB` as for [`Tq1`].
 pub(crate) struct Ptq1<const VB: bool = false>;
@@ -414,9 +458,12 @@ impl<const VB: bool> Lanes for Ptq1<VB> {
             let keep = (1u64 << 26) - 1;
             let x = _mm512_maskz_loadu_epi8(keep | keep << 28, p.cast());
             let u = planes::<VB>(x);
-            // Lanes 0..7 hold block 0's slots, 7..14 block 1's.
-            let d = _mm512_mask_blend_ps(0xFF80, f16_bcast(p.add(26)), f16_bcast(p.add(54)));
-            (u, d)
+            // Lanes 0..7 hold block 0's slots, 7..14 block 1's: both f16 scales converted in
+            // one 128-bit register, then spread by one permute.
+            let h = |o: usize| i32::from(std::ptr::read_unaligned(p.add(o).cast::<u16>()));
+            let d2 = _mm_cvtph_ps(_mm_cvtsi32_si128(h(26) | h(54) << 16));
+            let idx = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1);
+            (u, _mm512_permutexvar_ps(idx, _mm512_castps128_ps512(d2)))
         }
     }
 
@@ -429,11 +476,8 @@ impl<const VB: bool> Lanes for Ptq1<VB> {
             let s01 = _mm512_madd_epi16(_mm512_add_epi16(m(0), m(1)), ones);
             let s23 = _mm512_madd_epi16(_mm512_add_epi16(m(2), m(3)), ones);
             let s4 = _mm512_madd_epi16(m(4), ones);
-            let f = |s: __m512i, k: usize, acc: __m512| {
-                let s = _mm512_cvtepi32_ps(_mm512_sub_epi32(s, ld(a, 5 + k)));
-                _mm512_fmadd_ps(s, _mm512_mul_ps(w.1, ldps(a, 8 + k)), acc)
-            };
-            f(s4, 2, f(s23, 1, f(s01, 0, acc)))
+            let c = |s: __m512i, k: usize| _mm512_cvtepi32_ps(_mm512_sub_epi32(s, ld(a, 5 + k)));
+            scale3(w.1, [c(s01, 0), c(s23, 1), c(s4, 2)], a, acc)
         }
     }
 
@@ -449,10 +493,8 @@ impl<const VB: bool> Lanes for Ptq1<VB> {
             let s01 = _mm512_dpbusd_epi32(d(0, 0), w.0[1], ld(a, 1));
             let s23 = _mm512_dpbusd_epi32(d(1, 2), w.0[3], ld(a, 3));
             let s4 = d(2, 4);
-            let f = |s: __m512i, k: usize, acc: __m512| {
-                _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(w.1, ldps(a, 8 + k)), acc)
-            };
-            f(s4, 2, f(s23, 1, f(s01, 0, acc)))
+            let c = _mm512_cvtepi32_ps;
+            scale3(w.1, [c(s01), c(s23), c(s4)], a, acc)
         }
     }
 }
