@@ -2,7 +2,8 @@
 //! activations) and TQ2_0, Q2_K, Q4_K, Q5_K and Q6_K (against Q8_K activations), and the
 //! drivers of every format in this layout. Q4_0 runs [`Q4_0`] (four lanes per block, also the
 //! dot of MXFP4, IQ4_NL and NVFP4) for one column and the one-block-per-lane type of
-//! `super::q4_0x16` for 2..=4; PQ2_0 runs `super::pq2x4`'s one-activation-block-per-lane type;
+//! `super::q4_0x16` for 2..=4; Q8_0 likewise `super::q8x16` for 3..=4 (and 2 on long rows);
+//! PQ2_0 runs `super::pq2x4`'s one-activation-block-per-lane type;
 //! tiles of 2..16 columns on long rows take `super::zseg`'s segmented driver.
 //!
 //! Layout. The activations of the tile are first rearranged, once per kernel call, into
@@ -228,7 +229,7 @@ pub(super) unsafe fn hsum16(v: __m512) -> f32 {
 
 /// Bytes of the zero-padded copy a row's partial last group is decoded from (at least
 /// `GB * BB` of every [`Lanes`] type: checked at compile time in the drivers).
-pub(super) const TAIL_BYTES: usize = 512;
+pub(super) const TAIL_BYTES: usize = 576;
 
 /// The driver (row and column group sizes per [`entry`]): rows in groups of `R`, columns in sub-tiles of `CT` (the last row / column
 /// repeated, extra results discarded), groups of `F::GB` blocks (a partial last group is
@@ -553,6 +554,17 @@ fn run_q4_0<const V: bool>(
     Ok(())
 }
 
+/// Whether Q8_0 calls of `n` columns of `k` elements run one block per lane
+/// ([`super::q8x16`]): one conversion, product and FMA per 16 blocks and column instead of per
+/// two, for a transpose per row shared by the columns. Measured (`kcols`, one thread, minimum
+/// of 15 calls, weights 62 MB, 2026-12-01): n = 4, µs, 4096 x 14336: 4496 -> 3251 and 5061 ->
+/// 3956, 14336 x 4096: 5854 -> 3534 and 5650 -> 3467; n = 2 gains on long rows (3190 -> 2777,
+/// 3085 -> 2709) and loses on 4096-long ones (2266 -> 2776, 2575 -> 2825), so two columns
+/// take it only for rows longer than 8192.
+fn q8x16_for(n: usize, k: usize) -> bool {
+    n >= 3 || (n == 2 && k > 8192)
+}
+
 /// Q8_0 weights ([`super::q8_512::Q8`]) for tiles of up to 4 columns; wider tiles run the
 /// paired-row body of [`super::avx512`], which reads fewer activation bytes per weight byte.
 fn run_q8<const V: bool>(
@@ -565,6 +577,9 @@ fn run_q8<const V: bool>(
 ) -> Result<(), Error> {
     if cols.len() > 4 {
         return super::avx512::run::<{ super::W_Q8_0 }>(format, w, rb, acts, cols, out);
+    }
+    if q8x16_for(acts.n, acts.k) {
+        return run_q8_0::<super::q8x16::Q8x16, V>(format, w, rb, acts, cols, out);
     }
     run_q8_0::<super::q8_512::Q8, V>(format, w, rb, acts, cols, out)
 }
@@ -685,6 +700,16 @@ fn layout_q4_0(acts: &Acts) -> Option<Layout> {
     }
 }
 
+/// [`layout_le4`] for Q8_0's kernel: the records of `super::q8x16::Q8x16` where
+/// [`q8x16_for`] picks it (as `run_q8` does), else of `super::q8_512::Q8`.
+fn layout_q8_0(acts: &Acts) -> Option<Layout> {
+    if q8x16_for(acts.n, acts.k) {
+        layout_le4::<super::q8x16::Q8x16, 32>(acts)
+    } else {
+        layout_le4::<super::q8_512::Q8, 32>(acts)
+    }
+}
+
 /// The records of column `j` (`rec`: `ceil(nb / GB) * REC` vectors, zeroed), as
 /// [`prep_all`] builds them.
 ///
@@ -711,7 +736,7 @@ pub(crate) fn extras(format: FormatId) -> Extras {
     use super::tq1_512::{Ptq1, Tq1};
     let prep: PrepFn = match format {
         FormatId::Q4_0 => layout_q4_0,
-        FormatId::Q8_0 => layout_le4::<super::q8_512::Q8, 32>,
+        FormatId::Q8_0 => layout_q8_0,
         FormatId::Mxfp4 => layout::<Mxfp4, 32>,
         FormatId::Iq4Nl => layout::<Iq4Nl, 32>,
         FormatId::Nvfp4 => layout::<Nvfp4, 64>,
