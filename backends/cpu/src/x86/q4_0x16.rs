@@ -1,8 +1,7 @@
 //! AVX-512 (F/BW/VL, and VNNI where present) Q4_0 weights against Q8_0 activations in
 //! [`super::z512`]'s one-row-per-register layout, **one block per i32 lane**: groups of 16
-//! blocks (512 weights, 288 bytes), for calls of 2..=4 columns (single columns keep
-//! `super::z512::Q4_0`, which streamed long rows faster; wider tiles `super::avx512`'s
-//! paired-row body).
+//! blocks (512 weights, 288 bytes), for calls of 2..=16 columns (single columns keep
+//! `super::z512::Q4_0`, which streamed long rows faster).
 //!
 //! Why. With a block spread over four lanes (`super::z512::Q4_0`, groups of 4 blocks), every
 //! (row, column) paid a conversion, a scale product and an FMA per two `vpdpbusd`: at n = 4

@@ -1,8 +1,7 @@
 //! AVX-512 (F/BW/VL, and VNNI where present) Q8_0 weights against Q8_0 activations in
 //! [`super::z512`]'s one-row-per-register layout, **one block per i32 lane**: groups of 16
-//! blocks (512 weights, 544 bytes), for calls of 3..=4 columns and of 2 on long rows
-//! (`super::z512`'s `q8x16_for`; other calls keep `super::q8_512::Q8`, wider tiles
-//! `super::avx512`'s paired-row body).
+//! blocks (512 weights, 544 bytes), for calls of 3..=16 columns and of 2 on long rows
+//! (`super::z512`'s `q8x16_for`; other calls keep `super::q8_512::Q8`).
 //!
 //! Why. With two blocks per register (`super::q8_512::Q8`, eight lanes per block) every
 //! (row, column) paid a conversion, a scale product and an FMA per `vpdpbusd`: three of the

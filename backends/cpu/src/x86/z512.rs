@@ -2,7 +2,7 @@
 //! activations) and TQ2_0, Q2_K, Q4_K, Q5_K and Q6_K (against Q8_K activations), and the
 //! drivers of every format in this layout. Q4_0 runs [`Q4_0`] (four lanes per block, also the
 //! dot of MXFP4, IQ4_NL and NVFP4) for one column and the one-block-per-lane type of
-//! `super::q4_0x16` for 2..=4; Q8_0 likewise `super::q8x16` for 3..=4 (and 2 on long rows);
+//! `super::q4_0x16` for 2..=16; Q8_0 likewise `super::q8x16` for 3..=16 (and 2 on long rows);
 //! PQ2_0 runs `super::pq2x4`'s one-activation-block-per-lane type;
 //! tiles of 2..16 columns on long rows take `super::zseg`'s segmented driver.
 //!
@@ -532,14 +532,11 @@ fn run_q4_0<const V: bool>(
     out: &mut [f32],
 ) -> Result<(), Error> {
     use super::q4_0x16::Q4_0x16;
-    if cols.len() > 4 {
-        // Wide tiles: the paired-row body reads fewer activation bytes per weight byte (with
-        // or without VNNI, so both ISAs give the same bits).
-        return super::avx512::run::<{ super::W_Q4_0 }>(format, w, rb, acts, cols, out);
-    }
     if acts.n > 1 {
-        // 2..=4 columns: one block per lane (`super::q4_0x16`), a third less time at n = 4;
-        // single columns keep the four-lanes-per-block form, which streamed long rows faster
+        // 2..=16 columns: one block per lane (`super::q4_0x16`), a third less time at n = 4
+        // and half at n = 8 and 16 (than `super::avx512`'s paired-row body, which wide tiles
+        // ran before: 4096 x 14336, one thread, `kcols` minimum of 6, 2026-12-01, µs: n = 8
+        // 12476 -> 7774, n = 16 21409 -> 10413); single columns keep the four-lanes-per-block form, which streamed long rows faster
         // (4096 x 14336, one thread, 2026-12-01: 2263 vs 2934 µs).
         return run_q8_0::<Q4_0x16, V>(format, w, rb, acts, cols, out);
     }
@@ -554,7 +551,7 @@ fn run_q4_0<const V: bool>(
     Ok(())
 }
 
-/// Whether Q8_0 calls of `n` columns of `k` elements run one block per lane
+/// Whether Q8_0 calls of `n` (at most 16) columns of `k` elements run one block per lane
 /// ([`super::q8x16`]): one conversion, product and FMA per 16 blocks and column instead of per
 /// two, for a transpose per row shared by the columns. Measured (`kcols`, one thread, minimum
 /// of 15 calls, weights 62 MB, 2026-12-01): n = 4, µs, 4096 x 14336: 4496 -> 3251 and 5061 ->
@@ -565,8 +562,11 @@ fn q8x16_for(n: usize, k: usize) -> bool {
     n >= 3 || (n == 2 && k > 8192)
 }
 
-/// Q8_0 weights ([`super::q8_512::Q8`]) for tiles of up to 4 columns; wider tiles run the
-/// paired-row body of [`super::avx512`], which reads fewer activation bytes per weight byte.
+/// Q8_0 weights: [`super::q8x16::Q8x16`] where [`q8x16_for`] says, else
+/// [`super::q8_512::Q8`]. Tiles of 5..=16 columns ran `super::avx512`'s paired-row body
+/// until session 8; one block per lane halved them (4096 x 14336, one thread, `kcols` minimum
+/// of 6, 2026-12-01, µs: n = 8 11121 -> 5598, n = 16 20719 -> 10648; 14336 x 4096: n = 8
+/// 21803 -> 6082).
 fn run_q8<const V: bool>(
     format: FormatId,
     w: &[u8],
@@ -575,9 +575,6 @@ fn run_q8<const V: bool>(
     cols: Range<usize>,
     out: &mut [f32],
 ) -> Result<(), Error> {
-    if cols.len() > 4 {
-        return super::avx512::run::<{ super::W_Q8_0 }>(format, w, rb, acts, cols, out);
-    }
     if q8x16_for(acts.n, acts.k) {
         return run_q8_0::<super::q8x16::Q8x16, V>(format, w, rb, acts, cols, out);
     }
@@ -681,10 +678,10 @@ fn layout<F: Lanes + 'static, const QK: usize>(acts: &Acts) -> Option<Layout> {
     Some(Layout(std::sync::Arc::new(Records { tag: std::any::TypeId::of::<F>(), nb, per_col, v })))
 }
 
-/// [`layout`] for the Q4_0 and Q8_0 kernels, which handle tiles of at most 4 columns here
-/// (wider tiles run `super::avx512`, which reads no records): none when `n > 4`.
+/// [`layout`] for the Q4_0 and Q8_0 kernels: none for calls wider than one tile (prefill,
+/// which runs the GEMM).
 fn layout_le4<F: Lanes + 'static, const QK: usize>(acts: &Acts) -> Option<Layout> {
-    if acts.n > 4 {
+    if acts.n > crate::kernels::MAX_TILE {
         return None;
     }
     layout::<F, QK>(acts)
