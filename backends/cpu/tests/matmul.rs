@@ -449,7 +449,8 @@ fn avx2_bit_for_bit(cpu: &CpuBackend, format: FormatId) {
 #[test]
 fn extreme_q8_0_weights_do_not_saturate() {
     // Every weight -128 (legal in Q8_0), activations at +-127: maddubs pairs hit 32512.
-    let k = 256;
+    // 24 blocks: a full 16-block group of x86/q8x16.rs and a partial one.
+    let k = 768;
     let rows = 11;
     let mut w = vec![0u8; rows * 34 * (k / 32)];
     for blk in w.chunks_exact_mut(34) {
@@ -461,11 +462,18 @@ fn extreme_q8_0_weights_do_not_saturate() {
         let desc = MatrixDesc { format: FormatId::Q8_0, rows, cols: k };
         let m = cpu.upload(desc, &w).unwrap();
         let rm = ReferenceBackend.upload(desc, &w).unwrap();
-        let mut y = vec![0f32; rows];
-        let mut yr = vec![0f32; rows];
-        cpu.matmul(&m, &x, 1, &mut y).unwrap();
-        ReferenceBackend.matmul(&rm, &x, 1, &mut yr).unwrap();
-        assert_within_bound(&cpu, FormatId::Q8_0, &w, rows, k, &x, &y, &yr);
+        // n = 4 runs x86/q8x16.rs on AVX-512 (every column the same activations).
+        for n in [1, 2, 4] {
+            let xn: Vec<f32> = x.iter().copied().cycle().take(n * k).collect();
+            let mut y = vec![0f32; n * rows];
+            let mut yr = vec![0f32; n * rows];
+            cpu.matmul(&m, &xn, n, &mut y).unwrap();
+            ReferenceBackend.matmul(&rm, &xn, n, &mut yr).unwrap();
+            for j in 0..n {
+                let (y, yr) = (&y[j * rows..][..rows], &yr[j * rows..][..rows]);
+                assert_within_bound(&cpu, FormatId::Q8_0, &w, rows, k, &x, y, yr);
+            }
+        }
     }
 }
 
@@ -706,8 +714,8 @@ const SEGMENTED_FORMATS: [FormatId; 16] = [
 /// partial last weight group where the format allows one) and a row count that leaves a
 /// partial row block: every column count is within the bound, and each column of an n-column
 /// call is bit for bit the single-column result (the segmented drivers only reorder loops;
-/// Q8_0 tiles wider than 4 run another body, so Q8_0 is compared up to n = 4; Q4_0 runs
-/// other bodies for one column, 2..=4 (x86/q4_0x16.rs) and more, so it is only bound-checked).
+/// Q4_0 and Q8_0 run other bodies for one column, 2..=4 (x86/q4_0x16.rs, x86/q8x16.rs) and
+/// more, so they are only bound-checked).
 #[test]
 fn long_rows_segmented_tiles() {
     for cpu in backends() {
@@ -725,13 +733,10 @@ fn long_rows_segmented_tiles() {
             let w = random_matrix(&mut rng, format, rows, k);
             let desc = MatrixDesc { format, rows, cols: k };
             let m = cpu.upload(desc, &w).unwrap();
-            if format == FormatId::Q4_0 {
+            if format == FormatId::Q4_0 || format == FormatId::Q8_0 {
                 continue;
             }
             for n in [2, 3, 4, 5, 8, 16] {
-                if n > 4 && format == FormatId::Q8_0 {
-                    continue;
-                }
                 let x = random_acts(&mut rng, n, k);
                 let mut y = vec![0f32; n * rows];
                 cpu.matmul(&m, &x, n, &mut y).unwrap();

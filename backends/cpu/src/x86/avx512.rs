@@ -1,6 +1,7 @@
 //! AVX-512 (F/BW/VL) kernels for Q8_0 and Q4_0 against Q8_0 activations. Formats
-//! that [`super::z512`] covers (Q4_0 up to 4 columns, the K-quants, the ternary types, MXFP4,
-//! IQ4_NL) are routed there first by [`kernel`].
+//! that [`super::z512`] covers (Q4_0 and Q8_0 at every tile width since session 8, the K-quants,
+//! the ternary types, MXFP4, IQ4_NL) are routed there first by [`kernel`], so the bodies here
+//! are reached by no table today.
 //!
 //! Same arithmetic as the AVX2 body (`super::avx2`, whose module doc gives the order and the
 //! bound, c = 1), but two rows share one 512-bit register: the low 256 bits hold row `i`'s

@@ -1,8 +1,7 @@
 //! AVX-512 (F/BW/VL, and VNNI where present) Q4_0 weights against Q8_0 activations in
 //! [`super::z512`]'s one-row-per-register layout, **one block per i32 lane**: groups of 16
-//! blocks (512 weights, 288 bytes), for calls of 2..=4 columns (single columns keep
-//! `super::z512::Q4_0`, which streamed long rows faster; wider tiles `super::avx512`'s
-//! paired-row body).
+//! blocks (512 weights, 288 bytes), for calls of 2..=16 columns (single columns keep
+//! `super::z512::Q4_0`, which streamed long rows faster).
 //!
 //! Why. With a block spread over four lanes (`super::z512::Q4_0`, groups of 4 blocks), every
 //! (row, column) paid a conversion, a scale product and an FMA per two `vpdpbusd`: at n = 4
@@ -17,8 +16,7 @@
 //! across `X_0..X_3` (`vpunpck{l,h}dq`, `vpunpck{l,h}qdq`): `Y_k` holds in i32 lane
 //! `l = 4u + t` dword `k` of block `4t + u` ([`lane_block`]). Its low nibbles are elements
 //! `4k..4k+4` of that block, its high nibbles `16+4k..16+4k+4`: eight code vectors. The 16
-//! weight scales are read as one f16 vector in block order and permuted to [`lane_block`]
-//! order. Record (per column and group, [`Lanes::prep`]): the eight activation vectors in the
+//! weight scales are read as one f16 vector in [`lane_block`] order. Record (per column and group, [`Lanes::prep`]): the eight activation vectors in the
 //! same order (built by the same transpose), `-8 * sum(a)` of each lane's block, and the
 //! activation scale of each lane's block.
 //!
@@ -194,13 +192,12 @@ impl Lanes for Q4_0x16 {
                 c[k] = _mm512_and_si512(y[k], m);
                 c[4 + k] = _mm512_and_si512(_mm512_srli_epi16::<4>(y[k]), m);
             }
+            // Lanes `4u..4u + 4` hold blocks `u, 4 + u, 8 + u, 12 + u` ([`lane_block`]): the
+            // words are built in lane order (no permute after the conversion).
             let h = |b: usize| u64::from(ptr::read_unaligned(p.add(18 * b).cast::<u16>()));
-            let word = |t: usize| {
-                (h(4 * t) | h(4 * t + 1) << 16 | h(4 * t + 2) << 32 | h(4 * t + 3) << 48) as i64
-            };
+            let word = |u: usize| (h(u) | h(4 + u) << 16 | h(8 + u) << 32 | h(12 + u) << 48) as i64;
             let v = _mm256_set_epi64x(word(3), word(2), word(1), word(0));
-            let dw = _mm512_permutexvar_ps(lane_block_idx(), _mm512_cvtph_ps(v));
-            (c, dw)
+            (c, _mm512_cvtph_ps(v))
         }
     }
 

@@ -2,7 +2,8 @@
 //! activations) and TQ2_0, Q2_K, Q4_K, Q5_K and Q6_K (against Q8_K activations), and the
 //! drivers of every format in this layout. Q4_0 runs [`Q4_0`] (four lanes per block, also the
 //! dot of MXFP4, IQ4_NL and NVFP4) for one column and the one-block-per-lane type of
-//! `super::q4_0x16` for 2..=4; PQ2_0 runs `super::pq2x4`'s one-activation-block-per-lane type;
+//! `super::q4_0x16` for 2..=16; Q8_0 likewise `super::q8x16` for 3..=16 (and 2 on long rows);
+//! PQ2_0 runs `super::pq2x4`'s one-activation-block-per-lane type;
 //! tiles of 2..16 columns on long rows take `super::zseg`'s segmented driver.
 //!
 //! Layout. The activations of the tile are first rearranged, once per kernel call, into
@@ -226,7 +227,7 @@ pub(super) unsafe fn hsum16(v: __m512) -> f32 {
 
 /// Bytes of the zero-padded copy a row's partial last group is decoded from (at least
 /// `GB * BB` of every [`Lanes`] type: checked at compile time in the drivers).
-pub(super) const TAIL_BYTES: usize = 512;
+pub(super) const TAIL_BYTES: usize = 576;
 
 /// The driver (row and column group sizes per [`entry`]): rows in groups of `R`, columns in sub-tiles of `CT` (the last row / column
 /// repeated, extra results discarded), groups of `F::GB` blocks (a partial last group is
@@ -529,14 +530,11 @@ fn run_q4_0<const V: bool>(
     out: &mut [f32],
 ) -> Result<(), Error> {
     use super::q4_0x16::Q4_0x16;
-    if cols.len() > 4 {
-        // Wide tiles: the paired-row body reads fewer activation bytes per weight byte (with
-        // or without VNNI, so both ISAs give the same bits).
-        return super::avx512::run::<{ super::W_Q4_0 }>(format, w, rb, acts, cols, out);
-    }
     if acts.n > 1 {
-        // 2..=4 columns: one block per lane (`super::q4_0x16`), a third less time at n = 4;
-        // single columns keep the four-lanes-per-block form, which streamed long rows faster
+        // 2..=16 columns: one block per lane (`super::q4_0x16`), a third less time at n = 4
+        // and half at n = 8 and 16 (than `super::avx512`'s paired-row body, which wide tiles
+        // ran before: 4096 x 14336, one thread, `kcols` minimum of 6, 2026-12-01, µs: n = 8
+        // 12476 -> 7774, n = 16 21409 -> 10413); single columns keep the four-lanes-per-block form, which streamed long rows faster
         // (4096 x 14336, one thread, 2026-12-01: 2263 vs 2934 µs).
         return run_q8_0::<Q4_0x16, V>(format, w, rb, acts, cols, out);
     }
@@ -551,8 +549,22 @@ fn run_q4_0<const V: bool>(
     Ok(())
 }
 
-/// Q8_0 weights ([`super::q8_512::Q8`]) for tiles of up to 4 columns; wider tiles run the
-/// paired-row body of [`super::avx512`], which reads fewer activation bytes per weight byte.
+/// Whether Q8_0 calls of `n` (at most 16) columns of `k` elements run one block per lane
+/// ([`super::q8x16`]): one conversion, product and FMA per 16 blocks and column instead of per
+/// two, for a transpose per row shared by the columns. Measured (`kcols`, one thread, minimum
+/// of 15 calls, weights 62 MB, 2026-12-01): n = 4, µs, 4096 x 14336: 4496 -> 3251 and 5061 ->
+/// 3956, 14336 x 4096: 5854 -> 3534 and 5650 -> 3467; n = 2 gains on long rows (3190 -> 2777,
+/// 3085 -> 2709) and loses on 4096-long ones (2266 -> 2776, 2575 -> 2825), so two columns
+/// take it only for rows longer than 8192.
+fn q8x16_for(n: usize, k: usize) -> bool {
+    n >= 3 || (n == 2 && k > 8192)
+}
+
+/// Q8_0 weights: [`super::q8x16::Q8x16`] where [`q8x16_for`] says, else
+/// [`super::q8_512::Q8`]. Tiles of 5..=16 columns ran `super::avx512`'s paired-row body
+/// until session 8; one block per lane halved them (4096 x 14336, one thread, `kcols` minimum
+/// of 6, 2026-12-01, µs: n = 8 11121 -> 5598, n = 16 20719 -> 10648; 14336 x 4096: n = 8
+/// 21803 -> 6082).
 fn run_q8<const V: bool>(
     format: FormatId,
     w: &[u8],
@@ -561,8 +573,8 @@ fn run_q8<const V: bool>(
     cols: Range<usize>,
     out: &mut [f32],
 ) -> Result<(), Error> {
-    if cols.len() > 4 {
-        return super::avx512::run::<{ super::W_Q8_0 }>(format, w, rb, acts, cols, out);
+    if q8x16_for(acts.n, acts.k) {
+        return run_q8_0::<super::q8x16::Q8x16, V>(format, w, rb, acts, cols, out);
     }
     run_q8_0::<super::q8_512::Q8, V>(format, w, rb, acts, cols, out)
 }
@@ -729,10 +741,10 @@ fn layout<F: Lanes + 'static, const QK: usize>(acts: &Acts) -> Option<Layout> {
     Some(Layout(std::sync::Arc::new(Records { tag: std::any::TypeId::of::<F>(), nb, per_col, v })))
 }
 
-/// [`layout`] for the Q4_0 and Q8_0 kernels, which handle tiles of at most 4 columns here
-/// (wider tiles run `super::avx512`, which reads no records): none when `n > 4`.
+/// [`layout`] for the Q4_0 and Q8_0 kernels: none for calls wider than one tile (prefill,
+/// which runs the GEMM).
 fn layout_le4<F: Lanes + 'static, const QK: usize>(acts: &Acts) -> Option<Layout> {
-    if acts.n > 4 {
+    if acts.n > crate::kernels::MAX_TILE {
         return None;
     }
     layout::<F, QK>(acts)
@@ -745,6 +757,16 @@ fn layout_q4_0(acts: &Acts) -> Option<Layout> {
         layout_le4::<Q4_0, 32>(acts)
     } else {
         layout_le4::<super::q4_0x16::Q4_0x16, 32>(acts)
+    }
+}
+
+/// [`layout_le4`] for Q8_0's kernel: the records of `super::q8x16::Q8x16` where
+/// [`q8x16_for`] picks it (as `run_q8` does), else of `super::q8_512::Q8`.
+fn layout_q8_0(acts: &Acts) -> Option<Layout> {
+    if q8x16_for(acts.n, acts.k) {
+        layout_le4::<super::q8x16::Q8x16, 32>(acts)
+    } else {
+        layout_le4::<super::q8_512::Q8, 32>(acts)
     }
 }
 
@@ -774,7 +796,7 @@ pub(crate) fn extras(format: FormatId) -> Extras {
     use super::tq1_512::{Ptq1, Tq1};
     let prep: PrepFn = match format {
         FormatId::Q4_0 => layout_q4_0,
-        FormatId::Q8_0 => layout_le4::<super::q8_512::Q8, 32>,
+        FormatId::Q8_0 => layout_q8_0,
         FormatId::Mxfp4 => layout::<Mxfp4, 32>,
         FormatId::Iq4Nl => layout::<Iq4Nl, 32>,
         FormatId::Nvfp4 => layout::<Nvfp4, 64>,

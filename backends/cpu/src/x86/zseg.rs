@@ -182,6 +182,7 @@ mod tests {
     use super::super::pq2x4::Pq2x4;
     use super::super::q4_0x16::Q4_0x16;
     use super::super::q8_512::Q8;
+    use super::super::q8x16::Q8x16;
     use super::super::tq1_512::{Ptq1, Tq1};
     use super::super::z512::{Iq4Nl, Q4k, Q6k, Tq2, Q4_0};
     use super::*;
@@ -199,6 +200,7 @@ mod tests {
         check::<Q4_0>(451, 32);
         check::<Q4_0x16>(451, 32);
         check::<Q8>(451, 32);
+        check::<Q8x16>(451, 32);
         check::<Iq4Nl>(451, 32);
         check::<Pq2x4>(112, 8);
         check::<Tq2>(56, 4);

@@ -1,0 +1,167 @@
+//! AVX-512 (F/BW/VL, and VNNI where present) Q8_0 weights against Q8_0 activations in
+//! [`super::z512`]'s one-row-per-register layout, **one block per i32 lane**: groups of 16
+//! blocks (512 weights, 544 bytes), for calls of 3..=16 columns and of 2 on long rows
+//! (`super::z512`'s `q8x16_for`; other calls keep `super::q8_512::Q8`).
+//!
+//! Why. With two blocks per register (`super::q8_512::Q8`, eight lanes per block) every
+//! (row, column) paid a conversion, a scale product and an FMA per `vpdpbusd`: three of the
+//! four ops that compete for the two FMA pipes of this project's EPYC (Zen 4), which bounded
+//! n = 4 at about 2.4x the n = 1 time. Here each lane sums a whole block (8 `vpdpbusd` per 16
+//! blocks and column), so one conversion, one product and one FMA cover 16 blocks of one
+//! column; the transpose that puts a block in a lane is paid once per row and shared by the
+//! columns.
+//!
+//! Layout. Q8_0 (34-byte blocks: `d` f16, then 32 signed codes; layout from ggml `block_q8_0`
+//! (ggml/src/ggml-common.h), as in the core). For each half `h` of the 32 codes, the decode
+//! loads the 16 bytes of blocks `4t..4t+4` side by side (one per 128-bit lane `u`) into `X_t`
+//! and transposes dwords within each 128-bit lane across `X_0..X_3`
+//! (`super::q4_0x16::transpose4`): `Y_{4h+k}` holds in i32 lane `l = 4u + t` codes
+//! `16h + 4k .. 16h + 4k + 4` of block `4t + u` (`super::q4_0x16::lane_block`), offset to
+//! unsigned (`w ^ 0x80 = w + 128`). The 16 weight scales are read into four words in lane order. Record
+//! (per column and group): the eight activation vectors in the same order, `-128 * sum(a)` of
+//! each lane's block, and the activation scale of each lane's block.
+//!
+//! Arithmetic. Per column, VNNI: eight chained `vpdpbusd` from `-128 * asum` (no saturation in
+//! `vpdpbusd`); otherwise, per vector, the activations' signs flipped where the weight is
+//! negative, `vpmaddubsw(|w|, ±a)` (pairs <= 2 * 128 * 127 < 2^15) and `vpmaddwd` by ones,
+//! summed in i32. Both give the exact `sum(w * a)` of the lane's block (|.| <= 32 * 128 * 127
+//! < 2^24, so its conversion is exact), then `acc_l = fma(float(s_l), fl(d_w * d_a), acc_l)`:
+//! one rounded product and one FMA per block, then `super::z512`'s 16-lane tree, so its bound
+//! holds with **c = 1** (not the bits of `super::q8_512::Q8`; VNNI and plain AVX-512 give the
+//! same bits).
+//!
+//! Memory safety: a full group's decode reads bytes `0..544` of the group only (the scales at
+//! `34b .. 34b + 2`, `b < 16`, the code bytes at `34b + 2 .. 34b + 34`).
+//!
+//! What must not live here: the drivers (`super::z512`, `super::zseg`), other formats.
+
+#![allow(clippy::incompatible_msrv)]
+
+use std::arch::x86_64::*;
+use std::ptr;
+
+use super::ext::ActSlice;
+use super::q4_0x16::{lane_block, load4, transpose4};
+use super::z512::{ld, ldps, q8_0_block, Lanes, V64};
+
+/// Q8_0 in groups of 16 blocks, one block per lane (see the module doc).
+pub(crate) struct Q8x16;
+
+impl Lanes for Q8x16 {
+    const BB: usize = 34;
+    const GB: usize = 16;
+    const REC: usize = 10;
+    // Nine registers per decoded row: rows in pairs for 1..=4 columns.
+    const PAIRS: bool = true;
+    type W = ([__m512i; 8], __m512);
+
+    fn prep(act: ActSlice<'_>, nb: usize, j: usize, g: usize, rec: &mut [V64]) {
+        rec.iter_mut().for_each(|r| *r = V64([0; 64]));
+        if rec.len() != 10 {
+            return;
+        }
+        for l in 0..16 {
+            let Some((q, d)) = q8_0_block(act, nb, j, 16 * g + lane_block(l)) else { continue };
+            for h in 0..2 {
+                for k in 0..4 {
+                    for e in 0..4 {
+                        rec[4 * h + k].put_i8(4 * l + e, q[16 * h + 4 * k + e]);
+                    }
+                }
+            }
+            let s: i32 = q.iter().map(|&v| i32::from(v)).sum();
+            rec[8].put_i32(l, -128 * s);
+            rec[9].put_f32(l, d);
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn prep_fast(act: ActSlice<'_>, nb: usize, j: usize, g: usize, rec: &mut [V64]) {
+        let ActSlice::Q8_0(a, ad) = act else { return };
+        let i0 = j * nb + 16 * g;
+        let (Some(b), Some(d), true) = (a.get(i0..i0 + 16), ad.get(i0..i0 + 16), rec.len() == 10)
+        else {
+            return;
+        };
+        let r = rec.as_mut_ptr();
+        // SAFETY: reads the 16 blocks' quants (16 bytes at `16 h` of each 32) and the 16
+        // scales (bounds-checked slices); writes the 10 record vectors.
+        unsafe {
+            let one = _mm512_set1_epi8(1);
+            let mut s = _mm512_setzero_si512();
+            // Written out (no closures): a closure is compiled without the caller's target
+            // features, so the intrinsics in it would become out-of-line calls.
+            for h in 0..2 {
+                let mut x = [_mm512_setzero_si512(); 4];
+                for t in 0..4 {
+                    x[t] = load4(
+                        b[4 * t].qs.as_ptr().add(16 * h).cast(),
+                        b[4 * t + 1].qs.as_ptr().add(16 * h).cast(),
+                        b[4 * t + 2].qs.as_ptr().add(16 * h).cast(),
+                        b[4 * t + 3].qs.as_ptr().add(16 * h).cast(),
+                    );
+                }
+                for (k, y) in transpose4(x).into_iter().enumerate() {
+                    let p = _mm512_maddubs_epi16(one, y);
+                    s = _mm512_add_epi32(s, _mm512_madd_epi16(p, _mm512_set1_epi16(1)));
+                    _mm512_store_si512(r.add(4 * h + k).cast(), y);
+                }
+            }
+            let neg128 = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32::<7>(s));
+            _mm512_store_si512(r.add(8).cast(), neg128);
+            let idx = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+            let dv = _mm512_permutexvar_ps(idx, _mm512_loadu_ps(d.as_ptr()));
+            _mm512_store_ps(r.add(9).cast(), dv);
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn decode(p: *const u8) -> Self::W {
+        // SAFETY: reads bytes 0..544 at `p` (caller): the code bytes `34b + 2 .. 34b + 34` and
+        // the scales at `34b .. 34b + 2`; register-only otherwise.
+        unsafe {
+            let flip = _mm512_set1_epi8(-128);
+            let mut c = [_mm512_setzero_si512(); 8];
+            for h in 0..2 {
+                let mut x = [_mm512_setzero_si512(); 4];
+                for (t, xt) in x.iter_mut().enumerate() {
+                    let q = p.add(136 * t + 2 + 16 * h);
+                    *xt = load4(q, q.add(34), q.add(68), q.add(102));
+                }
+                for (k, y) in transpose4(x).into_iter().enumerate() {
+                    c[4 * h + k] = _mm512_xor_si512(y, flip);
+                }
+            }
+            // Lanes `4u..4u + 4` hold blocks `u, 4 + u, 8 + u, 12 + u` (`lane_block`).
+            let h = |b: usize| u64::from(ptr::read_unaligned(p.add(34 * b).cast::<u16>()));
+            let word = |u: usize| (h(u) | h(4 + u) << 16 | h(8 + u) << 32 | h(12 + u) << 48) as i64;
+            let v = _mm256_set_epi64x(word(3), word(2), word(1), word(0));
+            (c, _mm512_cvtph_ps(v))
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn dot(w: &Self::W, a: *const V64, acc: __m512) -> __m512 {
+        // SAFETY: reads the 10 record vectors (caller); register-only operations.
+        unsafe {
+            let flip = _mm512_set1_epi8(-128);
+            let ones = _mm512_set1_epi16(1);
+            let mut s = _mm512_setzero_si512();
+            for k in 0..8 {
+                let wk = _mm512_xor_si512(w.0[k], flip);
+                let av = ld(a, k);
+                let sa =
+                    _mm512_mask_sub_epi8(av, _mm512_movepi8_mask(wk), _mm512_setzero_si512(), av);
+                let p = _mm512_maddubs_epi16(_mm512_abs_epi8(wk), sa);
+                s = _mm512_add_epi32(s, _mm512_madd_epi16(p, ones));
+            }
+            _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(w.1, ldps(a, 9)), acc)
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn dot_vnni(w: &Self::W, a: *const V64, acc: __m512) -> __m512 {
+        // SAFETY: forwarded from the caller.
+        unsafe { super::q4_0x16::dot8_vnni(w, a, acc) }
+    }
+}
