@@ -46,6 +46,11 @@
 //! (-9..=9, never 0) goes through [`grid_dot`]'s sign-mask arithmetic with `d / 8` (pairs
 //! <= 2 * 9 * 127, lanes <= 16 * 9 * 127 * 15, exact); c = 1.
 //!
+//! VBMI forms (`Iq2XxsVbmi`, `Iq2SVbmi`, the `Isa::Avx512Vnni` table when the CPU has AVX-512
+//! VBMI): the same registers, values and arithmetic (so the same bits), built without scalar
+//! grid loads: each grid entry's eight levels as a 16-bit code (2 bits per element) looked up
+//! in registers by `vpermi2b`, spread to bytes by `vpermb` + `vpmultishiftqb` + `vpermb`.
+//!
 //! What must not live here: the driver and the other formats (`super::z512`), length checks
 //! (`super::ext::check`).
 
@@ -587,6 +592,137 @@ impl Lanes for Iq2S {
                     usize::from(u16::from_le(ptr::read_unaligned(p.add(66 + 2 * v).cast::<u16>())));
                 let i = |l: usize| usize::from(*p.add(2 + 8 * v + l)) | ((h >> (2 * l)) & 3) << 8;
                 g[v] = load8(&IQ2S_GRID, [i(0), i(1), i(2), i(3), i(4), i(5), i(6), i(7)]);
+                m[v] = u64::from_le(ptr::read_unaligned(p.add(34 + 8 * v).cast::<u64>()));
+            }
+            let sc = spread_scales(nibble_scales(p.add(74)), &PERM_16);
+            (g, m, sc, _mm512_mul_ps(f16_bcast(p), _mm512_set1_ps(0.125)))
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn dot(w: &Grid, a: *const V64, acc: __m512) -> __m512 {
+        // SAFETY: forwarded from the caller.
+        unsafe { grid_dot(w, a, acc) }
+    }
+}
+
+/// [`GridCodes`] for ggml's 1024-entry `iq2s_grid` (the core's `IQ2S_GRID`): `[0]` low bytes,
+/// `[1]` high bytes of the 16-bit codes.
+#[repr(C, align(64))]
+struct GridCodes1k([[u8; 1024]; 2]);
+
+static S_CODES: GridCodes1k = {
+    let mut t = [[0u8; 1024]; 2];
+    let mut e = 0;
+    while e < 1024 {
+        let mut c = 0u16;
+        let mut j = 0;
+        while j < 8 {
+            let b = (IQ2S_GRID[e] >> (8 * j)) as u8;
+            let l: u16 = if b == 0x08 {
+                0
+            } else if b == 0x19 {
+                1
+            } else {
+                2
+            };
+            c |= l << (2 * j);
+            j += 1;
+        }
+        t[0][e] = c as u8;
+        t[1][e] = (c >> 8) as u8;
+        e += 1;
+    }
+    GridCodes1k(t)
+};
+
+/// Shuffle constants of [`Iq2SVbmi`]: byte `2g + t` takes low index byte `g` (`dup`), and the
+/// `vpmultishiftqb` control moving group `g`'s two high index bits (bits `2g` of `qh`) to the
+/// low bits of bytes `2g`, `2g + 1` (`high`).
+#[repr(C, align(64))]
+struct SShuffles {
+    dup: [u8; 64],
+    high: [u8; 64],
+}
+
+static S_SHUF: SShuffles = {
+    let mut s = SShuffles { dup: [0; 64], high: [0; 64] };
+    let mut i = 0;
+    while i < 64 {
+        s.dup[i] = (i / 2) as u8;
+        s.high[i] = (2 * (i / 2)) as u8;
+        i += 1;
+    }
+    s
+};
+
+/// IQ2_S with AVX-512 VBMI: [`Iq2XxsVbmi`]'s decode over the 1024-entry grid (eight 128-entry
+/// `vpermi2b` lookups per code byte, blended on index bits 7, 8 and 9); the sign bytes are the
+/// masks as stored.
+pub(crate) struct Iq2SVbmi;
+
+impl Lanes for Iq2SVbmi {
+    const BB: usize = 82;
+    const GB: usize = 1;
+    const REC: usize = 5;
+    const WIDE: bool = true;
+    type W = Grid;
+
+    fn prep(act: ActSlice<'_>, nb: usize, j: usize, g: usize, rec: &mut [V64]) {
+        prep_plain(act, nb, j, g, rec);
+    }
+
+    #[inline(always)]
+    unsafe fn prep_fast(act: ActSlice<'_>, nb: usize, j: usize, g: usize, rec: &mut [V64]) {
+        // SAFETY: forwarded from the caller.
+        unsafe { prep_plain_fast(act, nb, j, g, rec) }
+    }
+
+    #[inline(always)]
+    unsafe fn decode(p: *const u8) -> Grid {
+        // SAFETY: reads bytes 0..82 at `p` (caller) and the 64-byte-aligned rows of the static
+        // tables; register-only operations otherwise. Only reached through
+        // `z512::entry_vnni_vbmi` (AVX-512 VBMI enabled).
+        unsafe {
+            macro_rules! ldc {
+                ($r:expr) => {
+                    _mm512_load_si512($r.as_ptr().cast())
+                };
+            }
+            let x = _mm512_loadu_si512(p.add(2).cast());
+            let idx = _mm512_permutexvar_epi8(ldc!(&S_SHUF.dup), x);
+            let qh = _mm512_set1_epi64(ptr::read_unaligned(p.add(66).cast::<i64>()));
+            let hb = _mm512_multishift_epi64_epi8(ldc!(&S_SHUF.high), qh);
+            let k7 = _mm512_movepi8_mask(idx);
+            let k8 = _mm512_test_epi8_mask(hb, _mm512_set1_epi8(1));
+            let k9 = _mm512_test_epi8_mask(hb, _mm512_set1_epi8(2));
+            let mut half = [_mm512_setzero_si512(); 2];
+            for t in 0..2 {
+                let c = S_CODES.0[t].as_ptr();
+                let mut r = [_mm512_setzero_si512(); 8];
+                for k in 0..8 {
+                    r[k] = _mm512_permutex2var_epi8(
+                        _mm512_load_si512(c.add(128 * k).cast()),
+                        idx,
+                        _mm512_load_si512(c.add(128 * k + 64).cast()),
+                    );
+                }
+                let b0 = _mm512_mask_blend_epi8(k7, r[0], r[1]);
+                let b1 = _mm512_mask_blend_epi8(k7, r[2], r[3]);
+                let b2 = _mm512_mask_blend_epi8(k7, r[4], r[5]);
+                let b3 = _mm512_mask_blend_epi8(k7, r[6], r[7]);
+                let c0 = _mm512_mask_blend_epi8(k8, b0, b1);
+                let c1 = _mm512_mask_blend_epi8(k8, b2, b3);
+                half[t] = _mm512_mask_blend_epi8(k9, c0, c1);
+            }
+            let codes = _mm512_mask_blend_epi8(0xAAAA_AAAA_AAAA_AAAA, half[0], half[1]);
+            let s = &XXS_SHUF;
+            let mut g = [_mm512_setzero_si512(); 4];
+            let mut m = [0u64; 4];
+            for v in 0..4 {
+                let cq = _mm512_permutexvar_epi8(ldc!(&s.compose[v]), codes);
+                let cb = _mm512_multishift_epi64_epi8(ldc!(&s.code_shift), cq);
+                g[v] = _mm512_permutexvar_epi8(cb, ldc!(&s.levels));
                 m[v] = u64::from_le(ptr::read_unaligned(p.add(34 + 8 * v).cast::<u64>()));
             }
             let sc = spread_scales(nibble_scales(p.add(74)), &PERM_16);
