@@ -755,3 +755,34 @@ fn long_rows_segmented_tiles() {
         }
     }
 }
+
+/// The VBMI IQ2 decodes (x86/iq512.rs `Iq2XxsVbmi`, `Iq2SVbmi`, in the `Isa::Avx512Vnni`
+/// table when the CPU has AVX-512 VBMI) give bit for bit the plain AVX-512 kernels' results
+/// (the same registers and lane integers), at the smallest K, odd row counts and several
+/// column counts.
+#[test]
+fn vbmi_iq2_kernels_are_the_avx512_ones_bit_for_bit() {
+    let Ok(cpu) = CpuBackend::with_isa(Isa::Avx512Vnni) else { return };
+    let plain = CpuBackend::with_isa(Isa::Avx512).unwrap();
+    for format in [FormatId::Iq2Xxs, FormatId::Iq2S] {
+        let name = cpu.table().kernel_name(format).unwrap();
+        if !name.contains("vbmi") {
+            continue;
+        }
+        for (rows, k) in [(1, 256), (37, 256), (19, 768)] {
+            let mut rng = Rng(900 + format as u64 + rows as u64);
+            let w = random_matrix(&mut rng, format, rows, k);
+            let desc = MatrixDesc { format, rows, cols: k };
+            let (mv, mp) = (cpu.upload(desc, &w).unwrap(), plain.upload(desc, &w).unwrap());
+            for n in [1, 2, 3, 5, 9] {
+                let x = random_acts(&mut rng, n, k);
+                let (mut yv, mut yp) = (vec![0f32; n * rows], vec![1f32; n * rows]);
+                cpu.matmul(&mv, &x, n, &mut yv).unwrap();
+                plain.matmul(&mp, &x, n, &mut yp).unwrap();
+                for (i, (a, b)) in yv.iter().zip(&yp).enumerate() {
+                    assert!(same(*a, *b), "{format} {name} n={n}: y[{i}] = {a} vs {b}");
+                }
+            }
+        }
+    }
+}

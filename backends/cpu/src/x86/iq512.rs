@@ -46,6 +46,11 @@
 //! (-9..=9, never 0) goes through [`grid_dot`]'s sign-mask arithmetic with `d / 8` (pairs
 //! <= 2 * 9 * 127, lanes <= 16 * 9 * 127 * 15, exact); c = 1.
 //!
+//! VBMI forms (`Iq2XxsVbmi`, `Iq2SVbmi`, the `Isa::Avx512Vnni` table when the CPU has AVX-512
+//! VBMI): the same registers, values and arithmetic (so the same bits), built without scalar
+//! grid loads: each grid entry's eight levels as a 16-bit code (2 bits per element) looked up
+//! in registers by `vpermi2b`, spread to bytes by `vpermb` + `vpmultishiftqb` + `vpermb`.
+//!
 //! What must not live here: the driver and the other formats (`super::z512`), length checks
 //! (`super::ext::check`).
 
@@ -57,7 +62,8 @@ use std::arch::x86_64::*;
 use std::ptr;
 
 use lowbit_core::format::ggml::iq::tables::{
-    IQ1S_GRID, IQ2S_GRID, IQ2XS_GRID, IQ2XXS_GRID, IQ3S_GRID, IQ3XXS_GRID, KVALUES_IQ4NL,
+    IQ1S_GRID, IQ2S_GRID, IQ2XS_GRID, IQ2XXS_GRID, IQ3S_GRID, IQ3XXS_GRID, KSIGNS_IQ2XS,
+    KVALUES_IQ4NL,
 };
 use lowbit_core::FormatId;
 
@@ -332,6 +338,179 @@ impl Lanes for Iq2Xxs {
     }
 }
 
+/// The 2-bit level code of every element of an IQ2 grid entry (bytes 0x08, 0x19, 0x2b: codes
+/// 0, 1, 2; element `j` at bits `2j, 2j + 1`), split into the low byte (`[0]`) and the high
+/// byte (`[1]`) of each entry's 16-bit code, for the `vpermi2b` decode ([`Iq2XxsVbmi`]).
+#[repr(C, align(64))]
+struct GridCodes([[u8; 256]; 2]);
+
+/// [`GridCodes`] of ggml's `iq2xxs_grid` (the core's `IQ2XXS_GRID`).
+static XXS_CODES: GridCodes = {
+    let mut t = [[0u8; 256]; 2];
+    let mut e = 0;
+    while e < 256 {
+        let mut c = 0u16;
+        let mut j = 0;
+        while j < 8 {
+            let b = (IQ2XXS_GRID[e] >> (8 * j)) as u8;
+            let l: u16 = if b == 0x08 {
+                0
+            } else if b == 0x19 {
+                1
+            } else {
+                2
+            };
+            c |= l << (2 * j);
+            j += 1;
+        }
+        t[0][e] = c as u8;
+        t[1][e] = (c >> 8) as u8;
+        e += 1;
+    }
+    GridCodes(t)
+};
+
+/// The byte-shuffle constants of [`Iq2XxsVbmi`], one 64-byte row each.
+#[repr(C, align(64))]
+struct XxsShuffles {
+    /// Byte `2g + t` (`t` < 2) takes the grid index of group `g`: qs byte `8 (g / 4) + g % 4`.
+    idx_dup: [u8; 64],
+    /// Per register `v`, bytes `8q`, `8q + 1` take word `8v + q` (group `8v + q`'s code).
+    compose: [[u8; 64]; 4],
+    /// Per register `v`, the 8 bytes of qword `q` take the sign byte of group `g = 8v + q`
+    /// (byte `8 (g / 4) + g % 4` of the looked-up signs).
+    signs: [[u8; 64]; 4],
+    /// `vpmultishiftqb` controls: byte `j` of each qword takes bits `2j ..` (element `j`'s code).
+    code_shift: [u8; 64],
+    /// `vpmultishiftqb` controls: byte `l` (and `4 + l`) of qword `s` takes bits `32 + 7l ..`
+    /// (sign field `l` of sub-block `s`).
+    sign_shift: [u8; 64],
+    /// Byte `i`: the grid magnitude of code `i % 4` (8, 25, 43; code 3 never occurs).
+    levels: [u8; 64],
+    /// Byte `8q + j`: `1 << j`.
+    bits: [u8; 64],
+}
+
+static XXS_SHUF: XxsShuffles = {
+    let mut s = XxsShuffles {
+        idx_dup: [0; 64],
+        compose: [[0; 64]; 4],
+        signs: [[0; 64]; 4],
+        code_shift: [0; 64],
+        sign_shift: [0; 64],
+        levels: [0; 64],
+        bits: [0; 64],
+    };
+    let mut i = 0;
+    while i < 64 {
+        let g = i / 2;
+        s.idx_dup[i] = (8 * (g / 4) + g % 4) as u8;
+        let (q, j) = (i / 8, i % 8);
+        let mut v = 0;
+        while v < 4 {
+            s.compose[v][i] = (2 * (8 * v + q) + j % 2) as u8;
+            let g = 8 * v + q;
+            s.signs[v][i] = (8 * (g / 4) + g % 4) as u8;
+            v += 1;
+        }
+        s.code_shift[i] = (2 * j) as u8;
+        s.sign_shift[i] = (32 + 7 * (j % 4)) as u8;
+        s.levels[i] = [8u8, 25, 43, 0][i % 4];
+        s.bits[i] = 1 << j;
+        i += 1;
+    }
+    s
+};
+
+/// IQ2_XXS with AVX-512 VBMI: the same registers as [`Iq2Xxs`], built without scalar loads.
+/// The 32 grid indices (each twice) are looked up in [`XXS_CODES`] (two `vpermi2b` per
+/// 128 entries, blends on bit 7 and on the byte's parity) as 32 16-bit codes; per register one
+/// `vpermb` puts group `8v + q`'s code in qword `q`, one `vpmultishiftqb` moves element `j`'s
+/// code to the low bits of byte `j`, one `vpermb` maps it to its magnitude. The 7-bit sign
+/// fields (one `vpmultishiftqb`) index ggml's `ksigns_iq2xs` (one `vpermi2b`), and per register
+/// a `vpermb` and a `vptestmb` give the 64-bit mask.
+pub(crate) struct Iq2XxsVbmi;
+
+impl Lanes for Iq2XxsVbmi {
+    const BB: usize = 66;
+    const GB: usize = 1;
+    const REC: usize = 5;
+    const WIDE: bool = true;
+    type W = Grid;
+
+    fn prep(act: ActSlice<'_>, nb: usize, j: usize, g: usize, rec: &mut [V64]) {
+        prep_plain(act, nb, j, g, rec);
+    }
+
+    #[inline(always)]
+    unsafe fn prep_fast(act: ActSlice<'_>, nb: usize, j: usize, g: usize, rec: &mut [V64]) {
+        // SAFETY: forwarded from the caller.
+        unsafe { prep_plain_fast(act, nb, j, g, rec) }
+    }
+
+    #[inline(always)]
+    unsafe fn decode(p: *const u8) -> Grid {
+        // SAFETY: reads bytes 0..66 at `p` (caller) and the 64-byte-aligned rows of the static
+        // tables; register-only operations otherwise. Only reached through
+        // `z512::entry_vnni_vbmi` (AVX-512 VBMI enabled).
+        unsafe {
+            let q = p.add(2);
+            let x = _mm512_loadu_si512(q.cast());
+            let ls = _mm512_srli_epi32::<28>(x);
+            let ls = _mm512_add_epi32(_mm512_add_epi32(ls, ls), _mm512_set1_epi32(1));
+            let sc = spread_scales(ls, &PERM_XXS);
+            let s = &XXS_SHUF;
+            // A macro, not a closure: a closure's body is compiled without the caller's features.
+            macro_rules! ldc {
+                ($r:expr) => {
+                    _mm512_load_si512($r.as_ptr().cast())
+                };
+            }
+            let idx = _mm512_permutexvar_epi8(ldc!(&s.idx_dup), x);
+            let hi7 = _mm512_movepi8_mask(idx);
+            let mut half = [_mm512_setzero_si512(); 2];
+            for t in 0..2 {
+                let c = XXS_CODES.0[t].as_ptr();
+                let lo = _mm512_permutex2var_epi8(
+                    _mm512_load_si512(c.cast()),
+                    idx,
+                    _mm512_load_si512(c.add(64).cast()),
+                );
+                let up = _mm512_permutex2var_epi8(
+                    _mm512_load_si512(c.add(128).cast()),
+                    idx,
+                    _mm512_load_si512(c.add(192).cast()),
+                );
+                half[t] = _mm512_mask_blend_epi8(hi7, lo, up);
+            }
+            let codes = _mm512_mask_blend_epi8(0xAAAA_AAAA_AAAA_AAAA, half[0], half[1]);
+            let sf = _mm512_multishift_epi64_epi8(ldc!(&s.sign_shift), x);
+            let ks = KSIGNS_IQ2XS.as_ptr();
+            let sb = _mm512_permutex2var_epi8(
+                _mm512_loadu_si512(ks.cast()),
+                sf,
+                _mm512_loadu_si512(ks.add(64).cast()),
+            );
+            let mut g = [_mm512_setzero_si512(); 4];
+            let mut m = [0u64; 4];
+            for v in 0..4 {
+                let cq = _mm512_permutexvar_epi8(ldc!(&s.compose[v]), codes);
+                let cb = _mm512_multishift_epi64_epi8(ldc!(&s.code_shift), cq);
+                g[v] = _mm512_permutexvar_epi8(cb, ldc!(&s.levels));
+                let sv = _mm512_permutexvar_epi8(ldc!(&s.signs[v]), sb);
+                m[v] = _mm512_test_epi8_mask(sv, ldc!(&s.bits));
+            }
+            (g, m, sc, _mm512_mul_ps(f16_bcast(p), _mm512_set1_ps(0.125)))
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn dot(w: &Grid, a: *const V64, acc: __m512) -> __m512 {
+        // SAFETY: forwarded from the caller.
+        unsafe { grid_dot(w, a, acc) }
+    }
+}
+
 /// IQ2_XS (74 bytes: `d` f16, 32 u16 of a 9-bit grid index and a 7-bit sign field per group
 /// of 8, 8 bytes of 4-bit scales per 16 elements; `d / 8`).
 pub(crate) struct Iq2Xs;
@@ -413,6 +592,137 @@ impl Lanes for Iq2S {
                     usize::from(u16::from_le(ptr::read_unaligned(p.add(66 + 2 * v).cast::<u16>())));
                 let i = |l: usize| usize::from(*p.add(2 + 8 * v + l)) | ((h >> (2 * l)) & 3) << 8;
                 g[v] = load8(&IQ2S_GRID, [i(0), i(1), i(2), i(3), i(4), i(5), i(6), i(7)]);
+                m[v] = u64::from_le(ptr::read_unaligned(p.add(34 + 8 * v).cast::<u64>()));
+            }
+            let sc = spread_scales(nibble_scales(p.add(74)), &PERM_16);
+            (g, m, sc, _mm512_mul_ps(f16_bcast(p), _mm512_set1_ps(0.125)))
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn dot(w: &Grid, a: *const V64, acc: __m512) -> __m512 {
+        // SAFETY: forwarded from the caller.
+        unsafe { grid_dot(w, a, acc) }
+    }
+}
+
+/// [`GridCodes`] for ggml's 1024-entry `iq2s_grid` (the core's `IQ2S_GRID`): `[0]` low bytes,
+/// `[1]` high bytes of the 16-bit codes.
+#[repr(C, align(64))]
+struct GridCodes1k([[u8; 1024]; 2]);
+
+static S_CODES: GridCodes1k = {
+    let mut t = [[0u8; 1024]; 2];
+    let mut e = 0;
+    while e < 1024 {
+        let mut c = 0u16;
+        let mut j = 0;
+        while j < 8 {
+            let b = (IQ2S_GRID[e] >> (8 * j)) as u8;
+            let l: u16 = if b == 0x08 {
+                0
+            } else if b == 0x19 {
+                1
+            } else {
+                2
+            };
+            c |= l << (2 * j);
+            j += 1;
+        }
+        t[0][e] = c as u8;
+        t[1][e] = (c >> 8) as u8;
+        e += 1;
+    }
+    GridCodes1k(t)
+};
+
+/// Shuffle constants of [`Iq2SVbmi`]: byte `2g + t` takes low index byte `g` (`dup`), and the
+/// `vpmultishiftqb` control moving group `g`'s two high index bits (bits `2g` of `qh`) to the
+/// low bits of bytes `2g`, `2g + 1` (`high`).
+#[repr(C, align(64))]
+struct SShuffles {
+    dup: [u8; 64],
+    high: [u8; 64],
+}
+
+static S_SHUF: SShuffles = {
+    let mut s = SShuffles { dup: [0; 64], high: [0; 64] };
+    let mut i = 0;
+    while i < 64 {
+        s.dup[i] = (i / 2) as u8;
+        s.high[i] = (2 * (i / 2)) as u8;
+        i += 1;
+    }
+    s
+};
+
+/// IQ2_S with AVX-512 VBMI: [`Iq2XxsVbmi`]'s decode over the 1024-entry grid (eight 128-entry
+/// `vpermi2b` lookups per code byte, blended on index bits 7, 8 and 9); the sign bytes are the
+/// masks as stored.
+pub(crate) struct Iq2SVbmi;
+
+impl Lanes for Iq2SVbmi {
+    const BB: usize = 82;
+    const GB: usize = 1;
+    const REC: usize = 5;
+    const WIDE: bool = true;
+    type W = Grid;
+
+    fn prep(act: ActSlice<'_>, nb: usize, j: usize, g: usize, rec: &mut [V64]) {
+        prep_plain(act, nb, j, g, rec);
+    }
+
+    #[inline(always)]
+    unsafe fn prep_fast(act: ActSlice<'_>, nb: usize, j: usize, g: usize, rec: &mut [V64]) {
+        // SAFETY: forwarded from the caller.
+        unsafe { prep_plain_fast(act, nb, j, g, rec) }
+    }
+
+    #[inline(always)]
+    unsafe fn decode(p: *const u8) -> Grid {
+        // SAFETY: reads bytes 0..82 at `p` (caller) and the 64-byte-aligned rows of the static
+        // tables; register-only operations otherwise. Only reached through
+        // `z512::entry_vnni_vbmi` (AVX-512 VBMI enabled).
+        unsafe {
+            macro_rules! ldc {
+                ($r:expr) => {
+                    _mm512_load_si512($r.as_ptr().cast())
+                };
+            }
+            let x = _mm512_loadu_si512(p.add(2).cast());
+            let idx = _mm512_permutexvar_epi8(ldc!(&S_SHUF.dup), x);
+            let qh = _mm512_set1_epi64(ptr::read_unaligned(p.add(66).cast::<i64>()));
+            let hb = _mm512_multishift_epi64_epi8(ldc!(&S_SHUF.high), qh);
+            let k7 = _mm512_movepi8_mask(idx);
+            let k8 = _mm512_test_epi8_mask(hb, _mm512_set1_epi8(1));
+            let k9 = _mm512_test_epi8_mask(hb, _mm512_set1_epi8(2));
+            let mut half = [_mm512_setzero_si512(); 2];
+            for t in 0..2 {
+                let c = S_CODES.0[t].as_ptr();
+                let mut r = [_mm512_setzero_si512(); 8];
+                for k in 0..8 {
+                    r[k] = _mm512_permutex2var_epi8(
+                        _mm512_load_si512(c.add(128 * k).cast()),
+                        idx,
+                        _mm512_load_si512(c.add(128 * k + 64).cast()),
+                    );
+                }
+                let b0 = _mm512_mask_blend_epi8(k7, r[0], r[1]);
+                let b1 = _mm512_mask_blend_epi8(k7, r[2], r[3]);
+                let b2 = _mm512_mask_blend_epi8(k7, r[4], r[5]);
+                let b3 = _mm512_mask_blend_epi8(k7, r[6], r[7]);
+                let c0 = _mm512_mask_blend_epi8(k8, b0, b1);
+                let c1 = _mm512_mask_blend_epi8(k8, b2, b3);
+                half[t] = _mm512_mask_blend_epi8(k9, c0, c1);
+            }
+            let codes = _mm512_mask_blend_epi8(0xAAAA_AAAA_AAAA_AAAA, half[0], half[1]);
+            let s = &XXS_SHUF;
+            let mut g = [_mm512_setzero_si512(); 4];
+            let mut m = [0u64; 4];
+            for v in 0..4 {
+                let cq = _mm512_permutexvar_epi8(ldc!(&s.compose[v]), codes);
+                let cb = _mm512_multishift_epi64_epi8(ldc!(&s.code_shift), cq);
+                g[v] = _mm512_permutexvar_epi8(cb, ldc!(&s.levels));
                 m[v] = u64::from_le(ptr::read_unaligned(p.add(34 + 8 * v).cast::<u64>()));
             }
             let sc = spread_scales(nibble_scales(p.add(74)), &PERM_16);
@@ -806,8 +1116,6 @@ impl Lanes for Iq1M {
 
 #[cfg(test)]
 mod tests {
-    use lowbit_core::format::ggml::iq::tables::KSIGNS_IQ2XS;
-
     use super::*;
 
     #[test]

@@ -830,6 +830,8 @@ pub(crate) fn extras_vnni(format: FormatId) -> Extras {
     let prep: PrepFn = match format {
         FormatId::Ptq1_0 if has_vbmi() => layout::<Ptq1<true>, 128>,
         FormatId::Tq1_0 if has_vbmi() => layout::<Tq1<true>, 256>,
+        FormatId::Iq2Xxs if has_vbmi() => layout::<super::iq512::Iq2XxsVbmi, 256>,
+        FormatId::Iq2S if has_vbmi() => layout::<super::iq512::Iq2SVbmi, 256>,
         FormatId::Iq4Nl => layout::<Iq4NlU, 32>,
         _ => return extras(format),
     };
@@ -857,6 +859,13 @@ pub(crate) fn kernel_vnni(format: FormatId) -> Option<Kernel> {
         }
         FormatId::Ptq1_0 if has_vbmi() => {
             k("avx512-vnni-vbmi-ptq1_0", run_ext_vbmi::<Ptq1<true>, { ext::W_PTQ1 }>)
+        }
+        FormatId::Iq2Xxs if has_vbmi() => k(
+            "avx512-vnni-vbmi-iq2_xxs",
+            run_ext_vbmi::<super::iq512::Iq2XxsVbmi, { ext::W_IQ2XXS }>,
+        ),
+        FormatId::Iq2S if has_vbmi() => {
+            k("avx512-vnni-vbmi-iq2_s", run_ext_vbmi::<super::iq512::Iq2SVbmi, { ext::W_IQ2S }>)
         }
         FormatId::Tq1_0 => k("avx512-vnni-tq1_0", run_ext_v::<Tq1, { ext::W_TQ1 }, true>),
         FormatId::Ptq1_0 => k("avx512-vnni-ptq1_0", run_ext_v::<Ptq1, { ext::W_PTQ1 }, true>),
