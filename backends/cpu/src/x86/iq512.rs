@@ -345,14 +345,18 @@ impl Lanes for Iq2Xxs {
 struct GridCodes([[u8; 256]; 2]);
 
 /// [`GridCodes`] of ggml's `iq2xxs_grid` (the core's `IQ2XXS_GRID`).
-static XXS_CODES: GridCodes = {
-    let mut t = [[0u8; 256]; 2];
+static XXS_CODES: GridCodes = GridCodes(grid_codes(&IQ2XXS_GRID));
+
+/// The 16-bit level codes of every entry of an IQ2 grid (levels 0x08, 0x19, 0x2b: codes 0, 1,
+/// 2; element `j` at bits `2j, 2j + 1`), as `[low bytes, high bytes]`.
+const fn grid_codes<const N: usize>(grid: &[u64; N]) -> [[u8; N]; 2] {
+    let mut t = [[0u8; N]; 2];
     let mut e = 0;
-    while e < 256 {
+    while e < N {
         let mut c = 0u16;
         let mut j = 0;
         while j < 8 {
-            let b = (IQ2XXS_GRID[e] >> (8 * j)) as u8;
+            let b = (grid[e] >> (8 * j)) as u8;
             let l: u16 = if b == 0x08 {
                 0
             } else if b == 0x19 {
@@ -367,8 +371,8 @@ static XXS_CODES: GridCodes = {
         t[1][e] = (c >> 8) as u8;
         e += 1;
     }
-    GridCodes(t)
-};
+    t
+}
 
 /// The byte-shuffle constants of [`Iq2XxsVbmi`], one 64-byte row each.
 #[repr(C, align(64))]
@@ -611,30 +615,7 @@ impl Lanes for Iq2S {
 #[repr(C, align(64))]
 struct GridCodes1k([[u8; 1024]; 2]);
 
-static S_CODES: GridCodes1k = {
-    let mut t = [[0u8; 1024]; 2];
-    let mut e = 0;
-    while e < 1024 {
-        let mut c = 0u16;
-        let mut j = 0;
-        while j < 8 {
-            let b = (IQ2S_GRID[e] >> (8 * j)) as u8;
-            let l: u16 = if b == 0x08 {
-                0
-            } else if b == 0x19 {
-                1
-            } else {
-                2
-            };
-            c |= l << (2 * j);
-            j += 1;
-        }
-        t[0][e] = c as u8;
-        t[1][e] = (c >> 8) as u8;
-        e += 1;
-    }
-    GridCodes1k(t)
-};
+static S_CODES: GridCodes1k = GridCodes1k(grid_codes(&IQ2S_GRID));
 
 /// Shuffle constants of [`Iq2SVbmi`]: byte `2g + t` takes low index byte `g` (`dup`), and the
 /// `vpmultishiftqb` control moving group `g`'s two high index bits (bits `2g` of `qh`) to the

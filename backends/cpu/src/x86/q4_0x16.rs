@@ -109,6 +109,90 @@ unsafe fn lane_block_idx() -> __m512i {
     unsafe { _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15) }
 }
 
+/// The activation records of one group of 16 Q8_0 blocks, one block per lane (lane `l` holds
+/// block [`lane_block`]`(l)`), shared by the one-block-per-lane bodies whose weights are
+/// unsigned bytes with an implied offset (`Q4_0x16`: 8, `super::q8x16::Q8x16`: 128):
+/// records 0..8 the quants (record `4h + k`, bytes `4l .. 4l + 4` = quants `16h + 4k ..` of
+/// lane `l`'s block), record 8 `-OFFSET * sum(quants)` per lane (i32), record 9 the scales
+/// (f32). Blocks past the activations are zero records. The scalar form of
+/// [`lane_records_fast`].
+pub(crate) fn lane_records<const OFFSET: i32>(
+    act: ActSlice<'_>,
+    nb: usize,
+    j: usize,
+    g: usize,
+    rec: &mut [V64],
+) {
+    rec.iter_mut().for_each(|r| *r = V64([0; 64]));
+    if rec.len() != 10 {
+        return;
+    }
+    for l in 0..16 {
+        let Some((q, d)) = q8_0_block(act, nb, j, 16 * g + lane_block(l)) else { continue };
+        for h in 0..2 {
+            for k in 0..4 {
+                for e in 0..4 {
+                    rec[4 * h + k].put_i8(4 * l + e, q[16 * h + 4 * k + e]);
+                }
+            }
+        }
+        let s: i32 = q.iter().map(|&v| i32::from(v)).sum();
+        rec[8].put_i32(l, -OFFSET * s);
+        rec[9].put_f32(l, d);
+    }
+}
+
+/// [`lane_records`] with vector transposes, for a group of 16 whole blocks (`1 << SHIFT` is
+/// the offset); leaves `rec` alone when the group is not whole (the caller then uses
+/// [`lane_records`]).
+///
+/// # Safety
+/// AVX-512 F/BW and AVX2 are available.
+#[inline(always)]
+pub(crate) unsafe fn lane_records_fast<const SHIFT: u32>(
+    act: ActSlice<'_>,
+    nb: usize,
+    j: usize,
+    g: usize,
+    rec: &mut [V64],
+) {
+    let ActSlice::Q8_0(a, ad) = act else { return };
+    let i0 = j * nb + 16 * g;
+    let (Some(b), Some(d), true) = (a.get(i0..i0 + 16), ad.get(i0..i0 + 16), rec.len() == 10)
+    else {
+        return;
+    };
+    let r = rec.as_mut_ptr();
+    // SAFETY: reads the 16 blocks' quants (16 bytes at `16 h` of each 32) and the 16 scales
+    // (bounds-checked slices); writes the 10 record vectors; features as the caller states.
+    unsafe {
+        let one = _mm512_set1_epi8(1);
+        let mut s = _mm512_setzero_si512();
+        // Written out (no closures): a closure is compiled without the caller's target
+        // features, so the intrinsics in it would become out-of-line calls.
+        for h in 0..2 {
+            let mut x = [_mm512_setzero_si512(); 4];
+            for t in 0..4 {
+                x[t] = load4(
+                    b[4 * t].qs.as_ptr().add(16 * h).cast(),
+                    b[4 * t + 1].qs.as_ptr().add(16 * h).cast(),
+                    b[4 * t + 2].qs.as_ptr().add(16 * h).cast(),
+                    b[4 * t + 3].qs.as_ptr().add(16 * h).cast(),
+                );
+            }
+            for (k, y) in transpose4(x).into_iter().enumerate() {
+                let p = _mm512_maddubs_epi16(one, y);
+                s = _mm512_add_epi32(s, _mm512_madd_epi16(p, _mm512_set1_epi16(1)));
+                _mm512_store_si512(r.add(4 * h + k).cast(), y);
+            }
+        }
+        let neg = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32::<SHIFT>(s));
+        _mm512_store_si512(r.add(8).cast(), neg);
+        let dv = _mm512_permutexvar_ps(lane_block_idx(), _mm512_loadu_ps(d.as_ptr()));
+        _mm512_store_ps(r.add(9).cast(), dv);
+    }
+}
+
 impl Lanes for Q4_0x16 {
     const BB: usize = 18;
     const GB: usize = 16;
@@ -118,61 +202,13 @@ impl Lanes for Q4_0x16 {
     type W = ([__m512i; 8], __m512);
 
     fn prep(act: ActSlice<'_>, nb: usize, j: usize, g: usize, rec: &mut [V64]) {
-        rec.iter_mut().for_each(|r| *r = V64([0; 64]));
-        if rec.len() != 10 {
-            return;
-        }
-        for l in 0..16 {
-            let Some((q, d)) = q8_0_block(act, nb, j, 16 * g + lane_block(l)) else { continue };
-            for k in 0..4 {
-                for e in 0..4 {
-                    rec[k].put_i8(4 * l + e, q[4 * k + e]);
-                    rec[4 + k].put_i8(4 * l + e, q[16 + 4 * k + e]);
-                }
-            }
-            let s: i32 = q.iter().map(|&v| i32::from(v)).sum();
-            rec[8].put_i32(l, -8 * s);
-            rec[9].put_f32(l, d);
-        }
+        lane_records::<8>(act, nb, j, g, rec);
     }
 
     #[inline(always)]
     unsafe fn prep_fast(act: ActSlice<'_>, nb: usize, j: usize, g: usize, rec: &mut [V64]) {
-        let ActSlice::Q8_0(a, ad) = act else { return };
-        let i0 = j * nb + 16 * g;
-        let (Some(b), Some(d), true) = (a.get(i0..i0 + 16), ad.get(i0..i0 + 16), rec.len() == 10)
-        else {
-            return;
-        };
-        let r = rec.as_mut_ptr();
-        // SAFETY: reads the 16 blocks' quants (16 bytes at `16 h` of each 32) and the 16
-        // scales (bounds-checked slices); writes the 10 record vectors.
-        unsafe {
-            let one = _mm512_set1_epi8(1);
-            let mut p = _mm512_setzero_si512();
-            // Written out (no closures): a closure is compiled without the caller's target
-            // features, so the intrinsics in it would become out-of-line calls.
-            for h in 0..2 {
-                let mut x = [_mm512_setzero_si512(); 4];
-                for t in 0..4 {
-                    x[t] = load4(
-                        b[4 * t].qs.as_ptr().add(16 * h).cast(),
-                        b[4 * t + 1].qs.as_ptr().add(16 * h).cast(),
-                        b[4 * t + 2].qs.as_ptr().add(16 * h).cast(),
-                        b[4 * t + 3].qs.as_ptr().add(16 * h).cast(),
-                    );
-                }
-                for (k, y) in transpose4(x).into_iter().enumerate() {
-                    p = _mm512_add_epi16(p, _mm512_maddubs_epi16(one, y));
-                    _mm512_store_si512(r.add(4 * h + k).cast(), y);
-                }
-            }
-            let s = _mm512_madd_epi16(p, _mm512_set1_epi16(1));
-            let neg8 = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32::<3>(s));
-            _mm512_store_si512(r.add(8).cast(), neg8);
-            let dv = _mm512_permutexvar_ps(lane_block_idx(), _mm512_loadu_ps(d.as_ptr()));
-            _mm512_store_ps(r.add(9).cast(), dv);
-        }
+        // SAFETY: forwarded from the caller.
+        unsafe { lane_records_fast::<3>(act, nb, j, g, rec) }
     }
 
     #[inline(always)]

@@ -41,8 +41,8 @@ use std::arch::x86_64::*;
 use std::ptr;
 
 use super::ext::ActSlice;
-use super::q4_0x16::{lane_block, load4, transpose4};
-use super::z512::{ld, ldps, q8_0_block, Lanes, V64};
+use super::q4_0x16::{lane_records, lane_records_fast, load4, transpose4};
+use super::z512::{ld, ldps, Lanes, V64};
 
 /// Q8_0 in groups of 16 blocks, one block per lane (see the module doc).
 pub(crate) struct Q8x16;
@@ -56,63 +56,13 @@ impl Lanes for Q8x16 {
     type W = ([__m512i; 8], __m512);
 
     fn prep(act: ActSlice<'_>, nb: usize, j: usize, g: usize, rec: &mut [V64]) {
-        rec.iter_mut().for_each(|r| *r = V64([0; 64]));
-        if rec.len() != 10 {
-            return;
-        }
-        for l in 0..16 {
-            let Some((q, d)) = q8_0_block(act, nb, j, 16 * g + lane_block(l)) else { continue };
-            for h in 0..2 {
-                for k in 0..4 {
-                    for e in 0..4 {
-                        rec[4 * h + k].put_i8(4 * l + e, q[16 * h + 4 * k + e]);
-                    }
-                }
-            }
-            let s: i32 = q.iter().map(|&v| i32::from(v)).sum();
-            rec[8].put_i32(l, -128 * s);
-            rec[9].put_f32(l, d);
-        }
+        lane_records::<128>(act, nb, j, g, rec);
     }
 
     #[inline(always)]
     unsafe fn prep_fast(act: ActSlice<'_>, nb: usize, j: usize, g: usize, rec: &mut [V64]) {
-        let ActSlice::Q8_0(a, ad) = act else { return };
-        let i0 = j * nb + 16 * g;
-        let (Some(b), Some(d), true) = (a.get(i0..i0 + 16), ad.get(i0..i0 + 16), rec.len() == 10)
-        else {
-            return;
-        };
-        let r = rec.as_mut_ptr();
-        // SAFETY: reads the 16 blocks' quants (16 bytes at `16 h` of each 32) and the 16
-        // scales (bounds-checked slices); writes the 10 record vectors.
-        unsafe {
-            let one = _mm512_set1_epi8(1);
-            let mut s = _mm512_setzero_si512();
-            // Written out (no closures): a closure is compiled without the caller's target
-            // features, so the intrinsics in it would become out-of-line calls.
-            for h in 0..2 {
-                let mut x = [_mm512_setzero_si512(); 4];
-                for t in 0..4 {
-                    x[t] = load4(
-                        b[4 * t].qs.as_ptr().add(16 * h).cast(),
-                        b[4 * t + 1].qs.as_ptr().add(16 * h).cast(),
-                        b[4 * t + 2].qs.as_ptr().add(16 * h).cast(),
-                        b[4 * t + 3].qs.as_ptr().add(16 * h).cast(),
-                    );
-                }
-                for (k, y) in transpose4(x).into_iter().enumerate() {
-                    let p = _mm512_maddubs_epi16(one, y);
-                    s = _mm512_add_epi32(s, _mm512_madd_epi16(p, _mm512_set1_epi16(1)));
-                    _mm512_store_si512(r.add(4 * h + k).cast(), y);
-                }
-            }
-            let neg128 = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32::<7>(s));
-            _mm512_store_si512(r.add(8).cast(), neg128);
-            let idx = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
-            let dv = _mm512_permutexvar_ps(idx, _mm512_loadu_ps(d.as_ptr()));
-            _mm512_store_ps(r.add(9).cast(), dv);
-        }
+        // SAFETY: forwarded from the caller.
+        unsafe { lane_records_fast::<7>(act, nb, j, g, rec) }
     }
 
     #[inline(always)]
