@@ -203,6 +203,12 @@ pub fn rocmfp2_search_half(x: &[f32; 16]) -> u8 {
     format::rocmfpx::search_fp2_half(x)
 }
 
+/// The constants of [`rocmfp2_search_half`] (reciprocals of `C_k`, error bounds and slacks), for
+/// vectorized searches that must run the same IEEE operations on the same values.
+pub mod rocmfp2_search_consts {
+    pub use crate::format::rocmfpx::quad_fp2::{EPS_M, EPS_Q, GROW46, GROW47, RC, VHI, VLO};
+}
+
 /// [`encode_row`]'s checks: lengths, rule and importance weights offered, finite values and
 /// valid importance weights.
 fn check_encode(format: FormatId, src: &[f32], opts: &EncodeOptions<'_>, dst: &[u8]) -> Result<()> {

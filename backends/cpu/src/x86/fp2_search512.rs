@@ -28,22 +28,8 @@ use core::arch::x86_64::*;
 /// Legal scale bytes 0x00..=0x7E.
 const NB: i64 = 127;
 
-/// `1 / (16 + 15 k)`, rounded: the reciprocal of `C_k` for unit weights.
-const RC: [f64; 17] = {
-    let mut r = [0f64; 17];
-    let mut k = 0;
-    while k < 17 {
-        r[k] = 1.0 / (16.0 + 15.0 * k as f64);
-        k += 1;
-    }
-    r
-};
-
-const EPS_Q: f64 = 1.0 / 35_184_372_088_832.0; // 2^-45
-const EPS_M: f64 = 1.0 / 17_592_186_044_416.0; // 2^-44
-const GROW46: f64 = 1.0 + 1.0 / 70_368_744_177_664.0; // 1 + 2^-46
-const VLO: f64 = 1.0 - 1.0 / 1_073_741_824.0; // 1 - 2^-30
-const VHI: f64 = 1.0 + 1.0 / 1_073_741_824.0;
+// The scalar search's constants, so both run the same operations on the same values.
+use lowbit_core::codec::rocmfp2_search_consts::{EPS_M, EPS_Q, GROW46, RC, VHI, VLO};
 
 /// Transposes 8 vectors of 8 f64 in place (`r[i]` lane `l` <- `r[l]` lane `i`): for each bit
 /// `s` of the index, the entries whose row and lane indices differ in bit `s` swap that bit.

@@ -27,7 +27,7 @@ mod fast_fp2;
 mod fast_fp3;
 mod fp2;
 mod fp3;
-mod quad_fp2;
+pub(crate) mod quad_fp2;
 mod scale_search;
 
 pub use fp2::{BlockRocmFp2, FP2_LEVELS};

@@ -134,7 +134,7 @@ fn argmin17(m: &[f64; 17]) -> usize {
 
 /// `1 / C_k = 1 / (16 + 15 k)`, rounded, for halves whose weights are all 1 (module docs, step
 /// 3: the vertex is `B_k` times this instead of a division).
-const RC: [f64; 17] = {
+pub const RC: [f64; 17] = {
     let mut r = [0f64; 17];
     let mut k = 0;
     while k < 17 {
@@ -145,16 +145,17 @@ const RC: [f64; 17] = {
 };
 
 /// `2^-45`: error bound of a computed `q_k(s)` relative to `D_k(s)` (module docs, step 3).
-const EPS_Q: f64 = 1.0 / 35_184_372_088_832.0; // 2^-45
+pub const EPS_Q: f64 = 1.0 / 35_184_372_088_832.0; // 2^-45
 /// `2^-44`: error bound of a computed `m_k` relative to `A`.
-const EPS_M: f64 = 1.0 / 17_592_186_044_416.0; // 2^-44
+pub const EPS_M: f64 = 1.0 / 17_592_186_044_416.0; // 2^-44
 /// Slack between `E` and `S` of two bytes (`(1 + 2^-48) / (1 - 2^-48)`, rounded up).
-const GROW46: f64 = 1.0 + 1.0 / 70_368_744_177_664.0; // 1 + 2^-46
+pub const GROW46: f64 = 1.0 + 1.0 / 70_368_744_177_664.0; // 1 + 2^-46
 /// The same slack for the final comparison.
-const GROW47: f64 = 1.0 + 1.0 / 140_737_488_355_328.0; // 1 + 2^-47
+pub const GROW47: f64 = 1.0 + 1.0 / 140_737_488_355_328.0; // 1 + 2^-47
 /// A walk may stop only beyond `v (1 ∓ 2^-30)` (module docs, step 5).
-const VLO: f64 = 1.0 - 1.0 / 1_073_741_824.0; // 1 - 2^-30
-const VHI: f64 = 1.0 + 1.0 / 1_073_741_824.0;
+pub const VLO: f64 = 1.0 - 1.0 / 1_073_741_824.0; // 1 - 2^-30
+/// The upper side of [`VLO`]'s bracket: `1 + 2^-30`.
+pub const VHI: f64 = 1.0 + 1.0 / 1_073_741_824.0;
 
 /// `(q, D)`: the quadratic `A - 2sB + s^2 C` and its error scale `A + 2sB + s^2 C`.
 #[inline(always)]
