@@ -181,11 +181,9 @@ pub fn run(
             for &n in &cfg.ns {
                 let x = activations(n * k, n as u64);
                 let ncols = kernels::ncols_for(n.min(kernels::MAX_COLS));
-                let shapes = if sweep {
-                    kernels::shapes(kernels::matmul_shader(format).unwrap_or(""), ncols)
-                } else {
-                    vec![vk.kernel_for(format, n).map_err(err)?.0]
-                };
+                // The shapes of the kernel this call uses (plain, staged or column-split).
+                let (default, shader) = vk.kernel_for(format, n).map_err(err)?;
+                let shapes = if sweep { kernels::shapes(shader, ncols) } else { vec![default] };
                 for shape in shapes {
                     vk.set_shape(Some(shape)).map_err(err)?;
                     let one = vk.time_matmul(&refs, &x, n, 3).map_err(err)?;

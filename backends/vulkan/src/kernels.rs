@@ -25,9 +25,11 @@ pub struct Kernel {
 }
 
 impl Kernel {
-    /// Output rows one workgroup computes.
+    /// Output rows one workgroup computes (in the column-split kernels, names ending in `_c`,
+    /// `tpr` threads share a row and a column: `tpr * ncols` a row).
     pub fn rows_per_workgroup(&self) -> u32 {
-        self.wg / self.tpr * self.rpt
+        let per_row = if self.shader.ends_with("_c") { self.tpr * self.ncols } else { self.tpr };
+        self.wg / per_row * self.rpt
     }
 }
 
@@ -89,6 +91,34 @@ pub fn default_staged_shape(format: FormatId, ncols: u32) -> Shape {
     match staged_shader(format) {
         Some(shader) if shapes(shader, ncols).contains(&preferred) => preferred,
         _ => default_shape(format, ncols),
+    }
+}
+
+/// The column-split kernel of a format for its 4- and 8-column variants (mm_cols.wgsl: the
+/// threads of a row split the columns as well as the blocks, so each keeps one accumulator a
+/// row), if any: the formats on mm_body.wgsl with Q8_0 activations.
+pub fn cols_shader(format: FormatId) -> Option<&'static str> {
+    use FormatId as F;
+    Some(match format {
+        F::Q8_0 => "mm_q8_0_c",
+        F::Q4_0 => "mm_q4_0_c",
+        F::RocmFp2 => "mm_rocmfp2_c",
+        F::RocmFp3 => "mm_rocmfp3_c",
+        F::Mxfp4 => "mm_mxfp4_c",
+        F::Nvfp4 => "mm_nvfp4_c",
+        F::Pq2_0 => "mm_pq2_0_c",
+        F::Ptq1_0 => "mm_ptq1_0_c",
+        _ => return None,
+    })
+}
+
+/// The default shape (threads per row and column, rows per thread, blocks per step) of a
+/// column-split kernel ([`cols_shader`]) for 4 or 8 columns.
+pub fn default_cols_shape(ncols: u32) -> Shape {
+    if ncols == 4 {
+        (8, 4, 1)
+    } else {
+        (4, 4, 1)
     }
 }
 

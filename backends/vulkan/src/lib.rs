@@ -35,6 +35,10 @@
 //!   workgroup memory once per workgroup instead of being read from L2 by every thread for
 //!   its own rows. They and the fused kernels need 28 KiB of workgroup memory and stay off on
 //!   a device that allows less.
+//! * Opt-in (`LOWBIT_VK_COLS=1` or [`VulkanOptions::cols`]), 4- and 8-column variants of the
+//!   formats on `mm_body.wgsl` with Q8_0 activations, with staging on: column-split kernels
+//!   (`mm_cols.wgsl`) whose threads of a row split the columns as well as the blocks, so each
+//!   keeps one accumulator a row instead of one a row and column (register pressure).
 //! * Opt-in (`LOWBIT_VK_FUSED=1` or [`VulkanOptions::fused`]), n = 1 with K <= 16384 for Q8_0
 //!   and Q4_0: a fused kernel whose every workgroup quantizes the activation column itself
 //!   (the same bytes as the quantizer dispatch) into workgroup memory, so the call is one
@@ -138,6 +142,10 @@ pub struct VulkanOptions {
     /// Quantize Q8_0 / Q8_1 activations with eight threads per block (`quant_q8_0p`) rather
     /// than one (`quant_q8_0`); the same bytes (`None`: `LOWBIT_VK_QUANT_WIDE`, else on).
     pub quant_wide: Option<bool>,
+    /// Use the column-split kernels (`mm_cols.wgsl`) in the 4- and 8-column variants where the
+    /// format has one, with the staged activations (so only where staging is on; `None`:
+    /// `LOWBIT_VK_COLS`, else off).
+    pub cols: Option<bool>,
 }
 
 /// One row range of an uploaded matrix, in its own buffers.
@@ -241,6 +249,9 @@ pub struct VulkanBackend {
     /// Whether Q8_0 / Q8_1 activations are quantized by `quant_q8_0p` (eight threads a
     /// block) rather than `quant_q8_0`.
     quant_wide: bool,
+    /// Whether the 4- and 8-column variants are the column-split kernels where the format has
+    /// one (implies `staged`).
+    cols: bool,
     ctx: Arc<Context>,
 }
 
@@ -324,6 +335,10 @@ impl VulkanBackend {
             Some(w) => w,
             None => env_flag("LOWBIT_VK_QUANT_WIDE")?.unwrap_or(true),
         };
+        let cols = match opts.cols {
+            Some(c) => c,
+            None => env_flag("LOWBIT_VK_COLS")?.unwrap_or(false),
+        };
         let ctx = Arc::new(Context::new(index)?);
         let info = &ctx.info;
         let dot4 = match dot4_forced {
@@ -358,6 +373,7 @@ impl VulkanBackend {
             }
         }
         let (fused, staged) = (fused && roomy, staged && roomy);
+        let cols = cols && staged;
         let max_buffer = opts.max_weight_buffer_bytes.unwrap_or(u64::MAX).min(info.max_buffer());
         Self::check_shape(opts.shape)?;
         let cache_dir = disk_cache::folder(opts.pipeline_cache_dir.as_deref());
@@ -372,6 +388,7 @@ impl VulkanBackend {
             fused,
             staged,
             quant_wide,
+            cols,
             ctx,
         })
     }
@@ -497,6 +514,10 @@ impl VulkanBackend {
         fused: bool,
     ) -> Result<usize, VulkanError> {
         let plain = kernels::matmul_shader(format).ok_or(VulkanError::Unsupported { format })?;
+        let split = match kernels::cols_shader(format) {
+            Some(s) if self.cols && matches!(ncols, 4 | 8) && !fused => Some(s),
+            _ => None,
+        };
         let staged = match kernels::staged_shader(format) {
             Some(s) if self.staged && ncols >= 4 && !fused => Some(s),
             _ => None,
@@ -504,11 +525,12 @@ impl VulkanBackend {
         let shader = if fused {
             kernels::fused_shader(format).unwrap_or(plain)
         } else {
-            staged.unwrap_or(plain)
+            split.or(staged).unwrap_or(plain)
         };
         let forced = *self.shape.lock().unwrap_or_else(|p| p.into_inner());
         let shape = match forced {
             Some(s) if kernels::find(shader, s, ncols, self.dot4).is_some() => s,
+            _ if split.is_some() => kernels::default_cols_shape(ncols),
             _ if staged.is_some() => kernels::default_staged_shape(format, ncols),
             _ => kernels::default_shape(format, ncols),
         };

@@ -323,3 +323,33 @@ fn staged_kernels_serve_three_or_more_columns_of_their_formats_only() {
         }
     }
 }
+
+#[test]
+fn column_split_kernels_match_the_exact_product_on_odd_shapes() {
+    use lowbit_vulkan::kernels::{cols_shader, shapes};
+    for dot4 in [None, Some(false)] {
+        let opts = VulkanOptions { cols: Some(true), dot4, ..Default::default() };
+        let Some(b) = backend(opts) else { return };
+        let roomy = b.info().max_shared_bytes >= lowbit_vulkan::kernels::EXTRA_SHARED_BYTES;
+        for format in FORMATS {
+            for n in [1, 2, 3, 5, 8, 13] {
+                let (_, shader) = ok(b.kernel_for(format, n), "kernel_for");
+                let want = roomy && (3..=8).contains(&n) && cols_shader(format).is_some();
+                assert_eq!(shader.ends_with("_c"), want, "{format} n = {n}: {shader}");
+            }
+            let Some(shader) = cols_shader(format).filter(|_| roomy) else { continue };
+            let rm = format.geometry().row_multiple;
+            // Every shape on an odd matrix; the defaults also on longer and shorter rows.
+            for (ncols, ns) in [(4, &[3usize, 4][..]), (8, &[5, 8][..])] {
+                for shape in shapes(shader, ncols) {
+                    ok(b.set_shape(Some(shape)), "set_shape");
+                    check_format(&b, format, 37, 5 * rm, ns);
+                }
+            }
+            ok(b.set_shape(None), "set_shape");
+            for (rows, k32) in [(1, 32usize), (33, 224), (259, 4128)] {
+                check_format(&b, format, rows, k32.next_multiple_of(rm), &[3, 6, 8]);
+            }
+        }
+    }
+}
