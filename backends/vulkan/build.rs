@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 /// Matmul kernels: (kernel name, WGSL files in order, shape set). common.wgsl is appended to
 /// every kernel. Kernels on `mm_body` define a format's block access and dot product only.
 /// Names ending in `_f` are the fused 1-column kernels (act_q8f.wgsl), compiled for n = 1 only.
-const MATMUL_KERNELS: [(&str, &[&str], Shapes); 32] = [
+const MATMUL_KERNELS: [(&str, &[&str], Shapes); 28] = [
     ("mm_q8_0", &["mm_q8_0"], Shapes::Small),
     ("mm_q4_0", &["mm_q4_0"], Shapes::Small),
     ("mm_q4_1", &["mm_q4_1"], Shapes::Small),
@@ -41,11 +41,6 @@ const MATMUL_KERNELS: [(&str, &[&str], Shapes); 32] = [
     // decode is ALU-heavy (ROCmFP2/3, MXFP4, NVFP4, PTQ1_0), which therefore have none.
     ("mm_q8_0_f", &["mm_q8_0b", "act_q8f", "q8_0_fn", "mm_body"], Shapes::Small),
     ("mm_q4_0_f", &["mm_q4_0b", "act_q8f", "q8_0_fn", "mm_body"], Shapes::Small),
-    // Session 9: the same for ROCmFP2, PQ2_0, MXFP4 and NVFP4, measured again (opt-in).
-    ("mm_rocmfp2_f", &["mm_rocmfp2", "act_q8f", "q8_0_fn", "mm_body"], Shapes::Small),
-    ("mm_pq2_0_f", &["mm_pq2_0", "act_q8f", "q8_0_fn", "mm_body"], Shapes::Large),
-    ("mm_mxfp4_f", &["mm_mxfp4", "act_q8f", "q8_0_fn", "mm_body"], Shapes::Small),
-    ("mm_nvfp4_f", &["mm_nvfp4", "act_q8f", "q8_0_fn", "mm_body"], Shapes::Mid),
     // Staged (names ending in `_s`, 4-, 8- and 16-column variants only): each step's
     // activation blocks are copied into workgroup memory once per workgroup (act_q8s.wgsl).
     // Only for the formats where that was faster at n = 8 on an H200 (docs/BENCHMARKS.md,

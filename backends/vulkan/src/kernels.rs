@@ -60,10 +60,6 @@ pub fn fused_shader(format: FormatId) -> Option<&'static str> {
     Some(match format {
         F::Q8_0 => "mm_q8_0_f",
         F::Q4_0 => "mm_q4_0_f",
-        F::RocmFp2 => "mm_rocmfp2_f",
-        F::Pq2_0 => "mm_pq2_0_f",
-        F::Mxfp4 => "mm_mxfp4_f",
-        F::Nvfp4 => "mm_nvfp4_f",
         _ => return None,
     })
 }
