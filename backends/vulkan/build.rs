@@ -50,8 +50,9 @@ const MATMUL_KERNELS: [(&str, &[&str], Shapes); 28] = [
     ("mm_rocmfp2_s", &["mm_rocmfp2", "act_q8s", "mm_body"], Shapes::Small),
     ("mm_pq2_0_s", &["mm_pq2_0", "act_q8s", "mm_body"], Shapes::Large),
     // Column-split (names ending in `_c`, 4- and 8-column variants only, mm_cols.wgsl): the
-    // threads of a row split the columns too, so each keeps RPT accumulators; staged
-    // activations (act_q8s.wgsl). Every format on mm_body with Q8_0 activations.
+    // threads of a row split the columns in two halves too, so each keeps half the
+    // accumulators; staged activations (act_q8s.wgsl). Every format on mm_body with Q8_0
+    // activations.
     ("mm_q8_0_c", &["mm_q8_0b", "act_q8s", "mm_cols"], Shapes::Cols),
     ("mm_q4_0_c", &["mm_q4_0b", "act_q8s", "mm_cols"], Shapes::Cols),
     ("mm_rocmfp2_c", &["mm_rocmfp2", "act_q8s", "mm_cols"], Shapes::Cols),
@@ -86,8 +87,8 @@ enum Shapes {
     /// The HFP4 family (f32 activations, mm_hfp4.wgsl): more rows per thread at n >= 4, where
     /// each activation vec4 read serves every row of the thread.
     Hfp4,
-    /// The column-split kernels (mm_cols.wgsl; 4 and 8 columns): TPR is the threads per row
-    /// and column, each thread keeps RPT accumulators (`RPT <= 16`, `BPT * RPT <= 8`).
+    /// The column-split kernels (mm_cols.wgsl; 4 and 8 columns): 2 * TPR threads a row, each
+    /// keeping RPT * NCOLS / 2 accumulators (`RPT <= 8`, `BPT * RPT <= 8`).
     Cols,
 }
 
@@ -129,8 +130,10 @@ fn matmul_shapes(set: Shapes, ncols: u32) -> &'static [(u32, u32, u32)] {
             &[(32, 2, 1), (32, 4, 1), (16, 4, 1), (16, 8, 1), (8, 4, 1), (8, 8, 1)]
         }
         (Shapes::Hfp4, _) => &[(32, 2, 1), (32, 4, 1), (16, 4, 1), (8, 4, 1)],
-        (Shapes::Cols, 4) => &[(8, 2, 1), (8, 4, 1), (8, 8, 1), (8, 4, 2), (4, 8, 1)],
-        (Shapes::Cols, _) => &[(4, 2, 1), (4, 4, 1), (4, 8, 1), (4, 4, 2), (4, 2, 2), (8, 4, 1)],
+        (Shapes::Cols, 4) => &[(16, 8, 1), (32, 4, 1), (16, 4, 1), (8, 8, 1)],
+        (Shapes::Cols, _) => {
+            &[(16, 8, 1), (16, 4, 1), (8, 8, 1), (32, 4, 1), (16, 4, 2), (8, 4, 1)]
+        }
     }
 }
 

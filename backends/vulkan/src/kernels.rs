@@ -26,9 +26,9 @@ pub struct Kernel {
 
 impl Kernel {
     /// Output rows one workgroup computes (in the column-split kernels, names ending in `_c`,
-    /// `tpr` threads share a row and a column: `tpr * ncols` a row).
+    /// `2 * tpr` threads share a row: mm_cols.wgsl's two column groups of `tpr`).
     pub fn rows_per_workgroup(&self) -> u32 {
-        let per_row = if self.shader.ends_with("_c") { self.tpr * self.ncols } else { self.tpr };
+        let per_row = if self.shader.ends_with("_c") { self.tpr * 2 } else { self.tpr };
         self.wg / per_row * self.rpt
     }
 }
@@ -95,8 +95,8 @@ pub fn default_staged_shape(format: FormatId, ncols: u32) -> Shape {
 }
 
 /// The column-split kernel of a format for its 4- and 8-column variants (mm_cols.wgsl: the
-/// threads of a row split the columns as well as the blocks, so each keeps one accumulator a
-/// row), if any: the formats on mm_body.wgsl with Q8_0 activations.
+/// threads of a row split the columns in two halves as well as the blocks, so each keeps half
+/// the accumulators), if any: the formats on mm_body.wgsl with Q8_0 activations.
 pub fn cols_shader(format: FormatId) -> Option<&'static str> {
     use FormatId as F;
     Some(match format {
@@ -115,11 +115,8 @@ pub fn cols_shader(format: FormatId) -> Option<&'static str> {
 /// The default shape (threads per row and column, rows per thread, blocks per step) of a
 /// column-split kernel ([`cols_shader`]) for 4 or 8 columns.
 pub fn default_cols_shape(ncols: u32) -> Shape {
-    if ncols == 4 {
-        (8, 4, 1)
-    } else {
-        (4, 4, 1)
-    }
+    let _ = ncols;
+    (16, 8, 1)
 }
 
 /// The smallest column variant that covers `n` columns (`n <= MAX_COLS`).

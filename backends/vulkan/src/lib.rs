@@ -37,8 +37,8 @@
 //!   a device that allows less.
 //! * Opt-in (`LOWBIT_VK_COLS=1` or [`VulkanOptions::cols`]), 4- and 8-column variants of the
 //!   formats on `mm_body.wgsl` with Q8_0 activations, with staging on: column-split kernels
-//!   (`mm_cols.wgsl`) whose threads of a row split the columns as well as the blocks, so each
-//!   keeps one accumulator a row instead of one a row and column (register pressure).
+//!   (`mm_cols.wgsl`) whose threads of a row split the columns in two halves as well as the
+//!   blocks, so each keeps half the accumulators (register pressure).
 //! * Opt-in (`LOWBIT_VK_FUSED=1` or [`VulkanOptions::fused`]), n = 1 with K <= 16384 for Q8_0
 //!   and Q4_0: a fused kernel whose every workgroup quantizes the activation column itself
 //!   (the same bytes as the quantizer dispatch) into workgroup memory, so the call is one
