@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 /// Matmul kernels: (kernel name, WGSL files in order, shape set). common.wgsl is appended to
 /// every kernel. Kernels on `mm_body` define a format's block access and dot product only.
 /// Names ending in `_f` are the fused 1-column kernels (act_q8f.wgsl), compiled for n = 1 only.
-const MATMUL_KERNELS: [(&str, &[&str], Shapes); 28] = [
+const MATMUL_KERNELS: [(&str, &[&str], Shapes); 21] = [
     ("mm_q8_0", &["mm_q8_0"], Shapes::Small),
     ("mm_q4_0", &["mm_q4_0"], Shapes::Small),
     ("mm_q4_1", &["mm_q4_1"], Shapes::Small),
@@ -49,18 +49,12 @@ const MATMUL_KERNELS: [(&str, &[&str], Shapes); 28] = [
     ("mm_q4_0_s", &["mm_q4_0b", "act_q8s", "mm_body"], Shapes::Small),
     ("mm_rocmfp2_s", &["mm_rocmfp2", "act_q8s", "mm_body"], Shapes::Small),
     ("mm_pq2_0_s", &["mm_pq2_0", "act_q8s", "mm_body"], Shapes::Large),
-    // Column-split (names ending in `_c`, 4- and 8-column variants only, mm_cols.wgsl): the
-    // threads of a row split the columns in two halves too, so each keeps half the
-    // accumulators; staged activations (act_q8s.wgsl). Every format on mm_body with Q8_0
-    // activations.
-    ("mm_q8_0_c", &["mm_q8_0b", "act_q8s", "mm_cols"], Shapes::Cols),
-    ("mm_q4_0_c", &["mm_q4_0b", "act_q8s", "mm_cols"], Shapes::Cols),
-    ("mm_rocmfp2_c", &["mm_rocmfp2", "act_q8s", "mm_cols"], Shapes::Cols),
-    ("mm_rocmfp3_c", &["mm_rocmfp3", "act_q8s", "mm_cols"], Shapes::Cols),
-    ("mm_mxfp4_c", &["mm_mxfp4", "act_q8s", "mm_cols"], Shapes::Cols),
-    ("mm_nvfp4_c", &["mm_nvfp4", "act_q8s", "mm_cols"], Shapes::Cols),
+    // Column-split (names ending in `_c`, 8-column variants only, mm_cols.wgsl): the threads
+    // of a row split the columns too, one column a thread, so each decodes its blocks once for
+    // all its rows and keeps RPT accumulators; staged activations (act_q8s.wgsl). Only for
+    // PQ2_0, where it was faster than mm_pq2_0_s on an H200 (docs/BENCHMARKS.md, session 9:
+    // the other formats on mm_body were 1.3-3.5x slower with it).
     ("mm_pq2_0_c", &["mm_pq2_0", "act_q8s", "mm_cols"], Shapes::Cols),
-    ("mm_ptq1_0_c", &["mm_ptq1_0", "act_q8s", "mm_cols"], Shapes::Cols),
 ];
 
 /// Helper kernels: (name, files, workgroup size).
@@ -87,8 +81,8 @@ enum Shapes {
     /// The HFP4 family (f32 activations, mm_hfp4.wgsl): more rows per thread at n >= 4, where
     /// each activation vec4 read serves every row of the thread.
     Hfp4,
-    /// The column-split kernels (mm_cols.wgsl; 4 and 8 columns): 2 * TPR threads a row, each
-    /// keeping RPT * NCOLS / 2 accumulators (`RPT <= 8`, `BPT * RPT <= 8`).
+    /// The column-split kernels (mm_cols.wgsl; 8 columns): TPR is the threads per row and
+    /// column, each thread keeps RPT accumulators (`RPT <= 16`, `BPT * RPT <= 8`).
     Cols,
 }
 
@@ -130,10 +124,7 @@ fn matmul_shapes(set: Shapes, ncols: u32) -> &'static [(u32, u32, u32)] {
             &[(32, 2, 1), (32, 4, 1), (16, 4, 1), (16, 8, 1), (8, 4, 1), (8, 8, 1)]
         }
         (Shapes::Hfp4, _) => &[(32, 2, 1), (32, 4, 1), (16, 4, 1), (8, 4, 1)],
-        (Shapes::Cols, 4) => &[(16, 8, 1), (32, 4, 1), (16, 4, 1), (8, 8, 1)],
-        (Shapes::Cols, _) => {
-            &[(16, 8, 1), (16, 4, 1), (8, 8, 1), (32, 4, 1), (16, 4, 2), (8, 4, 1)]
-        }
+        (Shapes::Cols, _) => &[(4, 8, 1), (4, 4, 1), (4, 4, 2), (8, 4, 1)],
     }
 }
 
@@ -156,7 +147,7 @@ fn variants() -> Vec<Variant> {
         for ncols in NCOLS {
             if shader.ends_with("_f") && ncols != 1
                 || shader.ends_with("_s") && ncols < 4
-                || shader.ends_with("_c") && !matches!(ncols, 4 | 8)
+                || shader.ends_with("_c") && ncols != 8
             {
                 continue;
             }

@@ -26,9 +26,9 @@ pub struct Kernel {
 
 impl Kernel {
     /// Output rows one workgroup computes (in the column-split kernels, names ending in `_c`,
-    /// `2 * tpr` threads share a row: mm_cols.wgsl's two column groups of `tpr`).
+    /// `tpr` threads share a row and a column: `tpr * ncols` a row).
     pub fn rows_per_workgroup(&self) -> u32 {
-        let per_row = if self.shader.ends_with("_c") { self.tpr * 2 } else { self.tpr };
+        let per_row = if self.shader.ends_with("_c") { self.tpr * self.ncols } else { self.tpr };
         self.wg / per_row * self.rpt
     }
 }
@@ -94,30 +94,23 @@ pub fn default_staged_shape(format: FormatId, ncols: u32) -> Shape {
     }
 }
 
-/// The column-split kernel of a format for its 4- and 8-column variants (mm_cols.wgsl: the
-/// threads of a row split the columns in two halves as well as the blocks, so each keeps half
-/// the accumulators), if any: the formats on mm_body.wgsl with Q8_0 activations.
+/// The column-split kernel of a format for its 8-column variant (mm_cols.wgsl: the threads of
+/// a row split the columns as well as the blocks, one column a thread, so each decodes a
+/// block once for all its rows and keeps one accumulator a row), if any. Only PQ2_0 has one:
+/// on an NVIDIA H200 it was 1.25-1.34x faster than PQ2_0's staged kernel at n = 8, and the
+/// same kernel was 1.3-3.5x slower than the staged or plain kernels of Q8_0, Q4_0, ROCmFP2,
+/// ROCmFP3, MXFP4, NVFP4 and PTQ1_0 (docs/BENCHMARKS.md, session 9).
 pub fn cols_shader(format: FormatId) -> Option<&'static str> {
-    use FormatId as F;
-    Some(match format {
-        F::Q8_0 => "mm_q8_0_c",
-        F::Q4_0 => "mm_q4_0_c",
-        F::RocmFp2 => "mm_rocmfp2_c",
-        F::RocmFp3 => "mm_rocmfp3_c",
-        F::Mxfp4 => "mm_mxfp4_c",
-        F::Nvfp4 => "mm_nvfp4_c",
-        F::Pq2_0 => "mm_pq2_0_c",
-        F::Ptq1_0 => "mm_ptq1_0_c",
-        _ => return None,
-    })
+    match format {
+        FormatId::Pq2_0 => Some("mm_pq2_0_c"),
+        _ => None,
+    }
 }
 
 /// The default shape (threads per row and column, rows per thread, blocks per step) of a
-/// column-split kernel ([`cols_shader`]) for 4 or 8 columns.
-pub fn default_cols_shape(ncols: u32) -> Shape {
-    let _ = ncols;
-    (16, 8, 1)
-}
+/// column-split kernel ([`cols_shader`]): the fastest of session 9's sweep on an H200 at
+/// n = 8, 16384x16384 and 14336x4096.
+pub const COLS_SHAPE: Shape = (4, 8, 1);
 
 /// The smallest column variant that covers `n` columns (`n <= MAX_COLS`).
 pub fn ncols_for(n: usize) -> u32 {

@@ -35,10 +35,11 @@
 //!   workgroup memory once per workgroup instead of being read from L2 by every thread for
 //!   its own rows. They and the fused kernels need 28 KiB of workgroup memory and stay off on
 //!   a device that allows less.
-//! * Opt-in (`LOWBIT_VK_COLS=1` or [`VulkanOptions::cols`]), 4- and 8-column variants of the
-//!   formats on `mm_body.wgsl` with Q8_0 activations, with staging on: column-split kernels
-//!   (`mm_cols.wgsl`) whose threads of a row split the columns in two halves as well as the
-//!   blocks, so each keeps half the accumulators (register pressure).
+//! * In its 8-column variant (calls of 5 to 8 columns) PQ2_0 uses a column-split kernel
+//!   (`mm_cols.wgsl`; `LOWBIT_VK_COLS=0` or [`VulkanOptions::cols`] turns it off, and it
+//!   needs staging on): the threads of a row split the columns as well as the blocks, one
+//!   column a thread, so each decodes a block once for all its rows (PQ2_0's staged kernel
+//!   decodes it again per column); 1.25-1.34x faster at n = 8 on an H200.
 //! * Opt-in (`LOWBIT_VK_FUSED=1` or [`VulkanOptions::fused`]), n = 1 with K <= 16384 for Q8_0
 //!   and Q4_0: a fused kernel whose every workgroup quantizes the activation column itself
 //!   (the same bytes as the quantizer dispatch) into workgroup memory, so the call is one
@@ -142,9 +143,9 @@ pub struct VulkanOptions {
     /// Quantize Q8_0 / Q8_1 activations with eight threads per block (`quant_q8_0p`) rather
     /// than one (`quant_q8_0`); the same bytes (`None`: `LOWBIT_VK_QUANT_WIDE`, else on).
     pub quant_wide: Option<bool>,
-    /// Use the column-split kernels (`mm_cols.wgsl`) in the 4- and 8-column variants where the
-    /// format has one, with the staged activations (so only where staging is on; `None`:
-    /// `LOWBIT_VK_COLS`, else off).
+    /// Use the column-split kernel (`mm_cols.wgsl`) in the 8-column variant where the format
+    /// has one (PQ2_0), with the staged activations (so only where staging is on; `None`:
+    /// `LOWBIT_VK_COLS`, else on).
     pub cols: Option<bool>,
 }
 
@@ -249,8 +250,8 @@ pub struct VulkanBackend {
     /// Whether Q8_0 / Q8_1 activations are quantized by `quant_q8_0p` (eight threads a
     /// block) rather than `quant_q8_0`.
     quant_wide: bool,
-    /// Whether the 4- and 8-column variants are the column-split kernels where the format has
-    /// one (implies `staged`).
+    /// Whether the 8-column variant is the column-split kernel where the format has one
+    /// (implies `staged`).
     cols: bool,
     ctx: Arc<Context>,
 }
@@ -337,7 +338,7 @@ impl VulkanBackend {
         };
         let cols = match opts.cols {
             Some(c) => c,
-            None => env_flag("LOWBIT_VK_COLS")?.unwrap_or(false),
+            None => env_flag("LOWBIT_VK_COLS")?.unwrap_or(true),
         };
         let ctx = Arc::new(Context::new(index)?);
         let info = &ctx.info;
@@ -505,8 +506,9 @@ impl VulkanBackend {
     }
 
     /// The matmul kernel for `ncols` columns: the fused one (`fused`: the caller checked that
-    /// the format has one and the call fits it), the staged one (`ncols >= 4`, where the
-    /// format has one and staging is on) or the plain one.
+    /// the format has one and the call fits it), the column-split one (`ncols == 8`, where the
+    /// format has one and it is on), the staged one (`ncols >= 4`, where the format has one
+    /// and staging is on) or the plain one.
     fn matmul_kernel(
         &self,
         format: FormatId,
@@ -515,7 +517,7 @@ impl VulkanBackend {
     ) -> Result<usize, VulkanError> {
         let plain = kernels::matmul_shader(format).ok_or(VulkanError::Unsupported { format })?;
         let split = match kernels::cols_shader(format) {
-            Some(s) if self.cols && matches!(ncols, 4 | 8) && !fused => Some(s),
+            Some(s) if self.cols && ncols == 8 && !fused => Some(s),
             _ => None,
         };
         let staged = match kernels::staged_shader(format) {
@@ -530,7 +532,7 @@ impl VulkanBackend {
         let forced = *self.shape.lock().unwrap_or_else(|p| p.into_inner());
         let shape = match forced {
             Some(s) if kernels::find(shader, s, ncols, self.dot4).is_some() => s,
-            _ if split.is_some() => kernels::default_cols_shape(ncols),
+            _ if split.is_some() => kernels::COLS_SHAPE,
             _ if staged.is_some() => kernels::default_staged_shape(format, ncols),
             _ => kernels::default_shape(format, ncols),
         };
