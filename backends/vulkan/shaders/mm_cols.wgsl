@@ -1,13 +1,14 @@
-// mm_cols.wgsl: the column-split matmul entry point for 4 and 8 columns (kernels named `*_c`),
-// an alternative to mm_body.wgsl for the formats with Q8_0 / Q8_1 activations: the same format
+// mm_cols.wgsl: the column-split matmul entry point (kernels named `*_c`; built for 8 columns
+// and, after session 9's measurements on an H200, for PQ2_0 only: kernels.rs `cols_shader`),
+// an alternative to mm_body.wgsl for formats with Q8_0 / Q8_1 activations: the same format
 // file interface (fetch_w, decode_w, load_a, block_dot; see mm_body.wgsl) and act_q8s.wgsl's
 // staged activations, but the threads that share a row split the columns as well as the
 // blocks: a team of TPR * NCOLS threads owns RPT rows; thread (k, c) of a team, with
 // c = its index % NCOLS and k = its index / NCOLS, takes column c and blocks
 // k * BPT .. k * BPT + BPT - 1 of each step of TPR * BPT blocks. So each thread keeps RPT
-// accumulators (not RPT * NCOLS: mm_body's 4- and 8-column variants need up to 64, which is
-// what limits them to one or two workgroups a multiprocessor), and loads one activation block
-// a step for all its rows. The NCOLS threads of one (k, row) read the same weight words (one
+// accumulators (not RPT * NCOLS, up to 64 in mm_body's 8-column variants), decodes each of
+// its blocks once for all its rows (PQ2_0's mm_body kernels decode again per column), and
+// loads one activation block a step for all its rows. The NCOLS threads of one (k, row) read the same weight words (one
 // load instruction for all of them: consecutive threads, the same address) and each decodes
 // them: decoding is repeated NCOLS times, in exchange for occupancy.
 // Here TPR means threads per row and column (K lanes); rows per workgroup =
