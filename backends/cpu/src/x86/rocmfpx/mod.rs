@@ -299,7 +299,10 @@ unsafe fn bodies512<C: Codec, const V: bool>(
             7 => body_any::<C, 1, 7, V>(w, rb, nb, g, n, out),
             8 => body_any::<C, 1, 8, V>(w, rb, nb, g, n, out),
             9..=12 => body_any::<C, 1, 12, V>(w, rb, nb, g, n, out),
-            _ => body_any::<C, 1, 16, V>(w, rb, nb, g, n, out),
+            // Two sub-tiles of 8: one of 16 columns leaves `body512_seg` segments of 2 groups
+            // (16 x 384-byte groups per weight group in a 16 KiB budget) and ran 1.4-1.7x
+            // slower at 4096 x 14336 (docs/BENCHMARKS.md, "Session 9 (n4)").
+            _ => body_any::<C, 1, 8, V>(w, rb, nb, g, n, out),
         }
     }
 }
@@ -327,3 +330,4 @@ unsafe fn body_any<C: Codec, const R: usize, const CT: usize, const V: bool>(
         }
     }
 }
+
