@@ -330,4 +330,3 @@ unsafe fn body_any<C: Codec, const R: usize, const CT: usize, const V: bool>(
         }
     }
 }
-
