@@ -6,8 +6,9 @@
 //! The activation columns are laid out in the kernel order once per matmul call ([`prep_acts`],
 //! run by the driver through `kernels::Extras::prep`); a kernel call that finds no such layout
 //! (or one of the wrong size) builds the tile's own ([`prep::build`]). The weights are
-//! repacked at upload ([`body::repack_row`]). Tiles of n = 2..16 columns decode each group of 8
-//! weight blocks once per row and reuse it for every column.
+//! repacked at upload ([`body::repack_row`]). Tiles of n = 2..12 columns decode each group of 8
+//! weight blocks once per row and reuse it for every column; 13..16 run as two sub-tiles of 8
+//! (one decode each).
 //!
 //! What must not live here: kernel arithmetic, formats outside the ROCmFPX family.
 
