@@ -736,7 +736,7 @@ fn long_rows_segmented_tiles() {
             if format == FormatId::Q4_0 || format == FormatId::Q8_0 {
                 continue;
             }
-            for n in [2, 3, 4, 5, 8, 16] {
+            for n in [2, 3, 4, 5, 8, 13, 16] {
                 let x = random_acts(&mut rng, n, k);
                 let mut y = vec![0f32; n * rows];
                 cpu.matmul(&m, &x, n, &mut y).unwrap();

@@ -6,8 +6,9 @@
 //! The activation columns are laid out in the kernel order once per matmul call ([`prep_acts`],
 //! run by the driver through `kernels::Extras::prep`); a kernel call that finds no such layout
 //! (or one of the wrong size) builds the tile's own ([`prep::build`]). The weights are
-//! repacked at upload ([`body::repack_row`]). Tiles of n = 2..16 columns decode each group of 8
-//! weight blocks once per row and reuse it for every column.
+//! repacked at upload ([`body::repack_row`]). Tiles of n = 2..12 columns decode each group of 8
+//! weight blocks once per row and reuse it for every column; 13..16 run as two sub-tiles of 8
+//! (one decode each).
 //!
 //! What must not live here: kernel arithmetic, formats outside the ROCmFPX family.
 
@@ -299,7 +300,10 @@ unsafe fn bodies512<C: Codec, const V: bool>(
             7 => body_any::<C, 1, 7, V>(w, rb, nb, g, n, out),
             8 => body_any::<C, 1, 8, V>(w, rb, nb, g, n, out),
             9..=12 => body_any::<C, 1, 12, V>(w, rb, nb, g, n, out),
-            _ => body_any::<C, 1, 16, V>(w, rb, nb, g, n, out),
+            // Two sub-tiles of 8: one of 16 columns leaves `body512_seg` segments of 2 groups
+            // (16 x 384-byte groups per weight group in a 16 KiB budget) and ran 1.4-1.7x
+            // slower at 4096 x 14336 (docs/BENCHMARKS.md, "Session 9 (n4)").
+            _ => body_any::<C, 1, 8, V>(w, rb, nb, g, n, out),
         }
     }
 }
