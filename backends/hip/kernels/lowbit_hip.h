@@ -155,6 +155,13 @@ LB_DEV void lb_grid_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); 
 LB_DEV void lb_grid_launch_dependents() { asm volatile("griddepcontrol.launch_dependents;" :::); }
 #endif
 #define LB_SHARED __shared__
+// The block's dynamic shared memory (size given at launch) as an array of T; the host
+// emulation gives it a fixed 64 KiB.
+#if defined(LB_HOST_EMULATION)
+#define LB_DYN_SHARED(T, name) static T name[65536 / sizeof(T)]
+#else
+#define LB_DYN_SHARED(T, name) extern __shared__ __align__(16) T name[]
+#endif
 LB_DEV void lb_barrier() { __syncthreads(); }
 LB_DEV float lb_roundf(float x) { return roundf(x); }
 LB_DEV float lb_rintf(float x) { return rintf(x); }
@@ -241,6 +248,7 @@ LB_DEV void lb_ld_stream8(const void* p, lb_u32& a, lb_u32& b) {
 LB_DEV void lb_grid_wait() {}
 LB_DEV void lb_grid_launch_dependents() {}
 #define LB_SHARED __attribute__((shared))
+#define LB_DYN_SHARED(T, name) extern __attribute__((shared)) __attribute__((aligned(16))) T name[]
 LB_DEV void lb_barrier() {
     __builtin_amdgcn_fence(__ATOMIC_RELEASE, "workgroup");
     __builtin_amdgcn_s_barrier();

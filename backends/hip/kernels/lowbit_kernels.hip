@@ -671,6 +671,108 @@ LB_DEV void lb_mv1(const Mat& m, const ActPtrs& ap, float* y, lb_u32 rows, lb_u3
     }
 }
 
+// Whether a decoder reads the activations' extra word (ActQ8::e): Q8_1's sum, Q8_K's sums.
+template <class Dec> struct LbUsesE { static constexpr bool v = false; };
+template <> struct LbUsesE<DecQ4_1> { static constexpr bool v = true; };
+template <> struct LbUsesE<DecQ4K> { static constexpr bool v = true; };
+
+// Dynamic shared memory lb_mv1s needs for nu units (the host passes it at launch): the quants
+// (32 B per unit), the scales (4 B) and, for decoders that read it, the extra words (4 B).
+#define LB_MV1S_SMEM(nu, e) ((nu) * ((e) ? 40u : 36u))
+
+// n = 1 with the activations staged in shared memory: as lb_mv1 without AP (a weights-only
+// ring P deep, R rows per warp, row groups grid-strided), but each block first copies the
+// call's whole Q8 activation column (layout as lb_quantize_q8 writes it) into its dynamic
+// shared memory, once, and every warp reads its units' activations there: LDS instead of
+// L1/L2 loads, one copy per block instead of one per warp and row group. A warp issues its
+// first row group's prologue weight loads before it waits for the preparation kernel.
+template <int R, int P, class Dec>
+LB_DEV void lb_mv1s(const Mat& m, const ActPtrs& ap, float* y, lb_u32 rows, lb_u32 nu) {
+    constexpr bool E = LbUsesE<Dec>::v;
+    LB_DYN_SHARED(lb_i32x4, lb_smem);
+    lb_i32x4* sq = lb_smem;                   // 2 nu words: every unit's first half, then second
+    float* sd = (float*)(lb_smem + 2 * nu);  // nu scales
+    lb_u32* se = (lb_u32*)(sd + nu);          // nu extra words (E only)
+    lb_u32 warp = lb_tid() / LB_WARP, lane = lb_tid() % LB_WARP;
+    lb_u32 groups = (rows + R - 1) / R;
+    lb_u32 steps = (nu + LB_WARP - 1) / LB_WARP;
+    lb_u32 g = lb_bid_x() * LB_ROWS_PER_CTA + warp;
+    const lb_u32 gstride = lb_grid_x() * LB_ROWS_PER_CTA;
+    Dec ring[P][R];
+    lb_u64 rowc[R];
+    // The first row group's prologue (steps 0 .. P - 2), before the wait.
+    if (g < groups) {
+#pragma unroll
+        for (int r = 0; r < R; r++) rowc[r] = g * R + r < rows ? g * R + r : rows - 1;  // in bounds
+#pragma unroll
+        for (int k = 0; k < P - 1; k++) {
+            lb_u32 b = (lb_u32)k * LB_WARP + lane;
+            if (b < nu) {
+#pragma unroll
+                for (int r = 0; r < R; r++) ring[k][r].fetch(m, rowc[r], b, nu);
+            }
+        }
+    }
+    lb_grid_wait();
+    {
+        const lb_i32x4* gq = (const lb_i32x4*)ap.aq;
+        for (lb_u32 i = lb_tid(); i < 2 * nu; i += LB_BLOCK) sq[i] = gq[i];
+        for (lb_u32 i = lb_tid(); i < nu; i += LB_BLOCK) {
+            sd[i] = ap.ad[i];
+            if (E) se[i] = ap.ae[i];
+        }
+    }
+    lb_barrier();
+    bool primed = true;
+    for (; g < groups; g += gstride) {
+        lb_u32 row0 = g * R;
+        if (!primed) {
+#pragma unroll
+            for (int r = 0; r < R; r++) rowc[r] = row0 + r < rows ? row0 + r : rows - 1;
+#pragma unroll
+            for (int k = 0; k < P - 1; k++) {
+                lb_u32 b = (lb_u32)k * LB_WARP + lane;
+                if (b < nu) {
+#pragma unroll
+                    for (int r = 0; r < R; r++) ring[k][r].fetch(m, rowc[r], b, nu);
+                }
+            }
+        }
+        primed = false;
+        float acc[R];
+#pragma unroll
+        for (int r = 0; r < R; r++) acc[r] = 0.0f;
+        for (lb_u32 s0 = 0; s0 < steps; s0 += P) {
+#pragma unroll
+            for (int k = 0; k < P; k++) {
+                const int f = (k + P - 1) % P;
+                lb_u32 bf = (s0 + k + P - 1) * LB_WARP + lane;
+                if (bf < nu) {
+#pragma unroll
+                    for (int r = 0; r < R; r++) ring[f][r].fetch(m, rowc[r], bf, nu);
+                }
+                lb_u32 b = (s0 + k) * LB_WARP + lane;
+                if (b < nu) {
+                    ActQ8 a;
+                    a.set(sq[b], sq[nu + b], sd[b], E ? se[b] : 0u);
+#pragma unroll
+                    for (int r = 0; r < R; r++) {
+                        Dec d = ring[k][r];
+                        d.decode();
+                        acc[r] += d.dot(a);
+                    }
+                }
+            }
+        }
+#pragma unroll
+        for (int r = 0; r < R; r++) {
+            lb_u32 row = row0 + r;
+            float v = lb_warp_sum(acc[r]);
+            if (lane == 0 && row < rows) y[row] = v;
+        }
+    }
+}
+
 // n >= 2: y[col*rows + row] = sum over units of dec.dot(activations of col) (times the row's
 // f16 scale when ROWSCALE). Each warp owns R consecutive rows; a block owns LB_ROWS_PER_CTA * R
 // rows, grid-strided. Each lane decodes a unit of its R rows once and applies it to NC columns,
@@ -758,12 +860,14 @@ LB_DEV void lb_mv(const Mat& m, const ActPtrs& ap, float* y, lb_u32 rows, lb_u32
 
 // NC = 1: the pipelined skeleton, else the staged one (a template, so only the chosen one is
 // instantiated). U = P (1, 2, 4): P deep with the activations in the ring; U = 10 + P (12,
-// 14): weights only (activations loaded when used). Deeper rings lost to register pressure on
+// 14): weights only (activations loaded when used); U = 20 + P (22, 24, Q8 activations
+// only): weights only, the activations staged in shared memory (lb_mv1s). Deeper rings lost to register pressure on
 // the H200 (docs/BENCHMARKS.md, sessions 6 and 8: weights-only P = 8 and 16 were 5-70%
 // slower than the defaults) and are not instantiated.
 template <int NC, int R, int U, class Dec, class Act, bool ROWSCALE>
 LB_DEV void lb_mv_any(const Mat& m, const ActPtrs& ap, float* y, lb_u32 rows, lb_u32 nu, lb_u32 ncols) {
-    if constexpr (NC == 1) lb_mv1<R, (U > 10 ? U - 10 : U), (U < 10), Dec, Act, ROWSCALE>(m, ap, y, rows, nu);
+    if constexpr (NC == 1 && U > 20) lb_mv1s<R, U - 20, Dec>(m, ap, y, rows, nu);
+    else if constexpr (NC == 1) lb_mv1<R, (U > 10 ? U - 10 : U), (U < 10), Dec, Act, ROWSCALE>(m, ap, y, rows, nu);
     else lb_mv<NC, R, Dec, Act, ROWSCALE>(m, ap, y, rows, nu, ncols);
 }
 
@@ -783,9 +887,11 @@ LB_DEV void lb_mv_any(const Mat& m, const ActPtrs& ap, float* y, lb_u32 rows, lb
 #define LB_MV_1(fmt, Dec, Act, RS)                                    \
     LB_MV_R(fmt, Dec, Act, RS, 1, 1) LB_MV_R(fmt, Dec, Act, RS, 1, 2) \
     LB_MV_R(fmt, Dec, Act, RS, 1, 4) LB_MV_R(fmt, Dec, Act, RS, 1, 12) LB_MV_R(fmt, Dec, Act, RS, 1, 14)
-// Column tiles 1, 2, 4, 8, 16 (f32 activations: up to 8, the stage's shared-memory limit).
+// Column tiles 1, 2, 4, 8, 16 (f32 activations: up to 8, the stage's shared-memory limit);
+// Q8 activations also have the staged n = 1 kernels (U = 20 + P: 22, 24).
 #define LB_MV_Q8(fmt, Dec)                                                                         \
-    LB_MV_1(fmt, Dec, ActQ8, false) LB_MV_R(fmt, Dec, ActQ8, false, 2, 1)                          \
+    LB_MV_1(fmt, Dec, ActQ8, false) LB_MV_R(fmt, Dec, ActQ8, false, 1, 22)                        \
+    LB_MV_R(fmt, Dec, ActQ8, false, 1, 24) LB_MV_R(fmt, Dec, ActQ8, false, 2, 1)                   \
     LB_MV_R(fmt, Dec, ActQ8, false, 4, 1) LB_MV_R(fmt, Dec, ActQ8, false, 8, 1)                    \
     LB_MV_R(fmt, Dec, ActQ8, false, 16, 1)
 #define LB_MV_F32(fmt, Dec)                                                                        \
