@@ -22,8 +22,11 @@ use crate::layout::{self, Split};
 const BLOCK: u32 = 256;
 /// The n = 1 pipeline codes (kernels/lowbit_kernels.hip, `lb_mv_any`): depth P = 1, 2, 4
 /// with the activations in the ring, 10 + P (12, 14) without, 20 + P (22, 24) without and the
-/// Q8 activations staged in shared memory (`lb_mv1s`; not for f32 activations).
-pub(crate) const PIPELINES: [usize; 7] = [1, 2, 4, 12, 14, 22, 24];
+/// Q8 activations staged in shared memory (`lb_mv1s`; not for f32 activations), 30 + P (32,
+/// 34) as 20 + P with two units per fetch (`WIDE_STEMS` only; even rows of units).
+pub(crate) const PIPELINES: [usize; 9] = [1, 2, 4, 12, 14, 22, 24, 32, 34];
+/// The stems with the two-unit staged kernels (codes 32, 34: the 2-bit formats).
+const WIDE_STEMS: [&str; 3] = ["rocmfp2", "pq2", "tq2_0"];
 /// The staged n = 1 pipelines' dynamic shared memory per unit of a row (quants, scale, extra
 /// word: kernels' `LB_MV1S_SMEM`) and its limit per block (the default launch limit, no
 /// opt-in attribute): longer rows take the format's unstaged default.
@@ -37,10 +40,16 @@ pub(crate) fn staged(u: usize) -> bool {
 
 /// The pipeline codes that exist for a split at n = 1.
 pub(crate) fn n1_pipelines(sp: &Split) -> &'static [usize] {
-    if sp.act == ActFormat::F32 {
+    stem_pipelines(sp.stem, sp.act == ActFormat::F32)
+}
+
+fn stem_pipelines(stem: &str, f32_act: bool) -> &'static [usize] {
+    if f32_act {
         &PIPELINES[..5]
-    } else {
+    } else if WIDE_STEMS.contains(&stem) {
         &PIPELINES
+    } else {
+        &PIPELINES[..7]
     }
 }
 /// Warps per block for 32-wide warps; kernels grid-stride rows, so wave64 is also correct.
@@ -213,6 +222,9 @@ pub(crate) fn kernel_choice(
     }
     let (rpw, mut ups) = work_shape(sp, nc, forced);
     let mut shared = 0;
+    if ups > 30 && nu % 2 != 0 {
+        ups -= 10; // an odd row of units: the one-unit staged kernel
+    }
     if staged(ups) {
         let bytes = nu * STAGED_SMEM_PER_UNIT;
         if bytes <= STAGED_SMEM_MAX {
@@ -735,11 +747,7 @@ fn kernel_names(tensor_cores: bool) -> Vec<String> {
         }
         for &nc in tiles {
             for r in [1, 2, 4] {
-                let units: &[usize] = match (nc, f32_act) {
-                    (1, true) => &PIPELINES[..5],
-                    (1, false) => &PIPELINES,
-                    _ => &[1],
-                };
+                let units: &[usize] = if nc == 1 { stem_pipelines(stem, f32_act) } else { &[1] };
                 for u in units {
                     v.push(format!("lb_mv_{stem}_{nc}_r{r}_u{u}"));
                 }
