@@ -33,6 +33,12 @@ typedef unsigned long long lb_u64;
 #endif
 #define LB_KERNEL extern "C" __global__
 #define LB_DEV static __device__ __forceinline__
+// At least n resident blocks of LB_BLOCK threads per multiprocessor (caps registers).
+#if defined(LB_HOST_EMULATION)
+#define LB_MIN_BLOCKS(n)
+#else
+#define LB_MIN_BLOCKS(n) __launch_bounds__(LB_BLOCK, n)
+#endif
 typedef int4 lb_i32x4;      // 16-byte vector loads: .x .y .z .w
 typedef float4 lb_f32x4;
 LB_DEV lb_u32 lb_tid() { return threadIdx.x; }
@@ -180,6 +186,8 @@ LB_DEV lb_u32 lb_as_u32(float f) { return __float_as_uint(f); }
 #define LB_WARP 64
 #endif
 #define LB_KERNEL extern "C" __attribute__((global)) __attribute__((amdgpu_flat_work_group_size(1, 256)))
+// No register cap on AMD (the NVIDIA tuning knob).
+#define LB_MIN_BLOCKS(n)
 #define LB_DEV static __attribute__((device)) __attribute__((always_inline)) inline
 typedef int lb_i32x4 __attribute__((ext_vector_type(4)));    // 16-byte vector loads
 typedef float lb_f32x4 __attribute__((ext_vector_type(4)));

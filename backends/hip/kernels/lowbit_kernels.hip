@@ -923,13 +923,14 @@ LB_DEV void lb_mv(const Mat& m, const ActPtrs& ap, float* y, lb_u32 rows, lb_u32
 // 14): weights only (activations loaded when used); U = 20 + P (22, 24, Q8 activations
 // only): weights only, the activations staged in shared memory (lb_mv1s); U = 30 + P (32,
 // 34, the 2-bit formats): as 20 + P with the two-unit decoders (Dec is then DecFp2x2 /
-// DecTernx2). Deeper rings lost to register pressure on
+// DecTernx2); U = 40 + P (42, 44) and 50 + P (52, 54): as 20 + P and 30 + P, compiled for
+// at least 4 and 3 resident blocks per multiprocessor (LB_MIN_BLOCKS: a register cap on
+// NVIDIA). Deeper rings lost to register pressure on
 // the H200 (docs/BENCHMARKS.md, sessions 6 and 8: weights-only P = 8 and 16 were 5-70%
 // slower than the defaults) and are not instantiated.
 template <int NC, int R, int U, class Dec, class Act, bool ROWSCALE>
 LB_DEV void lb_mv_any(const Mat& m, const ActPtrs& ap, float* y, lb_u32 rows, lb_u32 nu, lb_u32 ncols) {
-    if constexpr (NC == 1 && U > 30) lb_mv1s<R, U - 30, Dec>(m, ap, y, rows, nu);
-    else if constexpr (NC == 1 && U > 20) lb_mv1s<R, U - 20, Dec>(m, ap, y, rows, nu);
+    if constexpr (NC == 1 && U > 20) lb_mv1s<R, U % 10, Dec>(m, ap, y, rows, nu);
     else if constexpr (NC == 1) lb_mv1<R, (U > 10 ? U - 10 : U), (U < 10), Dec, Act, ROWSCALE>(m, ap, y, rows, nu);
     else lb_mv<NC, R, Dec, Act, ROWSCALE>(m, ap, y, rows, nu, ncols);
 }
@@ -937,7 +938,7 @@ LB_DEV void lb_mv_any(const Mat& m, const ActPtrs& ap, float* y, lb_u32 rows, lb
 // One kernel per (format stem, column tile NC, rows per warp R, pipeline code U; U > 1 only
 // for NC = 1); every kernel has the same parameters, unused ones are 0.
 #define LB_MV(fmt, Dec, Act, ROWSCALE, NC, R, U)                                                   \
-    LB_KERNEL void lb_mv_##fmt##_##NC##_r##R##_u##U(const lb_u8* q, const lb_u8* s, const lb_u8* g, \
+    LB_KERNEL LB_MIN_BLOCKS(U >= 50 ? 3 : U >= 40 ? 4 : 1) void lb_mv_##fmt##_##NC##_r##R##_u##U(const lb_u8* q, const lb_u8* s, const lb_u8* g, \
                                               const lb_u8* r, const lb_i8* aq, const float* ad,      \
                                               const lb_u32* ae, const float* x, float* y,            \
                                               lb_u32 rows, lb_u32 nu, lb_u32 ncols) {                \
@@ -954,7 +955,8 @@ LB_DEV void lb_mv_any(const Mat& m, const ActPtrs& ap, float* y, lb_u32 rows, lb
 // Q8 activations also have the staged n = 1 kernels (U = 20 + P: 22, 24).
 #define LB_MV_Q8(fmt, Dec)                                                                         \
     LB_MV_1(fmt, Dec, ActQ8, false) LB_MV_R(fmt, Dec, ActQ8, false, 1, 22)                        \
-    LB_MV_R(fmt, Dec, ActQ8, false, 1, 24) LB_MV_R(fmt, Dec, ActQ8, false, 2, 1)                   \
+    LB_MV_R(fmt, Dec, ActQ8, false, 1, 24) LB_MV_R(fmt, Dec, ActQ8, false, 1, 42)                  \
+    LB_MV_R(fmt, Dec, ActQ8, false, 1, 44) LB_MV_R(fmt, Dec, ActQ8, false, 2, 1)                   \
     LB_MV_R(fmt, Dec, ActQ8, false, 4, 1) LB_MV_R(fmt, Dec, ActQ8, false, 8, 1)                    \
     LB_MV_R(fmt, Dec, ActQ8, false, 16, 1)
 #define LB_MV_F32(fmt, Dec)                                                                        \
@@ -970,8 +972,10 @@ LB_MV_Q8(rocmfp2, DecFp2)
 LB_MV_Q8(rocmfp3, DecFp3)
 LB_MV_Q8(pq2, DecTern<4>)
 LB_MV_Q8(tq2_0, DecTern<8>)
-// The two-unit staged kernels (codes 32, 34).
-#define LB_MV_WIDE(fmt, Dec) LB_MV_R(fmt, Dec, ActQ8, false, 1, 32) LB_MV_R(fmt, Dec, ActQ8, false, 1, 34)
+// The two-unit staged kernels (codes 32, 34, 52, 54).
+#define LB_MV_WIDE(fmt, Dec)                                                                      \
+    LB_MV_R(fmt, Dec, ActQ8, false, 1, 32) LB_MV_R(fmt, Dec, ActQ8, false, 1, 34)                  \
+    LB_MV_R(fmt, Dec, ActQ8, false, 1, 52) LB_MV_R(fmt, Dec, ActQ8, false, 1, 54)
 LB_MV_WIDE(rocmfp2, DecFp2x2)
 LB_MV_WIDE(pq2, DecTernx2<4>)
 LB_MV_WIDE(tq2_0, DecTernx2<8>)

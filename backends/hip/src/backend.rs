@@ -23,8 +23,9 @@ const BLOCK: u32 = 256;
 /// The n = 1 pipeline codes (kernels/lowbit_kernels.hip, `lb_mv_any`): depth P = 1, 2, 4
 /// with the activations in the ring, 10 + P (12, 14) without, 20 + P (22, 24) without and the
 /// Q8 activations staged in shared memory (`lb_mv1s`; not for f32 activations), 30 + P (32,
-/// 34) as 20 + P with two units per fetch (`WIDE_STEMS` only; even rows of units).
-pub(crate) const PIPELINES: [usize; 9] = [1, 2, 4, 12, 14, 22, 24, 32, 34];
+/// 34) as 20 + P with two units per fetch (`WIDE_STEMS` only; even rows of units); 40 + P and
+/// 50 + P as 20 + P and 30 + P with a register cap (at least 4 and 3 resident blocks).
+pub(crate) const PIPELINES: [usize; 13] = [1, 2, 4, 12, 14, 22, 24, 42, 44, 32, 34, 52, 54];
 /// The stems with the two-unit staged kernels (codes 32, 34: the 2-bit formats).
 const WIDE_STEMS: [&str; 3] = ["rocmfp2", "pq2", "tq2_0"];
 /// The staged n = 1 pipelines' dynamic shared memory per unit of a row (quants, scale, extra
@@ -49,7 +50,7 @@ fn stem_pipelines(stem: &str, f32_act: bool) -> &'static [usize] {
     } else if WIDE_STEMS.contains(&stem) {
         &PIPELINES
     } else {
-        &PIPELINES[..7]
+        &PIPELINES[..9]
     }
 }
 /// Warps per block for 32-wide warps; kernels grid-stride rows, so wave64 is also correct.
@@ -222,8 +223,8 @@ pub(crate) fn kernel_choice(
     }
     let (rpw, mut ups) = work_shape(sp, nc, forced);
     let mut shared = 0;
-    if ups > 30 && nu % 2 != 0 {
-        ups -= 10; // an odd row of units: the one-unit staged kernel
+    if matches!(ups, 32 | 34 | 52 | 54) && nu % 2 != 0 {
+        ups -= 10; // an odd row of units: the one-unit staged kernel (22, 24, 42, 44)
     }
     if staged(ups) {
         let bytes = nu * STAGED_SMEM_PER_UNIT;
