@@ -20,5 +20,4 @@ extern "C" __device__ unsigned __float_as_uint(float);
 extern "C" __device__ void __syncthreads();
 extern "C" __device__ void __syncwarp(unsigned = 0xffffffffu);
 #define __align__(n) __attribute__((aligned(n)))
-#define __launch_bounds__(...) __attribute__((launch_bounds(__VA_ARGS__)))
 extern "C" __device__ unsigned long long __cvta_generic_to_shared(const void*);

@@ -33,12 +33,6 @@ typedef unsigned long long lb_u64;
 #endif
 #define LB_KERNEL extern "C" __global__
 #define LB_DEV static __device__ __forceinline__
-// At least n resident blocks of LB_BLOCK threads per multiprocessor (caps registers).
-#if defined(LB_HOST_EMULATION)
-#define LB_MIN_BLOCKS(n)
-#else
-#define LB_MIN_BLOCKS(n) __launch_bounds__(LB_BLOCK, n)
-#endif
 typedef int4 lb_i32x4;      // 16-byte vector loads: .x .y .z .w
 typedef float4 lb_f32x4;
 LB_DEV lb_u32 lb_tid() { return threadIdx.x; }
@@ -161,13 +155,6 @@ LB_DEV void lb_grid_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); 
 LB_DEV void lb_grid_launch_dependents() { asm volatile("griddepcontrol.launch_dependents;" :::); }
 #endif
 #define LB_SHARED __shared__
-// The block's dynamic shared memory (size given at launch) as an array of T; the host
-// emulation gives it a fixed 64 KiB.
-#if defined(LB_HOST_EMULATION)
-#define LB_DYN_SHARED(T, name) static T name[65536 / sizeof(T)]
-#else
-#define LB_DYN_SHARED(T, name) extern __shared__ __align__(16) T name[]
-#endif
 LB_DEV void lb_barrier() { __syncthreads(); }
 LB_DEV float lb_roundf(float x) { return roundf(x); }
 LB_DEV float lb_rintf(float x) { return rintf(x); }
@@ -186,8 +173,6 @@ LB_DEV lb_u32 lb_as_u32(float f) { return __float_as_uint(f); }
 #define LB_WARP 64
 #endif
 #define LB_KERNEL extern "C" __attribute__((global)) __attribute__((amdgpu_flat_work_group_size(1, 256)))
-// No register cap on AMD (the NVIDIA tuning knob).
-#define LB_MIN_BLOCKS(n)
 #define LB_DEV static __attribute__((device)) __attribute__((always_inline)) inline
 typedef int lb_i32x4 __attribute__((ext_vector_type(4)));    // 16-byte vector loads
 typedef float lb_f32x4 __attribute__((ext_vector_type(4)));
@@ -256,7 +241,6 @@ LB_DEV void lb_ld_stream8(const void* p, lb_u32& a, lb_u32& b) {
 LB_DEV void lb_grid_wait() {}
 LB_DEV void lb_grid_launch_dependents() {}
 #define LB_SHARED __attribute__((shared))
-#define LB_DYN_SHARED(T, name) extern __attribute__((shared)) __attribute__((aligned(16))) T name[]
 LB_DEV void lb_barrier() {
     __builtin_amdgcn_fence(__ATOMIC_RELEASE, "workgroup");
     __builtin_amdgcn_s_barrier();

@@ -485,59 +485,6 @@ struct DecTern {
     LB_DEVM float dot(const ActQ8& a) const { return dw * (a.d * lb_dotf<8>(w, a.a)); }
 };
 
-// Units a decoder takes per fetch (lb_mv1s): 1, the wide decoders below 2.
-template <class Dec> struct LbUnits { static constexpr int v = 1; };
-
-// The 2-bit formats two units per fetch (lb_mv1s with V = 2, even nu): one 16-byte load of
-// both units' codes (units 2b, 2b + 1 are adjacent in the q plane), one scale load.
-// ROCmFP2: the two units' four UE4M3 scales in one word.
-struct DecFp2x2 {
-    lb_i32x4 v;
-    lb_u32 sc;
-    lb_i32 w[16];
-    float s[4];
-    LB_DEVM void fetch(const Mat& m, lb_u64 row, lb_u32 b, lb_u32 nu) {
-        lb_u64 u = row * nu + 2 * b;
-        v = lb_ld_stream16(m.q + u * 8);
-        sc = ((const lb_u32*)m.s)[u / 2];
-    }
-    LB_DEVM void decode() {
-        lb_codes2(0x0401FFFCu, (lb_u32)v.x, (lb_u32)v.y, w);
-        lb_codes2(0x0401FFFCu, (lb_u32)v.z, (lb_u32)v.w, w + 8);
-#pragma unroll
-        for (int i = 0; i < 4; i++) s[i] = lb_ue4m3_b8((sc >> (8 * i)) & 0xffu);
-    }
-    LB_DEVM float dot(const ActQ8* a) const {
-        return a[0].d * (s[0] * lb_dotf<4>(w, a[0].a) + s[1] * lb_dotf<4>(w + 4, a[0].a + 4)) +
-               a[1].d * (s[2] * lb_dotf<4>(w + 8, a[1].a) + s[3] * lb_dotf<4>(w + 12, a[1].a + 4));
-    }
-};
-template <> struct LbUnits<DecFp2x2> { static constexpr int v = 2; };
-
-// PQ2_0 / PTQ1_0 / TQ2_0 two units per fetch: both units share their group's f16 scale (G is
-// even), applied once to the pair.
-template <int G>
-struct DecTernx2 {
-    lb_i32x4 v;
-    lb_u32 sc;
-    lb_i32 w[16];
-    float dw;
-    LB_DEVM void fetch(const Mat& m, lb_u64 row, lb_u32 b, lb_u32 nu) {
-        lb_u64 u = row * nu + 2 * b;
-        v = lb_ld_stream16(m.q + u * 8);
-        sc = ((const lb_u16*)m.g)[u / G];
-    }
-    LB_DEVM void decode() {
-        lb_codes2(0x020100FFu, (lb_u32)v.x, (lb_u32)v.y, w);
-        lb_codes2(0x020100FFu, (lb_u32)v.z, (lb_u32)v.w, w + 8);
-        dw = lb_h2f(sc);
-    }
-    LB_DEVM float dot(const ActQ8* a) const {
-        return dw * (a[0].d * lb_dotf<8>(w, a[0].a) + a[1].d * lb_dotf<8>(w + 8, a[1].a));
-    }
-};
-template <int G> struct LbUnits<DecTernx2<G>> { static constexpr int v = 2; };
-
 // Q4_K against Q8_K, repacked: q = the unit's 32 nibbles in Q4_0 order, s = (scale, min) of the
 // unit's sub-block (6-bit values unpacked on upload), g = (d, dmin) f16 per 8 units;
 // (d*da) * (sc * sumi) - (dmin*da) * (m * asum), asum = the unit's quant sum (from Q8_K's bsums).
@@ -724,115 +671,6 @@ LB_DEV void lb_mv1(const Mat& m, const ActPtrs& ap, float* y, lb_u32 rows, lb_u3
     }
 }
 
-// Whether a decoder reads the activations' extra word (ActQ8::e): Q8_1's sum, Q8_K's sums.
-template <class Dec> struct LbUsesE { static constexpr bool v = false; };
-template <> struct LbUsesE<DecQ4_1> { static constexpr bool v = true; };
-template <> struct LbUsesE<DecQ4K> { static constexpr bool v = true; };
-
-// Dynamic shared memory lb_mv1s needs for nu units (the host passes it at launch): the quants
-// (32 B per unit), the scales (4 B) and, for decoders that read it, the extra words (4 B).
-#define LB_MV1S_SMEM(nu, e) ((nu) * ((e) ? 40u : 36u))
-
-// n = 1 with the activations staged in shared memory: as lb_mv1 without AP (a weights-only
-// ring P deep, R rows per warp, row groups grid-strided), but each block first copies the
-// call's whole Q8 activation column (layout as lb_quantize_q8 writes it) into its dynamic
-// shared memory, once, and every warp reads its units' activations there: LDS instead of
-// L1/L2 loads, one copy per block instead of one per warp and row group. A warp issues its
-// first row group's prologue weight loads before it waits for the preparation kernel.
-template <int R, int P, class Dec>
-LB_DEV void lb_mv1s(const Mat& m, const ActPtrs& ap, float* y, lb_u32 rows, lb_u32 nu) {
-    constexpr bool E = LbUsesE<Dec>::v;
-    constexpr int V = LbUnits<Dec>::v;  // units per fetch: a lane's step covers V adjacent units
-    LB_DYN_SHARED(lb_i32x4, lb_smem);
-    lb_i32x4* sq = lb_smem;                   // 2 nu words: every unit's first half, then second
-    float* sd = (float*)(lb_smem + 2 * nu);  // nu scales
-    lb_u32* se = (lb_u32*)(sd + nu);          // nu extra words (E only)
-    lb_u32 warp = lb_tid() / LB_WARP, lane = lb_tid() % LB_WARP;
-    lb_u32 groups = (rows + R - 1) / R;
-    const lb_u32 nw = nu / V;  // fetches per row (the host picks V = 2 only for even nu)
-    lb_u32 steps = (nw + LB_WARP - 1) / LB_WARP;
-    lb_u32 g = lb_bid_x() * LB_ROWS_PER_CTA + warp;
-    const lb_u32 gstride = lb_grid_x() * LB_ROWS_PER_CTA;
-    Dec ring[P][R];
-    lb_u64 rowc[R];
-    // The first row group's prologue (steps 0 .. P - 2), before the wait.
-    if (g < groups) {
-#pragma unroll
-        for (int r = 0; r < R; r++) rowc[r] = g * R + r < rows ? g * R + r : rows - 1;  // in bounds
-#pragma unroll
-        for (int k = 0; k < P - 1; k++) {
-            lb_u32 b = (lb_u32)k * LB_WARP + lane;
-            if (b < nw) {
-#pragma unroll
-                for (int r = 0; r < R; r++) ring[k][r].fetch(m, rowc[r], b, nu);
-            }
-        }
-    }
-    lb_grid_wait();
-    {
-        const lb_i32x4* gq = (const lb_i32x4*)ap.aq;
-        for (lb_u32 i = lb_tid(); i < 2 * nu; i += LB_BLOCK) sq[i] = gq[i];
-        for (lb_u32 i = lb_tid(); i < nu; i += LB_BLOCK) {
-            sd[i] = ap.ad[i];
-            if (E) se[i] = ap.ae[i];
-        }
-    }
-    lb_barrier();
-    bool primed = true;
-    for (; g < groups; g += gstride) {
-        lb_u32 row0 = g * R;
-        if (!primed) {
-#pragma unroll
-            for (int r = 0; r < R; r++) rowc[r] = row0 + r < rows ? row0 + r : rows - 1;
-#pragma unroll
-            for (int k = 0; k < P - 1; k++) {
-                lb_u32 b = (lb_u32)k * LB_WARP + lane;
-                if (b < nw) {
-#pragma unroll
-                    for (int r = 0; r < R; r++) ring[k][r].fetch(m, rowc[r], b, nu);
-                }
-            }
-        }
-        primed = false;
-        float acc[R];
-#pragma unroll
-        for (int r = 0; r < R; r++) acc[r] = 0.0f;
-        for (lb_u32 s0 = 0; s0 < steps; s0 += P) {
-#pragma unroll
-            for (int k = 0; k < P; k++) {
-                const int f = (k + P - 1) % P;
-                lb_u32 bf = (s0 + k + P - 1) * LB_WARP + lane;
-                if (bf < nw) {
-#pragma unroll
-                    for (int r = 0; r < R; r++) ring[f][r].fetch(m, rowc[r], bf, nu);
-                }
-                lb_u32 b = (s0 + k) * LB_WARP + lane;
-                if (b < nw) {
-                    ActQ8 a[V];
-#pragma unroll
-                    for (int v = 0; v < V; v++) {
-                        lb_u32 u = V * b + v;
-                        a[v].set(sq[u], sq[nu + u], sd[u], E ? se[u] : 0u);
-                    }
-#pragma unroll
-                    for (int r = 0; r < R; r++) {
-                        Dec d = ring[k][r];
-                        d.decode();
-                        if constexpr (V == 1) acc[r] += d.dot(a[0]);
-                        else acc[r] += d.dot(a);
-                    }
-                }
-            }
-        }
-#pragma unroll
-        for (int r = 0; r < R; r++) {
-            lb_u32 row = row0 + r;
-            float v = lb_warp_sum(acc[r]);
-            if (lane == 0 && row < rows) y[row] = v;
-        }
-    }
-}
-
 // n >= 2: y[col*rows + row] = sum over units of dec.dot(activations of col) (times the row's
 // f16 scale when ROWSCALE). Each warp owns R consecutive rows; a block owns LB_ROWS_PER_CTA * R
 // rows, grid-strided. Each lane decodes a unit of its R rows once and applies it to NC columns,
@@ -920,25 +758,19 @@ LB_DEV void lb_mv(const Mat& m, const ActPtrs& ap, float* y, lb_u32 rows, lb_u32
 
 // NC = 1: the pipelined skeleton, else the staged one (a template, so only the chosen one is
 // instantiated). U = P (1, 2, 4): P deep with the activations in the ring; U = 10 + P (12,
-// 14): weights only (activations loaded when used); U = 20 + P (22, 24, Q8 activations
-// only): weights only, the activations staged in shared memory (lb_mv1s); U = 30 + P (32,
-// 34, the 2-bit formats): as 20 + P with the two-unit decoders (Dec is then DecFp2x2 /
-// DecTernx2); U = 40 + P (42, 44) and 50 + P (52, 54): as 20 + P and 30 + P, compiled for
-// at least 4 and 3 resident blocks per multiprocessor (LB_MIN_BLOCKS: a register cap on
-// NVIDIA). Deeper rings lost to register pressure on
+// 14): weights only (activations loaded when used). Deeper rings lost to register pressure on
 // the H200 (docs/BENCHMARKS.md, sessions 6 and 8: weights-only P = 8 and 16 were 5-70%
 // slower than the defaults) and are not instantiated.
 template <int NC, int R, int U, class Dec, class Act, bool ROWSCALE>
 LB_DEV void lb_mv_any(const Mat& m, const ActPtrs& ap, float* y, lb_u32 rows, lb_u32 nu, lb_u32 ncols) {
-    if constexpr (NC == 1 && U > 20) lb_mv1s<R, U % 10, Dec>(m, ap, y, rows, nu);
-    else if constexpr (NC == 1) lb_mv1<R, (U > 10 ? U - 10 : U), (U < 10), Dec, Act, ROWSCALE>(m, ap, y, rows, nu);
+    if constexpr (NC == 1) lb_mv1<R, (U > 10 ? U - 10 : U), (U < 10), Dec, Act, ROWSCALE>(m, ap, y, rows, nu);
     else lb_mv<NC, R, Dec, Act, ROWSCALE>(m, ap, y, rows, nu, ncols);
 }
 
 // One kernel per (format stem, column tile NC, rows per warp R, pipeline code U; U > 1 only
 // for NC = 1); every kernel has the same parameters, unused ones are 0.
 #define LB_MV(fmt, Dec, Act, ROWSCALE, NC, R, U)                                                   \
-    LB_KERNEL LB_MIN_BLOCKS(U >= 50 ? 3 : U >= 40 ? 4 : 1) void lb_mv_##fmt##_##NC##_r##R##_u##U(const lb_u8* q, const lb_u8* s, const lb_u8* g, \
+    LB_KERNEL void lb_mv_##fmt##_##NC##_r##R##_u##U(const lb_u8* q, const lb_u8* s, const lb_u8* g, \
                                               const lb_u8* r, const lb_i8* aq, const float* ad,      \
                                               const lb_u32* ae, const float* x, float* y,            \
                                               lb_u32 rows, lb_u32 nu, lb_u32 ncols) {                \
@@ -951,12 +783,9 @@ LB_DEV void lb_mv_any(const Mat& m, const ActPtrs& ap, float* y, lb_u32 rows, lb
 #define LB_MV_1(fmt, Dec, Act, RS)                                    \
     LB_MV_R(fmt, Dec, Act, RS, 1, 1) LB_MV_R(fmt, Dec, Act, RS, 1, 2) \
     LB_MV_R(fmt, Dec, Act, RS, 1, 4) LB_MV_R(fmt, Dec, Act, RS, 1, 12) LB_MV_R(fmt, Dec, Act, RS, 1, 14)
-// Column tiles 1, 2, 4, 8, 16 (f32 activations: up to 8, the stage's shared-memory limit);
-// Q8 activations also have the staged n = 1 kernels (U = 20 + P: 22, 24).
+// Column tiles 1, 2, 4, 8, 16 (f32 activations: up to 8, the stage's shared-memory limit).
 #define LB_MV_Q8(fmt, Dec)                                                                         \
-    LB_MV_1(fmt, Dec, ActQ8, false) LB_MV_R(fmt, Dec, ActQ8, false, 1, 22)                        \
-    LB_MV_R(fmt, Dec, ActQ8, false, 1, 24) LB_MV_R(fmt, Dec, ActQ8, false, 1, 42)                  \
-    LB_MV_R(fmt, Dec, ActQ8, false, 1, 44) LB_MV_R(fmt, Dec, ActQ8, false, 2, 1)                   \
+    LB_MV_1(fmt, Dec, ActQ8, false) LB_MV_R(fmt, Dec, ActQ8, false, 2, 1)                          \
     LB_MV_R(fmt, Dec, ActQ8, false, 4, 1) LB_MV_R(fmt, Dec, ActQ8, false, 8, 1)                    \
     LB_MV_R(fmt, Dec, ActQ8, false, 16, 1)
 #define LB_MV_F32(fmt, Dec)                                                                        \
@@ -972,13 +801,6 @@ LB_MV_Q8(rocmfp2, DecFp2)
 LB_MV_Q8(rocmfp3, DecFp3)
 LB_MV_Q8(pq2, DecTern<4>)
 LB_MV_Q8(tq2_0, DecTern<8>)
-// The two-unit staged kernels (codes 32, 34, 52, 54).
-#define LB_MV_WIDE(fmt, Dec)                                                                      \
-    LB_MV_R(fmt, Dec, ActQ8, false, 1, 32) LB_MV_R(fmt, Dec, ActQ8, false, 1, 34)                  \
-    LB_MV_R(fmt, Dec, ActQ8, false, 1, 52) LB_MV_R(fmt, Dec, ActQ8, false, 1, 54)
-LB_MV_WIDE(rocmfp2, DecFp2x2)
-LB_MV_WIDE(pq2, DecTernx2<4>)
-LB_MV_WIDE(tq2_0, DecTernx2<8>)
 LB_MV_Q8(q4_k, DecQ4K)
 LB_MV_Q8(q6_k, DecQ6K)
 LB_MV_F32(hfp4, DecHfp4<false>)

@@ -21,38 +21,8 @@ use crate::layout::{self, Split};
 /// Threads per block in every launch (the kernels' LB_BLOCK).
 const BLOCK: u32 = 256;
 /// The n = 1 pipeline codes (kernels/lowbit_kernels.hip, `lb_mv_any`): depth P = 1, 2, 4
-/// with the activations in the ring, 10 + P (12, 14) without, 20 + P (22, 24) without and the
-/// Q8 activations staged in shared memory (`lb_mv1s`; not for f32 activations), 30 + P (32,
-/// 34) as 20 + P with two units per fetch (`WIDE_STEMS` only; even rows of units); 40 + P and
-/// 50 + P as 20 + P and 30 + P with a register cap (at least 4 and 3 resident blocks).
-pub(crate) const PIPELINES: [usize; 13] = [1, 2, 4, 12, 14, 22, 24, 42, 44, 32, 34, 52, 54];
-/// The stems with the two-unit staged kernels (codes 32, 34: the 2-bit formats).
-const WIDE_STEMS: [&str; 3] = ["rocmfp2", "pq2", "tq2_0"];
-/// The staged n = 1 pipelines' dynamic shared memory per unit of a row (quants, scale, extra
-/// word: kernels' `LB_MV1S_SMEM`) and its limit per block (the default launch limit, no
-/// opt-in attribute): longer rows take the format's unstaged default.
-const STAGED_SMEM_PER_UNIT: usize = 40;
-const STAGED_SMEM_MAX: usize = 48 * 1024;
-
-/// Whether pipeline code `u` is a staged one (activations in shared memory).
-pub(crate) fn staged(u: usize) -> bool {
-    u > 20
-}
-
-/// The pipeline codes that exist for a split at n = 1.
-pub(crate) fn n1_pipelines(sp: &Split) -> &'static [usize] {
-    stem_pipelines(sp.stem, sp.act == ActFormat::F32)
-}
-
-fn stem_pipelines(stem: &str, f32_act: bool) -> &'static [usize] {
-    if f32_act {
-        &PIPELINES[..5]
-    } else if WIDE_STEMS.contains(&stem) {
-        &PIPELINES
-    } else {
-        &PIPELINES[..9]
-    }
-}
+/// with the activations in the ring, 10 + P (12, 14) without.
+pub(crate) const PIPELINES: [usize; 5] = [1, 2, 4, 12, 14];
 /// Warps per block for 32-wide warps; kernels grid-stride rows, so wave64 is also correct.
 const WARPS_PER_CTA: usize = 8;
 
@@ -84,7 +54,7 @@ fn work_shape(sp: &Split, nc: usize, forced: (usize, usize)) -> (usize, usize) {
         }
     }
     for f in [env_units, forced.1] {
-        if n1_pipelines(sp).contains(&f) {
+        if PIPELINES.contains(&f) {
             u = f;
         }
     }
@@ -169,8 +139,6 @@ pub(crate) struct KernelChoice {
     pub nc: usize,
     pub rows_per_block: usize,
     pub mma_order: Option<u32>,
-    /// Dynamic shared memory per block (bytes; the staged n = 1 kernels).
-    pub shared: u32,
 }
 
 /// The matvec kernel for `n` columns of a matrix of `nu` units per row. With `tensor_cores`
@@ -212,30 +180,12 @@ pub(crate) fn kernel_choice(
         // Units per stage: RB code bytes per row (Q8_0: halves of 16 bytes, so 32 per unit).
         if nu % (rb / sp.unit_q) == 0 {
             let name = format!("lb_mv_{}_{nc}_mma_m{mt}b{rb}s{st}", sp.stem);
-            return KernelChoice {
-                name,
-                nc,
-                rows_per_block: 16 * mt,
-                mma_order: Some(order),
-                shared: 0,
-            };
+            return KernelChoice { name, nc, rows_per_block: 16 * mt, mma_order: Some(order) };
         }
     }
-    let (rpw, mut ups) = work_shape(sp, nc, forced);
-    let mut shared = 0;
-    if matches!(ups, 32 | 34 | 52 | 54) && nu % 2 != 0 {
-        ups -= 10; // an odd row of units: the one-unit staged kernel (22, 24, 42, 44)
-    }
-    if staged(ups) {
-        let bytes = nu * STAGED_SMEM_PER_UNIT;
-        if bytes <= STAGED_SMEM_MAX {
-            shared = bytes as u32;
-        } else {
-            ups = sp.n1.1; // too long a row to stage: the unstaged default
-        }
-    }
+    let (rpw, ups) = work_shape(sp, nc, forced);
     let name = format!("lb_mv_{}_{nc}_r{rpw}_u{ups}", sp.stem);
-    KernelChoice { name, nc, rows_per_block: WARPS_PER_CTA * rpw, mma_order: None, shared }
+    KernelChoice { name, nc, rows_per_block: WARPS_PER_CTA * rpw, mma_order: None }
 }
 
 /// Device memory, freed on drop.
@@ -534,7 +484,7 @@ impl HipBackend {
         mb: [u64; 2],
     ) -> Result<(), HipError> {
         let MatrixDesc { format, rows, cols } = m.desc;
-        let KernelChoice { name, nc, rows_per_block, mma_order, shared } = self.choice(m, n);
+        let KernelChoice { name, nc, rows_per_block, mma_order } = self.choice(m, n);
         let gy = u32::try_from(n.div_ceil(nc)).map_err(|_| too_large(format))?;
         // n = 1: each warp may own several row groups (grid-strided).
         let per = if nc == 1 && mma_order.is_none() { n1_groups_per_warp() } else { 1 };
@@ -562,7 +512,7 @@ impl HipBackend {
         // the tensor-core ones follow lb_mma_acts in stream order.
         let dependent = mma_order.is_none() && self.dependent_launch;
         let f = self.dev.kernel(&name)?;
-        self.dev.api.launch_kernel_dependent(f, [gx, gy], BLOCK, shared, &mut args, dependent)
+        self.dev.api.launch_kernel_dependent(f, [gx, gy], BLOCK, &mut args, dependent)
     }
 
     fn check_lengths(desc: &MatrixDesc, x: &[f32], n: usize, y: &[f32]) -> Result<(), HipError> {
@@ -748,7 +698,7 @@ fn kernel_names(tensor_cores: bool) -> Vec<String> {
         }
         for &nc in tiles {
             for r in [1, 2, 4] {
-                let units: &[usize] = if nc == 1 { stem_pipelines(stem, f32_act) } else { &[1] };
+                let units: &[usize] = if nc == 1 { &PIPELINES } else { &[1] };
                 for u in units {
                     v.push(format!("lb_mv_{stem}_{nc}_r{r}_u{u}"));
                 }

@@ -537,18 +537,6 @@ impl Api {
         block: u32,
         args: &mut [u64],
     ) -> Result<(), HipError> {
-        self.launch_kernel_shared(f, grid, block, 0, args)
-    }
-
-    /// As [`Self::launch_kernel`], with `shared` bytes of dynamic shared memory per block.
-    pub(crate) fn launch_kernel_shared(
-        &self,
-        f: Handle,
-        grid: [u32; 2],
-        block: u32,
-        shared: u32,
-        args: &mut [u64],
-    ) -> Result<(), HipError> {
         let mut ptrs: Vec<*mut c_void> =
             args.iter_mut().map(|a| a as *mut u64 as *mut c_void).collect();
         // SAFETY: `f` is a kernel of this module whose parameters are 8-byte pointers/u64 or
@@ -563,7 +551,7 @@ impl Api {
                 block,
                 1,
                 1,
-                shared,
+                0,
                 std::ptr::null_mut(),
                 ptrs.as_mut_ptr(),
                 std::ptr::null_mut(),
@@ -585,13 +573,12 @@ impl Api {
         f: Handle,
         grid: [u32; 2],
         block: u32,
-        shared: u32,
         args: &mut [u64],
         dependent: bool,
     ) -> Result<(), HipError> {
         let launch_ex = match self.vendor_calls {
             VendorCalls::Nvidia { launch_ex: Some(l), .. } if dependent => l,
-            _ => return self.launch_kernel_shared(f, grid, block, shared, args),
+            _ => return self.launch_kernel(f, grid, block, args),
         };
         let mut ptrs: Vec<*mut c_void> =
             args.iter_mut().map(|a| a as *mut u64 as *mut c_void).collect();
@@ -601,7 +588,7 @@ impl Api {
         let config = LaunchConfig {
             grid: [grid[0], grid[1], 1],
             block: [block, 1, 1],
-            shared_mem_bytes: shared,
+            shared_mem_bytes: 0,
             stream: std::ptr::null_mut(),
             attrs: &mut attr,
             num_attrs: 1,

@@ -169,16 +169,11 @@ pub(crate) fn split(format: FormatId) -> Option<Split> {
 /// (rows per warp, pipeline code) at n = 1 (backend.rs `PIPELINES`): the fastest point of the
 /// session-6 sweeps at 16384x16384 on an H200 (docs/bench/hip-h200-2026-12-01-s6-sweep{1,2}.json:
 /// rows 1, 2, 4 x pipelines 1, 2, 4, 8, then 2, 12, 14).
-///
-/// Session 9 (docs/BENCHMARKS.md, "Session 9 (hip)"): the ternary 2-bit formats take four rows
-/// per warp on the two-unit staged kernel (code 32), ROCmFP3 the staged kernel (24), the
-/// fastest points of that session's sweeps.
 fn n1_shape(format: FormatId) -> (usize, usize) {
     match format {
         FormatId::Q8_0 | FormatId::Q6K => (4, 2),
         FormatId::RocmFp2 => (2, 14),
-        FormatId::RocmFp3 => (1, 24),
-        FormatId::Pq2_0 | FormatId::Ptq1_0 | FormatId::Tq2_0 => (4, 32),
+        FormatId::RocmFp3 => (1, 14),
         _ => (2, 12),
     }
 }

@@ -38,11 +38,6 @@ pub fn kernel(
     })
 }
 
-/// The n = 1 pipeline codes that exist for `format` (the staged ones only for Q8 activations).
-pub fn n1_pipelines(format: FormatId) -> Vec<usize> {
-    layout::split(format).map_or_else(Vec::new, |sp| crate::backend::n1_pipelines(&sp).to_vec())
-}
-
 /// The forced rows-per-warp codes that select the tensor-core variants (backend.rs).
 pub fn mma_variant_codes() -> Vec<usize> {
     crate::backend::MMA_VARIANTS.iter().map(|v| v.0).collect()
