@@ -619,11 +619,20 @@ pub fn run(cfg: &BenchConfig, line: &mut dyn FnMut(&str)) -> Result<BenchReport,
                     for ((&n, x), per_n) in cfg.ns.iter().zip(&xs).zip(secs.iter_mut()) {
                         let mut y = vec![0f32; n * rows];
                         let mut next = 0;
-                        let t = time_calls(&timing, || {
-                            next = (next + 1) % ms.len();
-                            cpu.matmul(&ms[next], x, n, &mut y)
-                                .map_err(|e| format!("{format}: {e}"))
-                        })?;
+                        let mut calls = || {
+                            time_calls(&timing, || {
+                                next = (next + 1) % ms.len();
+                                cpu.matmul(&ms[next], x, n, &mut y)
+                                    .map_err(|e| format!("{format}: {e}"))
+                            })
+                        };
+                        // From a worker of the backend's pool, as the engine calls matmul
+                        // (`CpuBackend::install` around each forward pass).
+                        let t = if std::env::var_os("LOWBIT_MT_OLD").is_some() {
+                            calls()
+                        } else {
+                            cpu.install(calls)
+                        }?;
                         std::hint::black_box(&y);
                         per_n[ti].push(t);
                     }

@@ -37,7 +37,8 @@ mod error;
 pub mod fp2_search;
 pub mod isa;
 pub mod kernels;
-mod matmul;
+#[doc(hidden)]
+pub mod matmul;
 pub mod probe;
 mod scalar;
 mod shape;

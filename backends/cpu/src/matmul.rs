@@ -23,6 +23,8 @@
 use lowbit_core::backend::MatrixDesc;
 use lowbit_core::error::Buffer;
 use lowbit_core::Error;
+use std::sync::Mutex;
+
 use rayon::prelude::*;
 
 use crate::act::Acts;
@@ -84,7 +86,11 @@ pub(crate) fn matmul(
     if n == 0 || rows == 0 {
         return Ok(());
     }
+    let t0 = std::time::Instant::now();
     let mut acts = Acts::prepare(format, x, n, cols)?;
+    if trace::on() {
+        trace::prep(t0.elapsed());
+    }
     let extras = table.extras(format);
     if let (Some(g), true) = (extras.gemm, n > MAX_TILE) {
         return gemm(g, desc, rb, w, &acts, y);
@@ -93,7 +99,11 @@ pub(crate) fn matmul(
         acts.layout = prep(&acts);
     }
     if n == 1 {
-        return one_pass(kernel, desc, rb, w, &acts, 0, 1, y);
+        let r = one_pass(kernel, desc, rb, w, &acts, 0, 1, y);
+        if trace::on() {
+            trace::end_call(t0);
+        }
+        return r;
     }
     if n > MAX_TILE {
         return blocked(kernel, desc, rb, w, &acts, y);
@@ -109,9 +119,73 @@ pub(crate) fn matmul(
 }
 
 /// One pass over the weights for the `nc <= MAX_TILE` columns from `j0`: `out` is row-major
-/// `rows x nc`.
+/// `rows x nc`. The rows are cut into [`guided_tasks`], queued in row order; each of the
+/// pool's threads takes the next task until none is left. Errors: the failing task with the
+/// lowest first row wins (the same error whatever the threads' timing), its offset shifted to
+/// a position in `w`.
 #[allow(clippy::too_many_arguments)]
 fn one_pass(
+    kernel: Kernel,
+    desc: MatrixDesc,
+    rb: usize,
+    w: &[u8],
+    acts: &Acts,
+    j0: usize,
+    nc: usize,
+    out: &mut [f32],
+) -> Result<(), CpuError> {
+    if trace::old() {
+        return one_pass_old(kernel, desc, rb, w, acts, j0, nc, out);
+    }
+    let threads = rayon::current_num_threads().max(1);
+    let run = |(r0, wc, oc): (usize, &[u8], &mut [f32])| {
+        let ts = trace::on().then(std::time::Instant::now);
+        let r = (kernel.f)(desc.format, wc, rb, acts, j0..j0 + nc, oc).map_err(|e| e.at(r0 * rb));
+        if let Some(ts) = ts {
+            trace::task(ts);
+        }
+        r.map_err(|e| (r0, e))
+    };
+    let mut tasks = Vec::new();
+    let (mut w_left, mut out_left) = (w, out);
+    let mut r0 = 0;
+    for nr in guided_tasks(desc.rows, rb, threads) {
+        let (wt, w_rest) = w_left.split_at(nr * rb);
+        let (ot, out_rest) = std::mem::take(&mut out_left).split_at_mut(nr * nc);
+        tasks.push((r0, wt, ot));
+        (w_left, out_left, r0) = (w_rest, out_rest, r0 + nr);
+    }
+    if tasks.len() <= 1 {
+        // One task (one thread, or a matrix too small to split): no hand-off at all.
+        return match tasks.pop().map(run) {
+            Some(Err((_, e))) => Err(e.into()),
+            _ => Ok(()),
+        };
+    }
+    let workers = threads.min(tasks.len());
+    let queue = Mutex::new(tasks.into_iter());
+    let failed: Mutex<Option<(usize, Error)>> = Mutex::new(None);
+    (0..workers).into_par_iter().for_each(|_| loop {
+        // A poisoned lock means a kernel panicked on another thread; rayon re-raises that
+        // panic when the loop ends, so this worker just stops.
+        let Some(task) = queue.lock().ok().and_then(|mut q| q.next()) else { break };
+        if let Err((r0, e)) = run(task) {
+            if let Ok(mut f) = failed.lock() {
+                if f.as_ref().is_none_or(|(first, _)| r0 < *first) {
+                    *f = Some((r0, e));
+                }
+            }
+        }
+    });
+    match failed.into_inner().ok().flatten() {
+        Some((_, e)) => Err(e.into()),
+        None => Ok(()),
+    }
+}
+
+/// TEMPORARY: the session-8 split (rayon chunks, [`chunk_rows`]), for A/B runs.
+#[allow(clippy::too_many_arguments)]
+fn one_pass_old(
     kernel: Kernel,
     desc: MatrixDesc,
     rb: usize,
@@ -127,11 +201,43 @@ fn one_pass(
         .zip(out.par_chunks_mut(chunk * nc))
         .enumerate()
         .map(|(c, (wc, oc))| {
-            (kernel.f)(desc.format, wc, rb, acts, j0..j0 + nc, oc).map_err(|e| e.at(c * chunk * rb))
+            let ts = trace::on().then(std::time::Instant::now);
+            let r = (kernel.f)(desc.format, wc, rb, acts, j0..j0 + nc, oc)
+                .map_err(|e| e.at(c * chunk * rb));
+            if let Some(ts) = ts {
+                trace::task(ts);
+            }
+            r
         })
         .collect();
     res.into_iter().collect::<Result<(), Error>>()?;
     Ok(())
+}
+
+/// Rows of each task of a one-pass call, in row order. One thread: a single task (each task
+/// restarts the kernel's row groups and, in some kernels, rebuilds activation records).
+/// Several: self-scheduling with shrinking tasks, in the manner of guided self-scheduling
+/// (Polychronopoulos and Kuck, 1987, which hands out `1 / threads` of the remaining rows):
+/// each task takes `1 / (2 * threads)` of the rows not yet planned, rounded up to whole groups
+/// of 8 rows (the SIMD kernels' row group) and at least [`MIN_TASK_BYTES`] of weights. Tasks
+/// start large (few hand-outs, long contiguous streams) and end small, so the threads finish
+/// within a small task of each other. With chunks of equal size (session 8: about 8 per
+/// thread) the thread that finished first waited 30-60 µs per 4096 x 14336 call for the other
+/// (median, n = 1, 2 threads, 2026-12-02); with these, 2-5 µs.
+fn guided_tasks(rows: usize, row_bytes: usize, threads: usize) -> Vec<usize> {
+    if threads <= 1 || rows == 0 {
+        return if rows == 0 { Vec::new() } else { vec![rows] };
+    }
+    let min = MIN_TASK_BYTES.div_ceil(row_bytes.max(1)).div_ceil(8).max(1) * 8;
+    let mut left = rows;
+    let mut tasks = Vec::new();
+    while left > 0 {
+        let t = left.div_ceil(2 * threads).div_ceil(8) * 8;
+        let t = t.max(min).min(left);
+        tasks.push(t);
+        left -= t;
+    }
+    tasks
 }
 
 /// The blocked prefill pass: each task takes an L2-sized chunk of rows and runs every column
@@ -223,4 +329,81 @@ fn place_blocks(
         }
     }
     Ok(())
+}
+
+/// TEMPORARY session-9 diagnostics (removed before merge).
+#[doc(hidden)]
+pub mod trace {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::{Mutex, OnceLock};
+    use std::time::{Duration, Instant};
+
+    static ON: OnceLock<(bool, usize)> = OnceLock::new();
+    fn cfg() -> (bool, usize) {
+        *ON.get_or_init(|| {
+            let on = std::env::var("LOWBIT_MT_TRACE").is_ok();
+            let split =
+                std::env::var("LOWBIT_MT_SPLIT").ok().and_then(|v| v.parse().ok()).unwrap_or(0);
+            (on, split)
+        })
+    }
+    pub fn on() -> bool {
+        cfg().0
+    }
+    pub fn split() -> usize {
+        cfg().1.max(SPLIT.load(Ordering::Relaxed))
+    }
+    /// The session-8 path (LOWBIT_MT_OLD=1, or set_split(9)).
+    pub fn old() -> bool {
+        static OLD: OnceLock<bool> = OnceLock::new();
+        *OLD.get_or_init(|| std::env::var("LOWBIT_MT_OLD").is_ok()) || split() == 9
+    }
+    /// Per call: prep, call, then per thread 0/1: first start, last end, busy (ns from call
+    /// start).
+    pub type Rec = [u64; 8];
+    struct St {
+        started: Option<Instant>,
+        cur: Rec,
+        recs: Vec<Rec>,
+    }
+    static S: Mutex<St> = Mutex::new(St { started: None, cur: [0; 8], recs: Vec::new() });
+    pub fn prep(d: Duration) {
+        let mut s = S.lock().unwrap();
+        s.started = Some(Instant::now() - d);
+        s.cur = [0; 8];
+        s.cur[0] = d.as_nanos() as u64;
+        s.cur[2] = u64::MAX;
+        s.cur[5] = u64::MAX;
+    }
+    pub fn task(ts: Instant) {
+        let te = Instant::now();
+        let i = rayon::current_thread_index().unwrap_or(0).min(1);
+        let mut s = S.lock().unwrap();
+        let Some(st) = s.started else { return };
+        let a = ts.saturating_duration_since(st).as_nanos() as u64;
+        let b = te.saturating_duration_since(st).as_nanos() as u64;
+        let o = 2 + 3 * i;
+        s.cur[o] = s.cur[o].min(a);
+        s.cur[o + 1] = s.cur[o + 1].max(b);
+        s.cur[o + 2] += b - a;
+    }
+    pub fn end_call(t0: Instant) {
+        let mut s = S.lock().unwrap();
+        s.cur[1] = t0.elapsed().as_nanos() as u64;
+        let c = s.cur;
+        s.recs.push(c);
+    }
+    /// Sets the prefetch mode (x86).
+    pub fn set_pf(m: usize) {
+        #[cfg(target_arch = "x86_64")]
+        crate::x86::PF_MODE.store(m, Ordering::Relaxed);
+        let _ = m;
+    }
+    pub fn set_split(v: usize) {
+        SPLIT.store(v, Ordering::Relaxed);
+    }
+    static SPLIT: AtomicUsize = AtomicUsize::new(0);
+    pub fn take() -> Vec<Rec> {
+        std::mem::take(&mut S.lock().unwrap().recs)
+    }
 }
