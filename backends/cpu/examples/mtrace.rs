@@ -149,6 +149,11 @@ fn main() {
                 );
             }
             println!("{line}");
+            if std::env::var_os("MT_RAW").is_some() {
+                for x in r.iter().take(8) {
+                    println!("   raw {:?}", x.iter().map(|v| if *v == u64::MAX { -1.0 } else { *v as f64 / 1e3 }).collect::<Vec<_>>());
+                }
+            }
         }
     }
 }

@@ -23,7 +23,9 @@
 use lowbit_core::backend::MatrixDesc;
 use lowbit_core::error::Buffer;
 use lowbit_core::Error;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 use rayon::prelude::*;
 
@@ -164,6 +166,7 @@ fn one_pass(
     }
     let workers = threads.min(tasks.len());
     let queue = Mutex::new(tasks.into_iter());
+    FORKS.fetch_add(1, Ordering::Relaxed);
     let failed: Mutex<Option<(usize, Error)>> = Mutex::new(None);
     (0..workers).into_par_iter().for_each(|_| loop {
         // A poisoned lock means a kernel panicked on another thread; rayon re-raises that
@@ -177,10 +180,49 @@ fn one_pass(
             }
         }
     });
+    if trace::split() != 3 {
+        keep_awake(threads);
+    }
     match failed.into_inner().ok().flatten() {
         Some((_, e)) => Err(e.into()),
         None => Ok(()),
     }
+}
+
+/// How long a worker stays awake after a parallel one-pass call, waiting for the next.
+pub const LINGER: Duration = Duration::from_millis(1);
+
+/// Parallel one-pass calls started so far (process-wide): a lingering worker stops when this
+/// changes, and so is free to take the new call's work.
+static FORKS: AtomicUsize = AtomicUsize::new(0);
+
+/// Workers lingering now (process-wide).
+static LINGERS: AtomicUsize = AtomicUsize::new(0);
+
+/// Keeps up to `threads - 1` workers of the current pool awake for [`LINGER`] after a
+/// parallel call (a job that yields the CPU in a loop until the next parallel call starts or
+/// the time is up), so the next call finds them awake. Rayon puts a worker that finds no work
+/// to sleep after a few microseconds of searching; on the project's VM a sleeping worker's
+/// virtual CPU halts, and waking it took from tens of microseconds to the length of a whole
+/// call: in a run of back-to-back 4096 x 14336 n = 1 calls on 2 threads (Q4_0, 2026-12-02),
+/// about half the calls ran on one thread from start to end (2.1 ms, the one-thread time)
+/// and the helper joined others 0.6-1.8 ms late.
+fn keep_awake(threads: usize) {
+    if threads < 2 {
+        return;
+    }
+    if LINGERS.fetch_add(1, Ordering::Relaxed) >= threads - 1 {
+        LINGERS.fetch_sub(1, Ordering::Relaxed);
+        return;
+    }
+    let seen = FORKS.load(Ordering::Relaxed);
+    rayon::spawn(move || {
+        let t = Instant::now();
+        while FORKS.load(Ordering::Relaxed) == seen && t.elapsed() < LINGER {
+            std::thread::yield_now();
+        }
+        LINGERS.fetch_sub(1, Ordering::Relaxed);
+    });
 }
 
 /// TEMPORARY: the session-8 split (rayon chunks, [`chunk_rows`]), for A/B runs.
@@ -362,14 +404,16 @@ pub mod trace {
     /// start).
     pub type Rec = [u64; 8];
     struct St {
+        body: usize,
         started: Option<Instant>,
         cur: Rec,
         recs: Vec<Rec>,
     }
-    static S: Mutex<St> = Mutex::new(St { started: None, cur: [0; 8], recs: Vec::new() });
+    static S: Mutex<St> = Mutex::new(St { body: 0, started: None, cur: [0; 8], recs: Vec::new() });
     pub fn prep(d: Duration) {
         let mut s = S.lock().unwrap();
         s.started = Some(Instant::now() - d);
+        s.body = rayon::current_thread_index().unwrap_or(0);
         s.cur = [0; 8];
         s.cur[0] = d.as_nanos() as u64;
         s.cur[2] = u64::MAX;
@@ -377,8 +421,8 @@ pub mod trace {
     }
     pub fn task(ts: Instant) {
         let te = Instant::now();
-        let i = rayon::current_thread_index().unwrap_or(0).min(1);
         let mut s = S.lock().unwrap();
+        let i = usize::from(rayon::current_thread_index().unwrap_or(0) != s.body);
         let Some(st) = s.started else { return };
         let a = ts.saturating_duration_since(st).as_nanos() as u64;
         let b = te.saturating_duration_since(st).as_nanos() as u64;

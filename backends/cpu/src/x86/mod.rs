@@ -192,6 +192,16 @@ impl Prefetch {
             (2, Prefetch::L2(a)) => Prefetch::L2(2 * a),
             (3, Prefetch::L2(a)) => Prefetch::L2(a / 2),
             (4, Prefetch::L2(a)) => Prefetch::L1(a),
+            (5, Prefetch::L2(a)) => {
+                // SAFETY: prefetch hints never fault.
+                unsafe { prefetch_lines::<{ std::arch::x86_64::_MM_HINT_NTA }>(p, a, len) };
+                return;
+            }
+            (6, Prefetch::L2(a)) => {
+                // SAFETY: prefetch hints never fault.
+                unsafe { prefetch_lines::<{ std::arch::x86_64::_MM_HINT_T2 }>(p, a, len) };
+                return;
+            }
             _ => self,
         };
         match self_ {
