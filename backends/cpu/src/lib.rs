@@ -37,8 +37,7 @@ mod error;
 pub mod fp2_search;
 pub mod isa;
 pub mod kernels;
-#[doc(hidden)]
-pub mod matmul;
+mod matmul;
 pub mod probe;
 mod scalar;
 mod shape;

@@ -88,11 +88,7 @@ pub(crate) fn matmul(
     if n == 0 || rows == 0 {
         return Ok(());
     }
-    let t0 = std::time::Instant::now();
     let mut acts = Acts::prepare(format, x, n, cols)?;
-    if trace::on() {
-        trace::prep(t0.elapsed());
-    }
     let extras = table.extras(format);
     if let (Some(g), true) = (extras.gemm, n > MAX_TILE) {
         return gemm(g, desc, rb, w, &acts, y);
@@ -101,11 +97,7 @@ pub(crate) fn matmul(
         acts.layout = prep(&acts);
     }
     if n == 1 {
-        let r = one_pass(kernel, desc, rb, w, &acts, 0, 1, y);
-        if trace::on() {
-            trace::end_call(t0);
-        }
-        return r;
+        return one_pass(kernel, desc, rb, w, &acts, 0, 1, y);
     }
     if n > MAX_TILE {
         return blocked(kernel, desc, rb, w, &acts, y);
@@ -136,17 +128,9 @@ fn one_pass(
     nc: usize,
     out: &mut [f32],
 ) -> Result<(), CpuError> {
-    if trace::old() {
-        return one_pass_old(kernel, desc, rb, w, acts, j0, nc, out);
-    }
     let threads = rayon::current_num_threads().max(1);
     let run = |(r0, wc, oc): (usize, &[u8], &mut [f32])| {
-        let ts = trace::on().then(std::time::Instant::now);
-        let r = (kernel.f)(desc.format, wc, rb, acts, j0..j0 + nc, oc).map_err(|e| e.at(r0 * rb));
-        if let Some(ts) = ts {
-            trace::task(ts);
-        }
-        r.map_err(|e| (r0, e))
+        (kernel.f)(desc.format, wc, rb, acts, j0..j0 + nc, oc).map_err(|e| (r0, e.at(r0 * rb)))
     };
     let mut tasks = Vec::new();
     let (mut w_left, mut out_left) = (w, out);
@@ -180,9 +164,7 @@ fn one_pass(
             }
         }
     });
-    if trace::split() != 3 {
-        keep_awake(threads);
-    }
+    keep_awake(threads);
     match failed.into_inner().ok().flatten() {
         Some((_, e)) => Err(e.into()),
         None => Ok(()),
@@ -223,37 +205,6 @@ fn keep_awake(threads: usize) {
         }
         LINGERS.fetch_sub(1, Ordering::Relaxed);
     });
-}
-
-/// TEMPORARY: the session-8 split (rayon chunks, [`chunk_rows`]), for A/B runs.
-#[allow(clippy::too_many_arguments)]
-fn one_pass_old(
-    kernel: Kernel,
-    desc: MatrixDesc,
-    rb: usize,
-    w: &[u8],
-    acts: &Acts,
-    j0: usize,
-    nc: usize,
-    out: &mut [f32],
-) -> Result<(), CpuError> {
-    let chunk = chunk_rows(desc.rows, rb);
-    let res: Vec<Result<(), Error>> = w
-        .par_chunks(chunk * rb)
-        .zip(out.par_chunks_mut(chunk * nc))
-        .enumerate()
-        .map(|(c, (wc, oc))| {
-            let ts = trace::on().then(std::time::Instant::now);
-            let r = (kernel.f)(desc.format, wc, rb, acts, j0..j0 + nc, oc)
-                .map_err(|e| e.at(c * chunk * rb));
-            if let Some(ts) = ts {
-                trace::task(ts);
-            }
-            r
-        })
-        .collect();
-    res.into_iter().collect::<Result<(), Error>>()?;
-    Ok(())
 }
 
 /// Rows of each task of a one-pass call, in row order. One thread: a single task (each task
@@ -373,81 +324,39 @@ fn place_blocks(
     Ok(())
 }
 
-/// TEMPORARY session-9 diagnostics (removed before merge).
-#[doc(hidden)]
-pub mod trace {
-    use std::sync::atomic::{AtomicUsize, Ordering};
-    use std::sync::{Mutex, OnceLock};
-    use std::time::{Duration, Instant};
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-    static ON: OnceLock<(bool, usize)> = OnceLock::new();
-    fn cfg() -> (bool, usize) {
-        *ON.get_or_init(|| {
-            let on = std::env::var("LOWBIT_MT_TRACE").is_ok();
-            let split =
-                std::env::var("LOWBIT_MT_SPLIT").ok().and_then(|v| v.parse().ok()).unwrap_or(0);
-            (on, split)
-        })
-    }
-    pub fn on() -> bool {
-        cfg().0
-    }
-    pub fn split() -> usize {
-        cfg().1.max(SPLIT.load(Ordering::Relaxed))
-    }
-    /// The session-8 path (LOWBIT_MT_OLD=1, or set_split(9)).
-    pub fn old() -> bool {
-        static OLD: OnceLock<bool> = OnceLock::new();
-        *OLD.get_or_init(|| std::env::var("LOWBIT_MT_OLD").is_ok()) || split() == 9
-    }
-    /// Per call: prep, call, then per thread 0/1: first start, last end, busy (ns from call
-    /// start).
-    pub type Rec = [u64; 8];
-    struct St {
-        body: usize,
-        started: Option<Instant>,
-        cur: Rec,
-        recs: Vec<Rec>,
-    }
-    static S: Mutex<St> = Mutex::new(St { body: 0, started: None, cur: [0; 8], recs: Vec::new() });
-    pub fn prep(d: Duration) {
-        let mut s = S.lock().unwrap();
-        s.started = Some(Instant::now() - d);
-        s.body = rayon::current_thread_index().unwrap_or(0);
-        s.cur = [0; 8];
-        s.cur[0] = d.as_nanos() as u64;
-        s.cur[2] = u64::MAX;
-        s.cur[5] = u64::MAX;
-    }
-    pub fn task(ts: Instant) {
-        let te = Instant::now();
-        let mut s = S.lock().unwrap();
-        let i = usize::from(rayon::current_thread_index().unwrap_or(0) != s.body);
-        let Some(st) = s.started else { return };
-        let a = ts.saturating_duration_since(st).as_nanos() as u64;
-        let b = te.saturating_duration_since(st).as_nanos() as u64;
-        let o = 2 + 3 * i;
-        s.cur[o] = s.cur[o].min(a);
-        s.cur[o + 1] = s.cur[o + 1].max(b);
-        s.cur[o + 2] += b - a;
-    }
-    pub fn end_call(t0: Instant) {
-        let mut s = S.lock().unwrap();
-        s.cur[1] = t0.elapsed().as_nanos() as u64;
-        let c = s.cur;
-        s.recs.push(c);
-    }
-    /// Sets the prefetch mode (x86).
-    pub fn set_pf(m: usize) {
-        #[cfg(target_arch = "x86_64")]
-        crate::x86::PF_MODE.store(m, Ordering::Relaxed);
-        let _ = m;
-    }
-    pub fn set_split(v: usize) {
-        SPLIT.store(v, Ordering::Relaxed);
-    }
-    static SPLIT: AtomicUsize = AtomicUsize::new(0);
-    pub fn take() -> Vec<Rec> {
-        std::mem::take(&mut S.lock().unwrap().recs)
+    /// The plan covers every row once, in tasks of whole 8-row groups (all but the last),
+    /// never growing, each at least the minimum task but the last; one thread (or a small
+    /// matrix) gets a single task, no rows none.
+    #[test]
+    fn guided_tasks_cover_rows_in_shrinking_groups() {
+        assert_eq!(guided_tasks(0, 100, 2), Vec::<usize>::new());
+        assert_eq!(guided_tasks(4096, 8064, 1), vec![4096]);
+        assert_eq!(guided_tasks(1, 8064, 2), vec![1]);
+        assert_eq!(guided_tasks(2, 8064, 3), vec![2]);
+        // Under the minimum task (64 KiB): one task.
+        assert_eq!(guided_tasks(7, 4096, 2), vec![7]);
+        for threads in [2usize, 3, 4, 8] {
+            for rows in [1usize, 2, 7, 8, 9, 13, 100, 203, 517, 4096, 14336] {
+                for rb in [18usize, 1088, 4352, 8064, 16384, 70_000] {
+                    let plan = guided_tasks(rows, rb, threads);
+                    assert_eq!(plan.iter().sum::<usize>(), rows, "{rows} {rb} {threads}");
+                    let min = MIN_TASK_BYTES.div_ceil(rb).div_ceil(8) * 8;
+                    let (last, head) = plan.split_last().expect("rows > 0");
+                    assert!(*last > 0);
+                    for (i, &t) in head.iter().enumerate() {
+                        assert_eq!(t % 8, 0, "{plan:?}");
+                        assert!(t >= min, "{plan:?}");
+                        assert!(plan[i + 1] <= t, "{plan:?}");
+                    }
+                    assert!(plan[0] <= rows.div_ceil(2 * threads).div_ceil(8) * 8 + min);
+                }
+            }
+        }
+        // 4096 rows of 8064 bytes (4096 x 14336 Q4_0), 2 threads: 1024, 768, 576, ...
+        assert_eq!(&guided_tasks(4096, 8064, 2)[..3], &[1024, 768, 576]);
     }
 }

@@ -143,9 +143,6 @@ pub(crate) fn extras(isa: Isa, format: FormatId) -> crate::kernels::Extras {
 /// Without huge pages the picture differed (L2 prefetches were slower for most formats on
 /// long rows): a prefetch that crosses into a 4 KiB page whose translation is not cached is
 /// more likely to be dropped.
-/// TEMPORARY session-9 experiment switch (0 as is, 1 none, 2 twice as far, 3 half, 4 L1).
-pub static PF_MODE: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum Prefetch {
     /// `_MM_HINT_T0`, this many bytes ahead.
@@ -184,27 +181,7 @@ impl Prefetch {
     #[inline(always)]
     pub(crate) unsafe fn span(self, p: *const u8, len: usize) {
         use std::arch::x86_64::{_MM_HINT_T0, _MM_HINT_T1};
-        let m = PF_MODE.load(std::sync::atomic::Ordering::Relaxed);
-        if m == 1 {
-            return;
-        }
-        let self_ = match (m, self) {
-            (2, Prefetch::L2(a)) => Prefetch::L2(2 * a),
-            (3, Prefetch::L2(a)) => Prefetch::L2(a / 2),
-            (4, Prefetch::L2(a)) => Prefetch::L1(a),
-            (5, Prefetch::L2(a)) => {
-                // SAFETY: prefetch hints never fault.
-                unsafe { prefetch_lines::<{ std::arch::x86_64::_MM_HINT_NTA }>(p, a, len) };
-                return;
-            }
-            (6, Prefetch::L2(a)) => {
-                // SAFETY: prefetch hints never fault.
-                unsafe { prefetch_lines::<{ std::arch::x86_64::_MM_HINT_T2 }>(p, a, len) };
-                return;
-            }
-            _ => self,
-        };
-        match self_ {
+        match self {
             // SAFETY: prefetch hints never fault.
             Prefetch::L1(ahead) => unsafe { prefetch_lines::<_MM_HINT_T0>(p, ahead, len) },
             // SAFETY: as above.
