@@ -2,9 +2,12 @@
 //! chunks across rayon and runs the format's kernel on each chunk, at most [`MAX_TILE`]
 //! columns per kernel call. Three shapes of work:
 //!
-//! * **n = 1 (decode)**: one pass over the weights; each chunk writes its part of `y` directly.
-//! * **n = 2..=16 (speculative verify)**: one pass; the kernel decodes each weight block once
-//!   and reuses it for every column of the tile.
+//! * **n = 1 (decode)**: one pass over the weights; each task writes its part of `y` directly.
+//!   The rows are handed out as a queue of shrinking tasks ([`guided_tasks`]), and after the
+//!   call one worker per extra thread is kept awake for a moment ([`keep_awake`]) so the next
+//!   call does not wait for a sleeping thread.
+//! * **n = 2..=16 (speculative verify)**: one pass, split as for n = 1; the kernel decodes
+//!   each weight block once and reuses it for every column of the tile.
 //! * **n > 16 (prefill)**: blocked. Each task owns a chunk of rows small enough to stay in the
 //!   core's L2 cache ([`PREFILL_CHUNK_BYTES`]) and runs every 16-column tile over it, so the
 //!   weights stream from memory once per call instead of once per tile; only the (much
@@ -20,13 +23,13 @@
 //!
 //! What must not live here: kernel bodies, activation quantization (`act.rs`).
 
-use lowbit_core::backend::MatrixDesc;
-use lowbit_core::error::Buffer;
-use lowbit_core::Error;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use lowbit_core::backend::MatrixDesc;
+use lowbit_core::error::Buffer;
+use lowbit_core::Error;
 use rayon::prelude::*;
 
 use crate::act::Acts;
@@ -43,9 +46,10 @@ pub const PREFILL_CHUNK_BYTES: usize = 256 * 1024;
 /// 2026-12-01).
 pub const MIN_TASK_BYTES: usize = 64 * 1024;
 
-/// Rows per rayon task for one pass over the weights: a multiple of 8 (the SIMD kernels' row
-/// group), about 8 tasks per thread so uneven progress balances, but at least
-/// [`MIN_TASK_BYTES`] of weights per task (small decode matrices get fewer, larger tasks).
+/// An upper bound on rows per prefill task: a multiple of 8 (the SIMD kernels' row group),
+/// about 8 tasks per thread so uneven progress balances, but at least [`MIN_TASK_BYTES`] of
+/// weights per task. (Until session 9 the one-pass split too; that now uses
+/// [`guided_tasks`].)
 fn chunk_rows(rows: usize, row_bytes: usize) -> usize {
     let threads = rayon::current_num_threads().max(1);
     let per = rows.div_ceil(threads * 8);
