@@ -23,6 +23,7 @@
 //!
 //! What must not live here: kernel bodies, activation quantization (`act.rs`).
 
+use std::cell::Cell;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -186,13 +187,14 @@ static FORKS: AtomicUsize = AtomicUsize::new(0);
 static LINGERS: AtomicUsize = AtomicUsize::new(0);
 
 /// Keeps up to `threads - 1` workers of the current pool awake for [`LINGER`] after a
-/// parallel call (a job that yields the CPU in a loop until the next parallel call starts or
-/// the time is up), so the next call finds them awake. Rayon puts a worker that finds no work
-/// to sleep after a few microseconds of searching; on the project's VM a sleeping worker's
-/// virtual CPU halts, and waking it took from tens of microseconds to the length of a whole
-/// call: in a run of back-to-back 4096 x 14336 n = 1 calls on 2 threads (Q4_0, 2026-12-02),
-/// about half the calls ran on one thread from start to end (2.1 ms, the one-thread time)
-/// and the helper joined others 0.6-1.8 ms late.
+/// parallel call, so the next call finds them awake: a job that yields the CPU in a loop
+/// until the next parallel call starts, other work of the pool turns up (it runs that work
+/// at once, attention heads or the next forward pass, and stops lingering), or the time is
+/// up. Rayon puts a worker that finds no work to sleep after a few microseconds of searching;
+/// on the project's VM a sleeping worker's virtual CPU halts, and waking it took from tens of
+/// microseconds to the length of a whole call: in a run of back-to-back 4096 x 14336 n = 1
+/// calls on 2 threads (Q4_0, 2026-12-02), about half the calls ran on one thread from start
+/// to end (2.1 ms, the one-thread time) and the helper joined the others 0.6-1.8 ms late.
 fn keep_awake(threads: usize) {
     if threads < 2 {
         return;
@@ -202,13 +204,40 @@ fn keep_awake(threads: usize) {
         return;
     }
     let seen = FORKS.load(Ordering::Relaxed);
-    rayon::spawn(move || {
-        let t = Instant::now();
-        while FORKS.load(Ordering::Relaxed) == seen && t.elapsed() < LINGER {
-            std::thread::yield_now();
-        }
+    rayon::spawn(move || linger(seen));
+}
+
+thread_local! {
+    /// Whether this worker is inside [`linger`] (possibly running other work from there).
+    static IN_LINGER: Cell<bool> = const { Cell::new(false) };
+}
+
+/// The job [`keep_awake`] spawns; it holds one count of [`LINGERS`] on entry and gives it back.
+fn linger(seen: usize) {
+    // Reached from another linger's `rayon::yield_now` on the same thread: nothing to add
+    // (and no nesting deeper than one).
+    if IN_LINGER.with(|f| f.replace(true)) {
         LINGERS.fetch_sub(1, Ordering::Relaxed);
-    });
+        return;
+    }
+    let t = Instant::now();
+    let mut counted = true;
+    while FORKS.load(Ordering::Relaxed) == seen && t.elapsed() < LINGER {
+        // Not counted as lingering while it may run other work, so a call inside that work
+        // can keep another worker awake.
+        LINGERS.fetch_sub(1, Ordering::Relaxed);
+        counted = false;
+        if rayon::yield_now() != Some(rayon::Yield::Idle) {
+            break;
+        }
+        LINGERS.fetch_add(1, Ordering::Relaxed);
+        counted = true;
+        std::thread::yield_now();
+    }
+    if counted {
+        LINGERS.fetch_sub(1, Ordering::Relaxed);
+    }
+    IN_LINGER.with(|f| f.set(false));
 }
 
 /// Rows of each task of a one-pass call, in row order. One thread: a single task (each task
