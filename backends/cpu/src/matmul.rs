@@ -157,11 +157,11 @@ fn one_pass(
     let queue = Mutex::new(tasks.into_iter());
     FORKS.fetch_add(1, Ordering::Relaxed);
     let failed: Mutex<Option<(usize, Error)>> = Mutex::new(None);
-    (0..workers).into_par_iter().for_each(|_| loop {
+    (0..workers).into_par_iter().for_each(|_| {
         // A poisoned lock means a kernel panicked on another thread; rayon re-raises that
         // panic when the loop ends, so this worker just stops.
-        let Some(task) = queue.lock().ok().and_then(|mut q| q.next()) else { break };
-        if let Err((r0, e)) = run(task) {
+        while let Some(task) = queue.lock().ok().and_then(|mut q| q.next()) {
+            let Err((r0, e)) = run(task) else { continue };
             if let Ok(mut f) = failed.lock() {
                 if f.as_ref().is_none_or(|(first, _)| r0 < *first) {
                     *f = Some((r0, e));
