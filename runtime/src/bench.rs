@@ -19,7 +19,10 @@
 //!   TQ2_0, were partly read from it). Then the matrix is timed in `--rounds` rounds (default
 //!   1). Each round first re-reads 256 MiB of the probe buffer at each thread count (every
 //!   pattern, best of two passes), then times `CpuBackend::matmul` for
-//!   every `n` and thread count: warm-up calls, then several runs of enough calls that all runs
+//!   every `n` and thread count, called from a worker of the backend's pool
+//!   (`CpuBackend::install`, as the engine calls it; from session 9 on: before, each call
+//!   was handed from the bench's thread to the pool and back, which cost 20-170 µs a call on
+//!   the project's VM): warm-up calls, then several runs of enough calls that all runs
 //!   together last at least 0.2 s; the round's time per call is the median of its runs. A row
 //!   reports its fastest round. Its ceiling is the best read bandwidth measured at its thread
 //!   count in the run so far (the start's probe, and every probe beside a matrix). On a shared
@@ -619,10 +622,14 @@ pub fn run(cfg: &BenchConfig, line: &mut dyn FnMut(&str)) -> Result<BenchReport,
                     for ((&n, x), per_n) in cfg.ns.iter().zip(&xs).zip(secs.iter_mut()) {
                         let mut y = vec![0f32; n * rows];
                         let mut next = 0;
-                        let t = time_calls(&timing, || {
-                            next = (next + 1) % ms.len();
-                            cpu.matmul(&ms[next], x, n, &mut y)
-                                .map_err(|e| format!("{format}: {e}"))
+                        // From a worker of the backend's pool, as the engine calls matmul
+                        // (`CpuBackend::install` around each forward pass).
+                        let t = cpu.install(|| {
+                            time_calls(&timing, || {
+                                next = (next + 1) % ms.len();
+                                cpu.matmul(&ms[next], x, n, &mut y)
+                                    .map_err(|e| format!("{format}: {e}"))
+                            })
                         })?;
                         std::hint::black_box(&y);
                         per_n[ti].push(t);

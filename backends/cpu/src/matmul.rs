@@ -2,9 +2,12 @@
 //! chunks across rayon and runs the format's kernel on each chunk, at most [`MAX_TILE`]
 //! columns per kernel call. Three shapes of work:
 //!
-//! * **n = 1 (decode)**: one pass over the weights; each chunk writes its part of `y` directly.
-//! * **n = 2..=16 (speculative verify)**: one pass; the kernel decodes each weight block once
-//!   and reuses it for every column of the tile.
+//! * **n = 1 (decode)**: one pass over the weights; each task writes its part of `y` directly.
+//!   The rows are handed out as a queue of shrinking tasks ([`guided_tasks`]), and after the
+//!   call one worker per extra thread is kept awake for a moment ([`keep_awake`]) so the next
+//!   call does not wait for a sleeping thread.
+//! * **n = 2..=16 (speculative verify)**: one pass, split as for n = 1; the kernel decodes
+//!   each weight block once and reuses it for every column of the tile.
 //! * **n > 16 (prefill)**: blocked. Each task owns a chunk of rows small enough to stay in the
 //!   core's L2 cache ([`PREFILL_CHUNK_BYTES`]) and runs every 16-column tile over it, so the
 //!   weights stream from memory once per call instead of once per tile; only the (much
@@ -19,6 +22,11 @@
 //! floats: cheap next to the weights and the arithmetic).
 //!
 //! What must not live here: kernel bodies, activation quantization (`act.rs`).
+
+use std::cell::Cell;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 use lowbit_core::backend::MatrixDesc;
 use lowbit_core::error::Buffer;
@@ -39,9 +47,10 @@ pub const PREFILL_CHUNK_BYTES: usize = 256 * 1024;
 /// 2026-12-01).
 pub const MIN_TASK_BYTES: usize = 64 * 1024;
 
-/// Rows per rayon task for one pass over the weights: a multiple of 8 (the SIMD kernels' row
-/// group), about 8 tasks per thread so uneven progress balances, but at least
-/// [`MIN_TASK_BYTES`] of weights per task (small decode matrices get fewer, larger tasks).
+/// An upper bound on rows per prefill task: a multiple of 8 (the SIMD kernels' row group),
+/// about 8 tasks per thread so uneven progress balances, but at least [`MIN_TASK_BYTES`] of
+/// weights per task. (Until session 9 the one-pass split too; that now uses
+/// [`guided_tasks`].)
 fn chunk_rows(rows: usize, row_bytes: usize) -> usize {
     let threads = rayon::current_num_threads().max(1);
     let per = rows.div_ceil(threads * 8);
@@ -109,7 +118,10 @@ pub(crate) fn matmul(
 }
 
 /// One pass over the weights for the `nc <= MAX_TILE` columns from `j0`: `out` is row-major
-/// `rows x nc`.
+/// `rows x nc`. The rows are cut into [`guided_tasks`], queued in row order; each of the
+/// pool's threads takes the next task until none is left. Errors: the failing task with the
+/// lowest first row wins (the same error whatever the threads' timing), its offset shifted to
+/// a position in `w`.
 #[allow(clippy::too_many_arguments)]
 fn one_pass(
     kernel: Kernel,
@@ -121,17 +133,137 @@ fn one_pass(
     nc: usize,
     out: &mut [f32],
 ) -> Result<(), CpuError> {
-    let chunk = chunk_rows(desc.rows, rb);
-    let res: Vec<Result<(), Error>> = w
-        .par_chunks(chunk * rb)
-        .zip(out.par_chunks_mut(chunk * nc))
-        .enumerate()
-        .map(|(c, (wc, oc))| {
-            (kernel.f)(desc.format, wc, rb, acts, j0..j0 + nc, oc).map_err(|e| e.at(c * chunk * rb))
-        })
-        .collect();
-    res.into_iter().collect::<Result<(), Error>>()?;
-    Ok(())
+    let threads = rayon::current_num_threads().max(1);
+    let run = |(r0, wc, oc): (usize, &[u8], &mut [f32])| {
+        (kernel.f)(desc.format, wc, rb, acts, j0..j0 + nc, oc).map_err(|e| (r0, e.at(r0 * rb)))
+    };
+    let mut tasks = Vec::new();
+    let (mut w_left, mut out_left) = (w, out);
+    let mut r0 = 0;
+    for nr in guided_tasks(desc.rows, rb, threads) {
+        let (wt, w_rest) = w_left.split_at(nr * rb);
+        let (ot, out_rest) = std::mem::take(&mut out_left).split_at_mut(nr * nc);
+        tasks.push((r0, wt, ot));
+        (w_left, out_left, r0) = (w_rest, out_rest, r0 + nr);
+    }
+    if tasks.len() <= 1 {
+        // One task (one thread, or a matrix too small to split): no hand-off at all.
+        return match tasks.pop().map(run) {
+            Some(Err((_, e))) => Err(e.into()),
+            _ => Ok(()),
+        };
+    }
+    let workers = threads.min(tasks.len());
+    let queue = Mutex::new(tasks.into_iter());
+    FORKS.fetch_add(1, Ordering::Relaxed);
+    let failed: Mutex<Option<(usize, Error)>> = Mutex::new(None);
+    (0..workers).into_par_iter().for_each(|_| {
+        // A poisoned lock means a kernel panicked on another thread; rayon re-raises that
+        // panic when the loop ends, so this worker just stops.
+        while let Some(task) = queue.lock().ok().and_then(|mut q| q.next()) {
+            let Err((r0, e)) = run(task) else { continue };
+            if let Ok(mut f) = failed.lock() {
+                if f.as_ref().is_none_or(|(first, _)| r0 < *first) {
+                    *f = Some((r0, e));
+                }
+            }
+        }
+    });
+    keep_awake(threads);
+    match failed.into_inner().ok().flatten() {
+        Some((_, e)) => Err(e.into()),
+        None => Ok(()),
+    }
+}
+
+/// How long a worker stays awake after a parallel one-pass call, waiting for the next.
+pub const LINGER: Duration = Duration::from_millis(1);
+
+/// Parallel one-pass calls started so far (process-wide): a lingering worker stops when this
+/// changes, and so is free to take the new call's work.
+static FORKS: AtomicUsize = AtomicUsize::new(0);
+
+/// Workers lingering now (process-wide).
+static LINGERS: AtomicUsize = AtomicUsize::new(0);
+
+/// Keeps up to `threads - 1` workers of the current pool awake for [`LINGER`] after a
+/// parallel call, so the next call finds them awake: a job that yields the CPU in a loop
+/// until the next parallel call starts, other work of the pool turns up (it runs that work
+/// at once, attention heads or the next forward pass, and stops lingering), or the time is
+/// up. Rayon puts a worker that finds no work to sleep after a few microseconds of searching;
+/// on the project's VM a sleeping worker's virtual CPU halts, and waking it took from tens of
+/// microseconds to the length of a whole call: in a run of back-to-back 4096 x 14336 n = 1
+/// calls on 2 threads (Q4_0, 2026-12-02), about half the calls ran on one thread from start
+/// to end (2.1 ms, the one-thread time) and the helper joined the others 0.6-1.8 ms late.
+fn keep_awake(threads: usize) {
+    if threads < 2 {
+        return;
+    }
+    if LINGERS.fetch_add(1, Ordering::Relaxed) >= threads - 1 {
+        LINGERS.fetch_sub(1, Ordering::Relaxed);
+        return;
+    }
+    let seen = FORKS.load(Ordering::Relaxed);
+    rayon::spawn(move || linger(seen));
+}
+
+thread_local! {
+    /// Whether this worker is inside [`linger`] (possibly running other work from there).
+    static IN_LINGER: Cell<bool> = const { Cell::new(false) };
+}
+
+/// The job [`keep_awake`] spawns; it holds one count of [`LINGERS`] on entry and gives it back.
+fn linger(seen: usize) {
+    // Reached from another linger's `rayon::yield_now` on the same thread: nothing to add
+    // (and no nesting deeper than one).
+    if IN_LINGER.with(|f| f.replace(true)) {
+        LINGERS.fetch_sub(1, Ordering::Relaxed);
+        return;
+    }
+    let t = Instant::now();
+    let mut counted = true;
+    while FORKS.load(Ordering::Relaxed) == seen && t.elapsed() < LINGER {
+        // Not counted as lingering while it may run other work, so a call inside that work
+        // can keep another worker awake.
+        LINGERS.fetch_sub(1, Ordering::Relaxed);
+        counted = false;
+        if rayon::yield_now() != Some(rayon::Yield::Idle) {
+            break;
+        }
+        LINGERS.fetch_add(1, Ordering::Relaxed);
+        counted = true;
+        std::thread::yield_now();
+    }
+    if counted {
+        LINGERS.fetch_sub(1, Ordering::Relaxed);
+    }
+    IN_LINGER.with(|f| f.set(false));
+}
+
+/// Rows of each task of a one-pass call, in row order. One thread: a single task (each task
+/// restarts the kernel's row groups and, in some kernels, rebuilds activation records).
+/// Several: self-scheduling with shrinking tasks, in the manner of guided self-scheduling
+/// (Polychronopoulos and Kuck, 1987, which hands out `1 / threads` of the remaining rows):
+/// each task takes `1 / (2 * threads)` of the rows not yet planned, rounded up to whole groups
+/// of 8 rows (the SIMD kernels' row group) and at least [`MIN_TASK_BYTES`] of weights. Tasks
+/// start large (few hand-outs, long contiguous streams) and end small, so the threads finish
+/// within a small task of each other. With chunks of equal size (session 8: about 8 per
+/// thread) the thread that finished first waited 30-60 µs per 4096 x 14336 call for the other
+/// (median, n = 1, 2 threads, 2026-12-02); with these, 2-5 µs.
+fn guided_tasks(rows: usize, row_bytes: usize, threads: usize) -> Vec<usize> {
+    if threads <= 1 || rows == 0 {
+        return if rows == 0 { Vec::new() } else { vec![rows] };
+    }
+    let min = MIN_TASK_BYTES.div_ceil(row_bytes.max(1)).div_ceil(8).max(1) * 8;
+    let mut left = rows;
+    let mut tasks = Vec::new();
+    while left > 0 {
+        let t = left.div_ceil(2 * threads).div_ceil(8) * 8;
+        let t = t.max(min).min(left);
+        tasks.push(t);
+        left -= t;
+    }
+    tasks
 }
 
 /// The blocked prefill pass: each task takes an L2-sized chunk of rows and runs every column
@@ -223,4 +355,41 @@ fn place_blocks(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The plan covers every row once, in tasks of whole 8-row groups (all but the last),
+    /// never growing, each at least the minimum task but the last; one thread (or a small
+    /// matrix) gets a single task, no rows none.
+    #[test]
+    fn guided_tasks_cover_rows_in_shrinking_groups() {
+        assert_eq!(guided_tasks(0, 100, 2), Vec::<usize>::new());
+        assert_eq!(guided_tasks(4096, 8064, 1), vec![4096]);
+        assert_eq!(guided_tasks(1, 8064, 2), vec![1]);
+        assert_eq!(guided_tasks(2, 8064, 3), vec![2]);
+        // Under the minimum task (64 KiB): one task.
+        assert_eq!(guided_tasks(7, 4096, 2), vec![7]);
+        for threads in [2usize, 3, 4, 8] {
+            for rows in [1usize, 2, 7, 8, 9, 13, 100, 203, 517, 4096, 14336] {
+                for rb in [18usize, 1088, 4352, 8064, 16384, 70_000] {
+                    let plan = guided_tasks(rows, rb, threads);
+                    assert_eq!(plan.iter().sum::<usize>(), rows, "{rows} {rb} {threads}");
+                    let min = MIN_TASK_BYTES.div_ceil(rb).div_ceil(8) * 8;
+                    let (last, head) = plan.split_last().expect("rows > 0");
+                    assert!(*last > 0);
+                    for (i, &t) in head.iter().enumerate() {
+                        assert_eq!(t % 8, 0, "{plan:?}");
+                        assert!(t >= min, "{plan:?}");
+                        assert!(plan[i + 1] <= t, "{plan:?}");
+                    }
+                    assert!(plan[0] <= rows.div_ceil(2 * threads).div_ceil(8) * 8 + min);
+                }
+            }
+        }
+        // 4096 rows of 8064 bytes (4096 x 14336 Q4_0), 2 threads: 1024, 768, 576, ...
+        assert_eq!(&guided_tasks(4096, 8064, 2)[..3], &[1024, 768, 576]);
+    }
 }
