@@ -13,6 +13,10 @@
 //!   are the reference's), splits rows into chunks across rayon, and hands each chunk up to 16
 //!   columns at a time; SIMD kernels decode each weight block once and reuse it for every
 //!   column of the tile.
+//! * After a call that ran on several threads, one worker per extra thread stays awake (it
+//!   yields the CPU in a loop) for up to 1 ms or until the next call or other pool work starts,
+//!   so back-to-back calls do not wait for sleeping threads to wake;
+//!   `LOWBIT_CPU_LINGER_US=<microseconds>` sets the time, `0` turns it off.
 //!
 //! * [`fp2_search`]: ROCmFP2 row encoding (`Rule::Reference`) with an AVX-512 scale search of
 //!   8 halves per vector, the same bytes as the core's.

@@ -25,7 +25,7 @@
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
+use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use lowbit_core::backend::MatrixDesc;
@@ -176,8 +176,37 @@ fn one_pass(
     }
 }
 
-/// How long a worker stays awake after a parallel one-pass call, waiting for the next.
+/// How long a worker stays awake after a parallel one-pass call, waiting for the next, unless
+/// `LOWBIT_CPU_LINGER_US` says otherwise (see [`linger_time`]).
 pub const LINGER: Duration = Duration::from_millis(1);
+
+/// The linger time in use: `LOWBIT_CPU_LINGER_US` (microseconds; `0` turns lingering off, for
+/// hosts that would rather not spend up to a millisecond of a core after each call), read once
+/// per process; [`LINGER`] when unset. A value that is not a whole number of microseconds is
+/// ignored with a warning on stderr, and the default is kept.
+pub(crate) fn linger_time() -> Duration {
+    static TIME: OnceLock<Duration> = OnceLock::new();
+    *TIME.get_or_init(|| {
+        let var = std::env::var("LOWBIT_CPU_LINGER_US").ok();
+        parse_linger(var.as_deref()).unwrap_or_else(|v| {
+            eprintln!(
+                "lowbit-cpu: LOWBIT_CPU_LINGER_US={v:?} is not a whole number of microseconds; \
+                 keeping {} us",
+                LINGER.as_micros()
+            );
+            LINGER
+        })
+    })
+}
+
+/// `LOWBIT_CPU_LINGER_US`'s value as a time: [`LINGER`] when unset, the text back when it is
+/// not a whole number of microseconds.
+fn parse_linger(var: Option<&str>) -> Result<Duration, &str> {
+    match var {
+        None => Ok(LINGER),
+        Some(v) => v.trim().parse::<u64>().map(Duration::from_micros).map_err(|_| v),
+    }
+}
 
 /// Parallel one-pass calls started so far (process-wide): a lingering worker stops when this
 /// changes, and so is free to take the new call's work.
@@ -186,7 +215,7 @@ static FORKS: AtomicUsize = AtomicUsize::new(0);
 /// Workers lingering now (process-wide).
 static LINGERS: AtomicUsize = AtomicUsize::new(0);
 
-/// Keeps up to `threads - 1` workers of the current pool awake for [`LINGER`] after a
+/// Keeps up to `threads - 1` workers of the current pool awake for [`linger_time`] after a
 /// parallel call, so the next call finds them awake: a job that yields the CPU in a loop
 /// until the next parallel call starts, other work of the pool turns up (it runs that work
 /// at once, attention heads or the next forward pass, and stops lingering), or the time is
@@ -196,7 +225,7 @@ static LINGERS: AtomicUsize = AtomicUsize::new(0);
 /// calls on 2 threads (Q4_0, 2026-12-02), about half the calls ran on one thread from start
 /// to end (2.1 ms, the one-thread time) and the helper joined the others 0.6-1.8 ms late.
 fn keep_awake(threads: usize) {
-    if threads < 2 {
+    if threads < 2 || linger_time().is_zero() {
         return;
     }
     if LINGERS.fetch_add(1, Ordering::Relaxed) >= threads - 1 {
@@ -222,7 +251,7 @@ fn linger(seen: usize) {
     }
     let t = Instant::now();
     let mut counted = true;
-    while FORKS.load(Ordering::Relaxed) == seen && t.elapsed() < LINGER {
+    while FORKS.load(Ordering::Relaxed) == seen && t.elapsed() < linger_time() {
         // Not counted as lingering while it may run other work, so a call inside that work
         // can keep another worker awake.
         LINGERS.fetch_sub(1, Ordering::Relaxed);
@@ -359,6 +388,16 @@ fn place_blocks(
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn linger_variable_parses_or_names_the_bad_value() {
+        assert_eq!(parse_linger(None), Ok(LINGER));
+        assert_eq!(parse_linger(Some("0")), Ok(Duration::ZERO));
+        assert_eq!(parse_linger(Some(" 250 ")), Ok(Duration::from_micros(250)));
+        assert_eq!(parse_linger(Some("1ms")), Err("1ms"));
+        assert_eq!(parse_linger(Some("-5")), Err("-5"));
+    }
+
     use super::*;
 
     /// The plan covers every row once, in tasks of whole 8-row groups (all but the last),
