@@ -7,10 +7,13 @@
 //! * header bytes 8..10 and 10..12 (reserved, zero in canonical rows): `q` and `h` (i16 LE),
 //!   the row's weight range over blocks with a nonzero code: every weight is a multiple of
 //!   `2^q` and below `2^h` in magnitude (`i16::MAX` / `i16::MIN` for an all-zero row);
-//! * `16 nb` code bytes: each full group of 4 blocks is 32 little-endian u16 words, word `j`
-//!   holding element `j` of block `4g + t` in bits `4t..4t + 4`; the last `nb % 4` blocks
-//!   16 bytes each, byte `j` = element `j` | element `j + 16` << 4;
-//! * `nb` scale bytes, in block order.
+//! * each full group `g` of 4 blocks, at `16 + 68 g`: 32 little-endian u16 words, word `j`
+//!   holding element `j` of block `4g + t` in bits `4t..4t + 4`, then the 4 scale bytes;
+//! * each of the last `nb % 4` blocks `b`, at `16 + 17 b`: 16 bytes, byte `j` = element `j` |
+//!   element `j + 16` << 4, then its scale byte.
+//!
+//! So the bytes of block `b` stay within its group's `68` bytes and a row is one stream, as
+//! in the canonical layout.
 //!
 //! **Decode.** One 64-byte load gives a group's words; `vpsrlw` by `4t` and one `vpermw` on the
 //! block's 32-word bf16 table (`vpermw` reads bits 0..4 of a word: the 16-entry table is
@@ -105,24 +108,26 @@ pub(crate) fn repack_row(row: &mut [u8]) {
     let canon = row.to_vec();
     let blk = |b: usize| &canon[HEADER + BLOCK * b..HEADER + BLOCK * (b + 1)];
     let code = |b: usize, i: usize| (blk(b)[1 + i / 2] >> (4 * (i % 2))) & 15;
-    let codes = &mut row[HEADER..HEADER + 16 * nb];
     let full = nb / GROUP * GROUP;
     for g in 0..full / GROUP {
+        let dst = &mut row[HEADER + 68 * g..HEADER + 68 * (g + 1)];
         for j in 0..32 {
             let mut word = 0u16;
             for t in 0..GROUP {
                 word |= u16::from(code(GROUP * g + t, j)) << (4 * t);
             }
-            codes[64 * g + 2 * j..64 * g + 2 * j + 2].copy_from_slice(&word.to_le_bytes());
+            dst[2 * j..2 * j + 2].copy_from_slice(&word.to_le_bytes());
+        }
+        for t in 0..GROUP {
+            dst[64 + t] = blk(GROUP * g + t)[0];
         }
     }
     for b in full..nb {
+        let dst = &mut row[HEADER + BLOCK * b..HEADER + BLOCK * (b + 1)];
         for j in 0..16 {
-            codes[16 * b + j] = code(b, j) | code(b, j + 16) << 4;
+            dst[j] = code(b, j) | code(b, j + 16) << 4;
         }
-    }
-    for b in 0..nb {
-        row[HEADER + 16 * nb + b] = blk(b)[0];
+        dst[16] = blk(b)[0];
     }
     // A `RepackFn` is not told the format: the range is stored for both scale kinds (UE8M0
     // at 8..12, E4M3 at 12..16; `row_ok` reads its format's).
@@ -166,20 +171,27 @@ fn unrepack_row(src: &[u8], dst: &mut [u8]) {
     let nb = (src.len() - HEADER) / BLOCK;
     dst[..HEADER].copy_from_slice(&src[..HEADER]);
     dst[8..HEADER].fill(0);
-    let codes = &src[HEADER..HEADER + 16 * nb];
     let full = nb / GROUP * GROUP;
     let code = |b: usize, i: usize| -> u8 {
         if b < full {
             let (g, t) = (b / GROUP, b % GROUP);
-            let word = u16::from_le_bytes([codes[64 * g + 2 * i], codes[64 * g + 2 * i + 1]]);
+            let at = HEADER + 68 * g + 2 * i;
+            let word = u16::from_le_bytes([src[at], src[at + 1]]);
             ((word >> (4 * t)) & 15) as u8
         } else {
-            (codes[16 * b + i % 16] >> (4 * (i / 16))) & 15
+            (src[HEADER + BLOCK * b + i % 16] >> (4 * (i / 16))) & 15
+        }
+    };
+    let scale = |b: usize| {
+        if b < full {
+            src[HEADER + 68 * (b / GROUP) + 64 + b % GROUP]
+        } else {
+            src[HEADER + BLOCK * b + 16]
         }
     };
     for b in 0..nb {
         let blk = &mut dst[HEADER + BLOCK * b..HEADER + BLOCK * (b + 1)];
-        blk[0] = src[HEADER + 16 * nb + b];
+        blk[0] = scale(b);
         for i in 0..16 {
             blk[1 + i] = code(b, 2 * i) | code(b, 2 * i + 1) << 4;
         }
@@ -226,16 +238,24 @@ struct Range32 {
 }
 
 /// The [`Range32`] of `x` (a subnormal gives `e_min = -127`, which fails [`call_ok`]).
-fn call_range(x: &[f32]) -> Range32 {
-    let (mut lo, mut hi) = (255u32, 0u32);
-    for v in x {
-        let b = v.to_bits() & 0x7fff_ffff;
-        let e = b >> 23;
-        hi = hi.max(e);
-        if b != 0 {
-            lo = lo.min(e);
+///
+/// # Safety
+/// AVX-512 F is available; `x.len()` is a multiple of 16.
+#[target_feature(enable = "avx512f")]
+unsafe fn call_range(x: &[f32]) -> Range32 {
+    // SAFETY: 16-value reads at `16 i < x.len()`; AVX-512 F is available (caller).
+    let (lo, hi) = unsafe {
+        let abs = _mm512_set1_epi32(0x7fff_ffff);
+        let (mut lo, mut hi) = (_mm512_set1_epi32(255), _mm512_setzero_si512());
+        for c in x.chunks_exact(16) {
+            let b = _mm512_and_si512(_mm512_loadu_si512(c.as_ptr().cast()), abs);
+            let e = _mm512_srli_epi32::<23>(b);
+            hi = _mm512_max_epu32(hi, e);
+            let nz = _mm512_test_epi32_mask(b, b);
+            lo = _mm512_mask_min_epu32(lo, nz, lo, e);
         }
-    }
+        (_mm512_reduce_min_epu32(lo), _mm512_reduce_max_epu32(hi))
+    };
     Range32 { e_min: lo as i32 - 127, e_max: hi as i32 - 127, nonfinite: hi == 255 }
 }
 
@@ -278,7 +298,8 @@ fn run(
     let k = acts.k;
     let nc = cols.len();
     let xt = &x[cols.start * k..cols.end * k];
-    let range = call_range(xt);
+    // SAFETY: as for `stage` below; `xt.len() = nc k`, a multiple of 32.
+    let range = unsafe { call_range(xt) };
     let rows = w.len() / rb;
     if !call_ok(&range) {
         return fallback(format, w, rb, acts, &cols, out, 0..rows);
@@ -466,10 +487,12 @@ unsafe fn body<const P: usize, const A: usize, const R: usize, const C: usize>(
     let full = nb / GROUP * GROUP;
     // One column: one group of rows per tile (one slice); several: `A == 1`.
     let rs = if C == 1 { R } else { tile_rows(C, R, 64) };
+    // Prefetch distance as `hfp4_512.rs` (one column: into L2, one row group ahead, 8 KiB at
+    // least; two and three groups ahead were within noise, 16384 x 14336, one thread).
     let pf = if C == 1 { (R * rb).max(8 << 10) } else { 2 * R * rb };
-    // SAFETY: weight reads: 64-byte groups at `16 + 64 g` (`4 g + 4 <= full`), 16-byte tail
-    // blocks at `16 + 16 b` (`full <= b < nb`) and scale bytes at `16 + 16 nb + b` of rows
-    // `< nrows`, inside `w`; table reads `lut.0[byte]` (256 entries); activation reads
+    // SAFETY: weight reads: 68-byte groups at `16 + 17 b` (`b` a multiple of 4, `b + 4 <=
+    // full`) and 17-byte tail blocks at `16 + 17 b` (`full <= b < nb`) of rows `< nrows`,
+    // inside `w`; table reads `lut.0[byte]` (256 entries); activation reads
     // `32 P` words per block of a column's slice inside `p.x`; `buf` indices `< rs * C * A
     // <= ACC_VECS` (`R * A <= 12` for one column, `tile_rows` with `A == 1` else); prefetches never fault; the caller guarantees the features.
     unsafe {
@@ -517,23 +540,26 @@ unsafe fn body<const P: usize, const A: usize, const R: usize, const C: usize>(
                             let mut b = b0;
                             while b < gend {
                                 let mut q = [_mm512_setzero_si512(); $rr];
+                                let mut src_e = [core::ptr::null::<u8>(); $rr];
                                 for i in 0..$rr {
-                                    let src = rp[i].add(HEADER + 16 * b);
+                                    let src = rp[i].add(HEADER + BLOCK * b);
+                                    // Both lines a 68-byte group may touch.
+                                    let (p0, p1) =
+                                        (src.wrapping_add(pf), src.wrapping_add(pf + 67));
                                     if C == 1 {
-                                        _mm_prefetch::<_MM_HINT_T1>(src.wrapping_add(pf).cast());
-                                        if b % 64 == 0 {
-                                            let s = rp[i].add(HEADER + 16 * nb + b);
-                                            _mm_prefetch::<_MM_HINT_T1>(s.wrapping_add(pf).cast());
-                                        }
+                                        _mm_prefetch::<_MM_HINT_T1>(p0.cast());
+                                        _mm_prefetch::<_MM_HINT_T1>(p1.cast());
                                     } else {
-                                        _mm_prefetch::<_MM_HINT_T0>(src.wrapping_add(pf).cast());
+                                        _mm_prefetch::<_MM_HINT_T0>(p0.cast());
+                                        _mm_prefetch::<_MM_HINT_T0>(p1.cast());
                                     }
                                     q[i] = _mm512_loadu_si512(src.cast());
+                                    src_e[i] = src.add(64);
                                 }
                                 for t in 0..GROUP {
                                     let mut wv = [_mm512_setzero_si512(); $rr];
                                     for i in 0..$rr {
-                                        let e = *rp[i].add(HEADER + 16 * nb + b + t);
+                                        let e = *src_e[i].add(t);
                                         let tb = _mm512_load_si512(
                                             lut.0[usize::from(e)].as_ptr().cast(),
                                         );
@@ -555,12 +581,12 @@ unsafe fn body<const P: usize, const A: usize, const R: usize, const C: usize>(
                                 // Tail blocks (the last `nb % 4` of the row).
                                 let mut wv = [_mm512_setzero_si512(); $rr];
                                 for i in 0..$rr {
-                                    let v = _mm_loadu_si128(rp[i].add(HEADER + 16 * b).cast());
+                                    let v = _mm_loadu_si128(rp[i].add(HEADER + BLOCK * b).cast());
                                     let y = _mm256_inserti128_si256::<1>(
                                         _mm256_castsi128_si256(v),
                                         _mm_srli_epi16::<4>(v),
                                     );
-                                    let e = *rp[i].add(HEADER + 16 * nb + b);
+                                    let e = *rp[i].add(HEADER + BLOCK * b + 16);
                                     let tb =
                                         _mm512_load_si512(lut.0[usize::from(e)].as_ptr().cast());
                                     wv[i] = _mm512_permutexvar_epi16(_mm512_cvtepu8_epi16(y), tb);
