@@ -15,6 +15,16 @@ use lowbit_core::codec::ActRow;
 use lowbit_core::FormatId;
 use lowbit_cpu::{CpuBackend, Isa};
 
+/// `hfp4` for HFP4G32; the rotated formats (K a multiple of 256, so no partial group of 4
+/// blocks) run 256, 768 (three parts) and 1024, 1280 (two).
+fn ks<const N: usize>(format: FormatId, hfp4: [usize; N]) -> Vec<usize> {
+    if format.geometry().row_multiple == 32 {
+        hfp4.to_vec()
+    } else {
+        vec![256, 768, 1024, 1280]
+    }
+}
+
 const FAMILY: [FormatId; 3] = [FormatId::Hfp4G32, FormatId::Mfp4G32, FormatId::Mfp4G32P];
 
 fn bf16_backend() -> Option<CpuBackend> {
@@ -63,10 +73,18 @@ fn check(
     let m = cpu.upload(desc, w).unwrap();
     assert!(m.repacked_for().is_some_and(|n| n.starts_with("avx512-bf16-")), "{format}");
     let rm = ReferenceBackend.upload(desc, w).unwrap();
+    let rb = format.row_bytes(k).unwrap();
     let (mut y, mut yr) = (vec![0f32; n * rows], vec![0f32; n * rows]);
     cpu.matmul(&m, x, n, &mut y).unwrap();
     ReferenceBackend.matmul(&rm, x, n, &mut yr).unwrap();
     for (i, ((a, b), (e, s))) in y.iter().zip(&yr).zip(exact(format, w, rows, k, x)).enumerate() {
+        let row = &w[(i % rows) * rb..][..2];
+        let rs = f64::from(half::f16::from_le_bytes([row[0], row[1]]).to_f32());
+        if s / rs > f64::from(f32::MAX) && !a.is_finite() {
+            // The f32 kernels (the fallback) multiply by the row scale last, so a sum past f32
+            // before that multiply may overflow in some lane (as `tests/matmul.rs` accepts).
+            continue;
+        }
         if !b.is_finite() || !e.is_finite() {
             assert!(
                 a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan()),
@@ -74,7 +92,9 @@ fn check(
             );
             continue;
         }
-        let bound = 0.5 * k as f64 * 2f64.powi(-24) * s;
+        // The bound, plus what gradual underflow may cost the f32 kernel that rows and calls
+        // outside the bf16 range fall back to (its bound holds only without underflow).
+        let bound = 0.5 * k as f64 * 2f64.powi(-24) * s + k as f64 * 2f64.powi(-140);
         let err = (f64::from(*a) - e).abs();
         assert!(
             err <= bound,
@@ -123,7 +143,7 @@ fn extreme_block_scales_take_the_fallback_and_stay_in_bound() {
     let Some(cpu) = bf16_backend() else { return };
     let mut rng = Rng(9001);
     for format in FAMILY {
-        for k in [32, 128, 992, 1024, 1056] {
+        for k in ks(format, [32, 128, 992, 1024, 1056]) {
             let rows = 12;
             let e4m3 = format == FormatId::Mfp4G32P;
             let w = crafted(&mut rng, format, rows, k, |r, b| {
@@ -154,7 +174,7 @@ fn activation_ranges() {
     let Some(cpu) = bf16_backend() else { return };
     let mut rng = Rng(4242);
     for format in FAMILY {
-        for k in [64, 992, 1024, 2048] {
+        for k in ks(format, [64, 992, 1024, 2048, 4096]) {
             let rows = 7;
             let e4m3 = format == FormatId::Mfp4G32P;
             let w = crafted(&mut rng, format, rows, k, |r, b| {
@@ -207,7 +227,7 @@ fn every_tile_width_with_a_tail_group() {
     let Some(cpu) = bf16_backend() else { return };
     let mut rng = Rng(77);
     for format in FAMILY {
-        for k in [32 * 7, 32 * 37] {
+        for k in ks(format, [32 * 7, 32 * 37]) {
             let rows = 11;
             let w = random_matrix(&mut rng, format, rows, k);
             for n in 1..=17 {
