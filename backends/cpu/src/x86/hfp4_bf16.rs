@@ -124,8 +124,8 @@ pub(crate) fn repack_row(row: &mut [u8]) {
     }
     for b in full..nb {
         let dst = &mut row[HEADER + BLOCK * b..HEADER + BLOCK * (b + 1)];
-        for j in 0..16 {
-            dst[j] = code(b, j) | code(b, j + 16) << 4;
+        for (j, d) in dst[..16].iter_mut().enumerate() {
+            *d = code(b, j) | code(b, j + 16) << 4;
         }
         dst[16] = blk(b)[0];
     }
