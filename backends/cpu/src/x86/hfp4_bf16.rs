@@ -25,8 +25,8 @@
 //! with `p_i = RNE_bf16(x - p0 - ... - p_{i-1})` (each residual exact in f32): three parts are
 //! exact for a normal `x`; two leave `|x - p0 - p1| <= 2^-16 |x|`. `P = 2` only for `K >= 1024`.
 //!
-//! **Arithmetic and bound.** Measured on this Zen 4 (`tools` note in docs/BENCHMARKS.md, session
-//! 9): `vdpbf16ps` lane `i` computes `(acc + a[2i+1] b[2i+1]) + a[2i] b[2i]`, each add rounded
+//! **Arithmetic and bound.** Measured on the project's Zen 4 (`tools/vdpbf16ps_check.rs`,
+//! docs/BENCHMARKS.md "Session 9 (bf16)"); Intel's pseudocode says the same: `vdpbf16ps` lane `i` computes `(acc + a[2i+1] b[2i+1]) + a[2i] b[2i]`, each add rounded
 //! to nearest-even in f32 (the products of two bf16 are exact), with denormal inputs and
 //! results flushed to zero. Flushes are ruled out per call and row ([`call_range`],
 //! [`row_ok`]): every part is a multiple of `ulp(x) >= 2^-126`, every weight a multiple of
