@@ -11,7 +11,9 @@
 //! * [`Isa::Avx512`]: the AVX2 set plus AVX-512 F, BW and VL.
 //! * [`Isa::Avx512Vnni`]: the AVX-512 set plus AVX-512 VNNI (`vpdpbusd`); a separate ISA, as
 //!   [`Isa::NeonDot`] is, so that tests can force and check both the plain and the VNNI
-//!   kernels on one machine.
+//!   kernels on one machine. Where the CPU also has AVX512_BF16 ([`has_avx512_bf16`]), its
+//!   table runs the HFP4 family with `vdpbf16ps` (`x86/hfp4_bf16.rs`); `avx512` keeps the f32
+//!   kernel, so forcing each ISA tests both.
 //! * [`Isa::Neon`]: aarch64 Advanced SIMD (baseline on aarch64, still detected at run time so
 //!   every ISA goes through the same check).
 //! * [`Isa::NeonDot`]: NEON plus the dot-product extension (`sdot`, Armv8.2 `dotprod`); a
@@ -104,6 +106,22 @@ impl Isa {
     pub fn best() -> Isa {
         Isa::ALL.into_iter().rev().find(|i| i.available()).unwrap_or(Isa::Scalar)
     }
+}
+
+/// Whether this CPU has AVX512_BF16 (`vdpbf16ps`, `vcvtneps2bf16`), detected once per process
+/// and stored. Only the `Isa::Avx512Vnni` table asks (after `Isa::Avx512Vnni.available()`).
+pub fn has_avx512_bf16() -> bool {
+    static BF16: OnceLock<bool> = OnceLock::new();
+    *BF16.get_or_init(|| {
+        #[cfg(target_arch = "x86_64")]
+        {
+            std::is_x86_feature_detected!("avx512bf16")
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            false
+        }
+    })
 }
 
 static SELECTED: OnceLock<Result<Isa, CpuError>> = OnceLock::new();

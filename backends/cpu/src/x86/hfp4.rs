@@ -243,7 +243,7 @@ fn run_avx2(
     Ok(())
 }
 
-fn run_avx512(
+pub(super) fn run_avx512(
     format: FormatId,
     w: &[u8],
     rb: usize,

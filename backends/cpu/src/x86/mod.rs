@@ -11,7 +11,8 @@
 //! K-segmented driver of this layout for 2..16 columns on long rows. `Isa::Avx512Vnni` runs the
 //! `vpdpbusd` forms of ROCmFP2/3 (`rocmfpx`) and of `z512`'s Q4_0, MXFP4, NVFP4 and ternary
 //! kernels (`z512::kernel_vnni`; TQ1_0 and PTQ1_0 decode with `vpermi2b` tables where the CPU
-//! also has AVX-512 VBMI) and the AVX-512 table otherwise. AVX2 TQ1_0 and PTQ1_0 live in
+//! also has AVX-512 VBMI), the `vdpbf16ps` HFP4 family (`hfp4_bf16`, where the CPU has
+//! AVX512_BF16; repacked at upload) and the AVX-512 table otherwise. AVX2 TQ1_0 and PTQ1_0 live in
 //! `ternary` (through `ext`).
 //! Every other format (AVX2: every format above without an AVX2 kernel) falls back to the
 //! scalar kernel.
@@ -35,6 +36,7 @@ pub(crate) mod fp2_search512;
 mod gemm512;
 mod hfp4;
 mod hfp4_512;
+mod hfp4_bf16;
 mod iq512;
 mod kquant;
 mod legacy2;
@@ -82,6 +84,7 @@ pub(crate) fn kernel(isa: Isa, format: FormatId) -> Option<Kernel> {
         return rocmfpx::kernel(isa, format)
             .or_else(|| z512::kernel_vnni(format))
             .or_else(|| legacy512::kernel_vnni(format))
+            .or_else(|| hfp4_bf16::kernel(format))
             .or_else(|| kernel(Isa::Avx512, format));
     }
     rocmfpx::kernel(isa, format).or_else(|| match isa {
@@ -101,6 +104,9 @@ pub(crate) fn kernel(isa: Isa, format: FormatId) -> Option<Kernel> {
 pub(crate) fn extras(isa: Isa, format: FormatId) -> crate::kernels::Extras {
     let mut e = match isa {
         Isa::Avx512Vnni if z512::kernel_vnni(format).is_some() => z512::extras_vnni(format),
+        Isa::Avx512Vnni if hfp4_bf16::kernel(format).is_some() => {
+            crate::kernels::Extras { repack: Some(hfp4_bf16::repack_row), ..Default::default() }
+        }
         Isa::Avx512Vnni => extras(Isa::Avx512, format),
         _ => {
             let e = rocmfpx::extras(isa, format);
