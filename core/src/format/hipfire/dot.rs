@@ -19,7 +19,10 @@
 //! `|y - y_ref| <= c * K * 2^-24 * sum |decode(w)_i * x_i|` with **c = 2** (one rounding per
 //! product, 31 per block sum, one per block add and scale multiply, one for the row scale:
 //! at most K + K/32 + 3 relative roundings of u = 2^-24 per term), as long as no intermediate
-//! underflows into f32 subnormals.
+//! underflows into f32 subnormals or overflows: a legal row whose block exponents reach 254
+//! under a small row scale has finite weights, but `acc` (scaled by the row scale only at the
+//! end) can overflow to ±inf, or to NaN when blocks of both signs overflow, where the f64 sum
+//! is finite. Every backend keeps this order, so they agree with this function there too.
 
 use crate::error::Result;
 use crate::registry::FormatId;
