@@ -22,7 +22,7 @@
 //! underflows into f32 subnormals or overflows: a legal row whose block exponents reach 254
 //! under a small row scale has finite weights, but `acc` (scaled by the row scale only at the
 //! end) can overflow to ±inf, or to NaN when blocks of both signs overflow, where the f64 sum
-//! is finite. Every backend keeps this order, so they agree with this function there too.
+//! is finite. The CPU kernels keep this order and so behave the same there.
 
 use crate::error::Result;
 use crate::registry::FormatId;
