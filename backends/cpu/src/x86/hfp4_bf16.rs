@@ -56,7 +56,7 @@ use lowbit_core::scalar::E2M1_VALUES;
 use lowbit_core::{Error, FormatId};
 
 use super::hfp4::{row_scale, tile_rows, ACC_VECS, BLOCK, HEADER};
-use crate::act::Acts;
+use crate::act::{ActData, Acts};
 use crate::kernels::Kernel;
 use crate::shape::check_hfp4;
 
@@ -280,10 +280,53 @@ fn row_ok(row: &[u8], format: FormatId, k: usize, r: &Range32) -> bool {
 }
 
 thread_local! {
-    /// The split activation columns of the current call (reused across calls).
+    /// The split activation columns of a call [`prep`] did not stage (reused across calls).
     static XBF: Cell<Vec<u16>> = const { Cell::new(Vec::new()) };
     /// Canonical copies of fallback rows.
     static CANON: Cell<Vec<u8>> = const { Cell::new(Vec::new()) };
+}
+
+/// A call's activations as the body reads them: their [`Range32`] and, when [`call_ok`], the
+/// columns split by [`stage`] (empty otherwise).
+struct Staged {
+    range: Range32,
+    x: Vec<u16>,
+    sb: usize,
+    parts: usize,
+}
+
+impl Staged {
+    /// Ranges and stages the `nc` columns `xt` of `k = 32 nb` values each.
+    fn new(xt: &[f32], k: usize, nc: usize, mut x: Vec<u16>) -> Staged {
+        let nb = k / 32;
+        let (parts, sb) = (if k >= K_TWO_PARTS { 2 } else { 3 }, slice_blocks(nc, nb));
+        // SAFETY: `Isa::Avx512Vnni.available()` detected AVX-512 F/BW/VL (`KernelTable::new`)
+        // and `kernel` / `prep` checked AVX512_BF16 before this runs; `xt` holds `nc` columns
+        // of `k` values, `k` a multiple of 32 (checked by the caller).
+        let range = unsafe { call_range(xt) };
+        if call_ok(&range) {
+            // SAFETY: as above.
+            unsafe { stage(xt, k, nc, sb, parts, &mut x) };
+        } else {
+            x.clear();
+        }
+        Staged { range, x, sb, parts }
+    }
+}
+
+/// The [`crate::kernels::PrepFn`] of the bf16 kernel: ranges and stages every column of a call
+/// of up to [`crate::kernels::MAX_TILE`] columns once, so that the row tasks of the call share
+/// it instead of each staging the same columns again ([`run`] still stages for itself when it
+/// finds no layout, or one for other columns).
+pub(crate) fn prep(acts: &Acts) -> Option<crate::act::Layout> {
+    let ActData::F32(x) = &acts.data else { return None };
+    let (k, n) = (acts.k, acts.n);
+    let ok = crate::isa::has_avx512_bf16()
+        && (1..=crate::kernels::MAX_TILE).contains(&n)
+        && k != 0
+        && k % 32 == 0
+        && x.len() == n * k;
+    ok.then(|| crate::act::Layout(std::sync::Arc::new(Staged::new(x, k, n, Vec::new()))))
 }
 
 fn run(
@@ -297,43 +340,60 @@ fn run(
     let (x, nb) = check_hfp4(format, w, rb, acts, &cols, out)?;
     let k = acts.k;
     let nc = cols.len();
-    let xt = &x[cols.start * k..cols.end * k];
-    // SAFETY: as for `stage` below; `xt.len() = nc k`, a multiple of 32.
-    let range = unsafe { call_range(xt) };
-    let rows = w.len() / rb;
-    if !call_ok(&range) {
-        return fallback(format, w, rb, acts, &cols, out, 0..rows);
+    let shared = match &acts.layout {
+        Some(l) if cols == (0..acts.n) => l.0.downcast_ref::<Staged>(),
+        _ => None,
+    };
+    match shared {
+        Some(st) => run_staged(format, w, rb, acts, &cols, nb, st, out),
+        None => {
+            let own = Staged::new(&x[cols.start * k..cols.end * k], k, nc, XBF.take());
+            let result = run_staged(format, w, rb, acts, &cols, nb, &own, out);
+            XBF.set(own.x);
+            result
+        }
     }
-    let parts = if k >= K_TWO_PARTS { 2 } else { 3 };
-    let sb = slice_blocks(nc, nb);
-    let mut buf = XBF.take();
-    // SAFETY: `Isa::Avx512Vnni.available()` detected AVX-512 F/BW/VL (`KernelTable::new`) and
-    // `kernel` checked AVX512_BF16 before handing this function out; `stage` gets `nc`
-    // columns of `k = 32 nb` values.
-    unsafe { stage(xt, k, nc, sb, parts, &mut buf) };
+}
+
+/// [`run`] once the activations are staged.
+#[allow(clippy::too_many_arguments)]
+fn run_staged(
+    format: FormatId,
+    w: &[u8],
+    rb: usize,
+    acts: &Acts,
+    cols: &Range<usize>,
+    nb: usize,
+    st: &Staged,
+    out: &mut [f32],
+) -> Result<(), Error> {
+    let (k, nc, rows) = (acts.k, cols.len(), w.len() / rb);
+    let range = &st.range;
+    if !call_ok(range) {
+        return fallback(format, w, rb, acts, cols, out, 0..rows);
+    }
+    let (buf, sb, parts) = (&st.x, st.sb, st.parts);
     let table = lut(format);
     let mut r0 = 0;
     while r0 < rows {
-        let good = row_ok(&w[r0 * rb..(r0 + 1) * rb], format, k, &range);
+        let good = row_ok(&w[r0 * rb..(r0 + 1) * rb], format, k, range);
         let mut r1 = r0 + 1;
-        while r1 < rows && row_ok(&w[r1 * rb..(r1 + 1) * rb], format, k, &range) == good {
+        while r1 < rows && row_ok(&w[r1 * rb..(r1 + 1) * rb], format, k, range) == good {
             r1 += 1;
         }
         if good {
-            let pass = PassBf { nb, x: &buf, sb, ncp: nc, parts };
+            let pass = PassBf { nb, x: buf, sb, ncp: nc, parts };
             let (wr, o) = (&w[r0 * rb..r1 * rb], &mut out[r0 * nc..r1 * nc]);
             // SAFETY: features as above; `wr` holds whole repacked rows of `rb = 16 + 17 nb`
             // bytes (`check_hfp4`; repacked at upload, as `CpuBackend::matmul` checked),
             // `buf` the `nc` columns staged by `stage` with `parts` parts and slices of `sb`
             // blocks (a multiple of 4, or all), `o.len() == (r1 - r0) * nc`.
             unsafe { entry(wr, rb, table, &pass, o) };
-        } else if let Err(e) = fallback(format, w, rb, acts, &cols, out, r0..r1) {
-            XBF.set(buf);
-            return Err(e);
+        } else {
+            fallback(format, w, rb, acts, cols, out, r0..r1)?;
         }
         r0 = r1;
     }
-    XBF.set(buf);
     Ok(())
 }
 

@@ -104,9 +104,11 @@ pub(crate) fn kernel(isa: Isa, format: FormatId) -> Option<Kernel> {
 pub(crate) fn extras(isa: Isa, format: FormatId) -> crate::kernels::Extras {
     let mut e = match isa {
         Isa::Avx512Vnni if z512::kernel_vnni(format).is_some() => z512::extras_vnni(format),
-        Isa::Avx512Vnni if hfp4_bf16::kernel(format).is_some() => {
-            crate::kernels::Extras { repack: Some(hfp4_bf16::repack_row), ..Default::default() }
-        }
+        Isa::Avx512Vnni if hfp4_bf16::kernel(format).is_some() => crate::kernels::Extras {
+            repack: Some(hfp4_bf16::repack_row),
+            prep: Some(hfp4_bf16::prep),
+            ..Default::default()
+        },
         Isa::Avx512Vnni => extras(Isa::Avx512, format),
         _ => {
             let e = rocmfpx::extras(isa, format);
