@@ -30,19 +30,57 @@ use crate::act::{ActData, Acts};
 use crate::kernels::{Kernel, MAX_TILE};
 
 /// Weight code: F32.
-const F32: u8 = 0;
+pub(super) const F32: u8 = 0;
 /// Weight code: F16.
-const F16: u8 = 1;
+pub(super) const F16: u8 = 1;
 /// Weight code: BF16.
-const BF16: u8 = 2;
+pub(super) const BF16: u8 = 2;
 
 /// Bytes per weight of a code.
-const fn esize(t: u8) -> usize {
+pub(super) const fn esize(t: u8) -> usize {
     if t == F32 {
         4
     } else {
         2
     }
+}
+
+/// Checks every length of a call of a float kernel of code `T` (this module's or
+/// [`super::float2`]'s) and returns the activations of the tile's columns `cols`.
+pub(super) fn checked_columns<'a, const T: u8>(
+    format: FormatId,
+    w: &[u8],
+    rb: usize,
+    acts: &'a Acts,
+    cols: &Range<usize>,
+    out: &[f32],
+) -> Result<&'a [f32], Error> {
+    let ActData::F32(x) = &acts.data else {
+        return Err(Error::WrongActivation {
+            format,
+            expected: format.info().activation,
+            got: acts.row(0).format(),
+        });
+    };
+    let k = acts.k;
+    let rows = w.len().checked_div(rb).unwrap_or(0);
+    let nc = cols.len();
+    let ok = rb != 0
+        && rb == k * esize(T)
+        && w.len() == rows * rb
+        && (1..=MAX_TILE).contains(&nc)
+        && cols.end <= acts.n
+        && x.len() == acts.n * k
+        && out.len() == rows * nc;
+    if !ok {
+        return Err(Error::Length {
+            format,
+            buffer: Buffer::Activations,
+            got: x.len(),
+            expected: acts.n * k,
+        });
+    }
+    Ok(&x[cols.start * k..cols.end * k])
 }
 
 /// The kernel for `format`, if this module has one.
@@ -63,33 +101,8 @@ fn run<const T: u8>(
     cols: Range<usize>,
     out: &mut [f32],
 ) -> Result<(), Error> {
-    let ActData::F32(x) = &acts.data else {
-        return Err(Error::WrongActivation {
-            format,
-            expected: format.info().activation,
-            got: acts.row(0).format(),
-        });
-    };
-    let k = acts.k;
-    let rows = w.len().checked_div(rb).unwrap_or(0);
-    let nc = cols.len();
-    let ok = rb != 0
-        && rb == k * esize(T)
-        && w.len() == rows * rb
-        && (1..=MAX_TILE).contains(&nc)
-        && cols.end <= acts.n
-        && x.len() == acts.n * k
-        && out.len() == rows * nc;
-    if !ok {
-        let e = Error::Length {
-            format,
-            buffer: Buffer::Activations,
-            got: x.len(),
-            expected: acts.n * k,
-        };
-        return Err(e);
-    }
-    let xs = &x[cols.start * k..cols.end * k];
+    let xs = checked_columns::<T>(format, w, rb, acts, &cols, out)?;
+    let (k, nc) = (acts.k, cols.len());
     // SAFETY: reachable only through `kernel`, which `KernelTable::new` reaches only for
     // `Isa::Avx512` after `Isa::Avx512.available()` detected AVX-512 F/BW/VL, AVX2, FMA and
     // F16C; the lengths were checked above (`xs` holds `nc` columns of `k`).

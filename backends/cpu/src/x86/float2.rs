@@ -18,28 +18,12 @@ use std::arch::x86_64::*;
 use std::ops::Range;
 use std::ptr;
 
-use lowbit_core::error::Buffer;
 use lowbit_core::{Error, FormatId};
 
 use super::avx2::hsum_ps;
-use crate::act::{ActData, Acts};
-use crate::kernels::{Kernel, MAX_TILE};
-
-/// Weight code: F32.
-const F32: u8 = 0;
-/// Weight code: F16.
-const F16: u8 = 1;
-/// Weight code: BF16.
-const BF16: u8 = 2;
-
-/// Bytes per weight of a code.
-const fn esize(t: u8) -> usize {
-    if t == F32 {
-        4
-    } else {
-        2
-    }
-}
+use super::float::{checked_columns, esize, BF16, F16, F32};
+use crate::act::Acts;
+use crate::kernels::Kernel;
 
 /// The kernel for `format`, if this module has one.
 pub(crate) fn kernel(format: FormatId) -> Option<Kernel> {
@@ -59,33 +43,8 @@ fn run<const T: u8>(
     cols: Range<usize>,
     out: &mut [f32],
 ) -> Result<(), Error> {
-    let ActData::F32(x) = &acts.data else {
-        return Err(Error::WrongActivation {
-            format,
-            expected: format.info().activation,
-            got: acts.row(0).format(),
-        });
-    };
-    let k = acts.k;
-    let rows = w.len().checked_div(rb).unwrap_or(0);
-    let nc = cols.len();
-    let ok = rb != 0
-        && rb == k * esize(T)
-        && w.len() == rows * rb
-        && (1..=MAX_TILE).contains(&nc)
-        && cols.end <= acts.n
-        && x.len() == acts.n * k
-        && out.len() == rows * nc;
-    if !ok {
-        let e = Error::Length {
-            format,
-            buffer: Buffer::Activations,
-            got: x.len(),
-            expected: acts.n * k,
-        };
-        return Err(e);
-    }
-    let xs = &x[cols.start * k..cols.end * k];
+    let xs = checked_columns::<T>(format, w, rb, acts, &cols, out)?;
+    let (k, nc) = (acts.k, cols.len());
     // SAFETY: reachable only through `kernel`, which `KernelTable::new` reaches only for
     // `Isa::Avx2` after `Isa::Avx2.available()` detected AVX2, FMA and F16C; the lengths were
     // checked above (`xs` holds `nc` columns of `k`).

@@ -255,6 +255,48 @@ unsafe fn grid_dot(w: &Grid, a: *const V64, acc: __m512) -> __m512 {
     }
 }
 
+/// A grid-coded block format whose decode fills a [`Grid`]: everything else of its
+/// [`Lanes`] form is shared (one block per group, the plain 5-vector record, [`grid_dot`]).
+pub(crate) trait GridBlock {
+    /// Bytes of one block.
+    const BB: usize;
+    /// Decodes the block at `p`.
+    ///
+    /// # Safety
+    /// `p .. p + BB` is readable; the AVX-512 set of `z512::entry` is available.
+    unsafe fn decode(p: *const u8) -> Grid;
+}
+
+impl<F: GridBlock> Lanes for F {
+    const BB: usize = F::BB;
+    const GB: usize = 1;
+    const REC: usize = 5;
+    const WIDE: bool = true;
+    type W = Grid;
+
+    fn prep(act: ActSlice<'_>, nb: usize, j: usize, g: usize, rec: &mut [V64]) {
+        prep_plain(act, nb, j, g, rec);
+    }
+
+    #[inline(always)]
+    unsafe fn prep_fast(act: ActSlice<'_>, nb: usize, j: usize, g: usize, rec: &mut [V64]) {
+        // SAFETY: forwarded from the caller.
+        unsafe { prep_plain_fast(act, nb, j, g, rec) }
+    }
+
+    #[inline(always)]
+    unsafe fn decode(p: *const u8) -> Grid {
+        // SAFETY: forwarded from the caller (`GB * BB` = `F::BB` bytes are readable).
+        unsafe { F::decode(p) }
+    }
+
+    #[inline(always)]
+    unsafe fn dot(w: &Grid, a: *const V64, acc: __m512) -> __m512 {
+        // SAFETY: forwarded from the caller.
+        unsafe { grid_dot(w, a, acc) }
+    }
+}
+
 /// Eight 8-byte grid entries of `grid` at `idx`, by scalar loads.
 ///
 /// # Safety
@@ -294,22 +336,8 @@ unsafe fn load16(grid: &[u32], idx: impl Fn(usize) -> usize) -> __m512i {
 /// a u32 of four 7-bit sign fields and the 4-bit scale in bits 28..32; `d / 8`).
 pub(crate) struct Iq2Xxs;
 
-impl Lanes for Iq2Xxs {
+impl GridBlock for Iq2Xxs {
     const BB: usize = 66;
-    const GB: usize = 1;
-    const REC: usize = 5;
-    const WIDE: bool = true;
-    type W = Grid;
-
-    fn prep(act: ActSlice<'_>, nb: usize, j: usize, g: usize, rec: &mut [V64]) {
-        prep_plain(act, nb, j, g, rec);
-    }
-
-    #[inline(always)]
-    unsafe fn prep_fast(act: ActSlice<'_>, nb: usize, j: usize, g: usize, rec: &mut [V64]) {
-        // SAFETY: forwarded from the caller.
-        unsafe { prep_plain_fast(act, nb, j, g, rec) }
-    }
 
     #[inline(always)]
     unsafe fn decode(p: *const u8) -> Grid {
@@ -329,12 +357,6 @@ impl Lanes for Iq2Xxs {
             let m = sign_masks(fields7(x, 1, 2));
             (g, m, sc, _mm512_mul_ps(f16_bcast(p), _mm512_set1_ps(0.125)))
         }
-    }
-
-    #[inline(always)]
-    unsafe fn dot(w: &Grid, a: *const V64, acc: __m512) -> __m512 {
-        // SAFETY: forwarded from the caller.
-        unsafe { grid_dot(w, a, acc) }
     }
 }
 
@@ -435,22 +457,8 @@ static XXS_SHUF: XxsShuffles = {
 /// a `vpermb` and a `vptestmb` give the 64-bit mask.
 pub(crate) struct Iq2XxsVbmi;
 
-impl Lanes for Iq2XxsVbmi {
+impl GridBlock for Iq2XxsVbmi {
     const BB: usize = 66;
-    const GB: usize = 1;
-    const REC: usize = 5;
-    const WIDE: bool = true;
-    type W = Grid;
-
-    fn prep(act: ActSlice<'_>, nb: usize, j: usize, g: usize, rec: &mut [V64]) {
-        prep_plain(act, nb, j, g, rec);
-    }
-
-    #[inline(always)]
-    unsafe fn prep_fast(act: ActSlice<'_>, nb: usize, j: usize, g: usize, rec: &mut [V64]) {
-        // SAFETY: forwarded from the caller.
-        unsafe { prep_plain_fast(act, nb, j, g, rec) }
-    }
 
     #[inline(always)]
     unsafe fn decode(p: *const u8) -> Grid {
@@ -507,34 +515,14 @@ impl Lanes for Iq2XxsVbmi {
             (g, m, sc, _mm512_mul_ps(f16_bcast(p), _mm512_set1_ps(0.125)))
         }
     }
-
-    #[inline(always)]
-    unsafe fn dot(w: &Grid, a: *const V64, acc: __m512) -> __m512 {
-        // SAFETY: forwarded from the caller.
-        unsafe { grid_dot(w, a, acc) }
-    }
 }
 
 /// IQ2_XS (74 bytes: `d` f16, 32 u16 of a 9-bit grid index and a 7-bit sign field per group
 /// of 8, 8 bytes of 4-bit scales per 16 elements; `d / 8`).
 pub(crate) struct Iq2Xs;
 
-impl Lanes for Iq2Xs {
+impl GridBlock for Iq2Xs {
     const BB: usize = 74;
-    const GB: usize = 1;
-    const REC: usize = 5;
-    const WIDE: bool = true;
-    type W = Grid;
-
-    fn prep(act: ActSlice<'_>, nb: usize, j: usize, g: usize, rec: &mut [V64]) {
-        prep_plain(act, nb, j, g, rec);
-    }
-
-    #[inline(always)]
-    unsafe fn prep_fast(act: ActSlice<'_>, nb: usize, j: usize, g: usize, rec: &mut [V64]) {
-        // SAFETY: forwarded from the caller.
-        unsafe { prep_plain_fast(act, nb, j, g, rec) }
-    }
 
     #[inline(always)]
     unsafe fn decode(p: *const u8) -> Grid {
@@ -555,34 +543,14 @@ impl Lanes for Iq2Xs {
             (g, m, sc, _mm512_mul_ps(f16_bcast(p), _mm512_set1_ps(0.125)))
         }
     }
-
-    #[inline(always)]
-    unsafe fn dot(w: &Grid, a: *const V64, acc: __m512) -> __m512 {
-        // SAFETY: forwarded from the caller.
-        unsafe { grid_dot(w, a, acc) }
-    }
 }
 
 /// IQ2_S (82 bytes: `d` f16, 32 low index bytes, 32 sign bytes, 8 bytes of 2-bit index high
 /// parts (four groups per byte), 8 bytes of 4-bit scales per 16 elements; `d / 8`).
 pub(crate) struct Iq2S;
 
-impl Lanes for Iq2S {
+impl GridBlock for Iq2S {
     const BB: usize = 82;
-    const GB: usize = 1;
-    const REC: usize = 5;
-    const WIDE: bool = true;
-    type W = Grid;
-
-    fn prep(act: ActSlice<'_>, nb: usize, j: usize, g: usize, rec: &mut [V64]) {
-        prep_plain(act, nb, j, g, rec);
-    }
-
-    #[inline(always)]
-    unsafe fn prep_fast(act: ActSlice<'_>, nb: usize, j: usize, g: usize, rec: &mut [V64]) {
-        // SAFETY: forwarded from the caller.
-        unsafe { prep_plain_fast(act, nb, j, g, rec) }
-    }
 
     #[inline(always)]
     unsafe fn decode(p: *const u8) -> Grid {
@@ -601,12 +569,6 @@ impl Lanes for Iq2S {
             let sc = spread_scales(nibble_scales(p.add(74)), &PERM_16);
             (g, m, sc, _mm512_mul_ps(f16_bcast(p), _mm512_set1_ps(0.125)))
         }
-    }
-
-    #[inline(always)]
-    unsafe fn dot(w: &Grid, a: *const V64, acc: __m512) -> __m512 {
-        // SAFETY: forwarded from the caller.
-        unsafe { grid_dot(w, a, acc) }
     }
 }
 
@@ -642,22 +604,8 @@ static S_SHUF: SShuffles = {
 /// masks as stored.
 pub(crate) struct Iq2SVbmi;
 
-impl Lanes for Iq2SVbmi {
+impl GridBlock for Iq2SVbmi {
     const BB: usize = 82;
-    const GB: usize = 1;
-    const REC: usize = 5;
-    const WIDE: bool = true;
-    type W = Grid;
-
-    fn prep(act: ActSlice<'_>, nb: usize, j: usize, g: usize, rec: &mut [V64]) {
-        prep_plain(act, nb, j, g, rec);
-    }
-
-    #[inline(always)]
-    unsafe fn prep_fast(act: ActSlice<'_>, nb: usize, j: usize, g: usize, rec: &mut [V64]) {
-        // SAFETY: forwarded from the caller.
-        unsafe { prep_plain_fast(act, nb, j, g, rec) }
-    }
 
     #[inline(always)]
     unsafe fn decode(p: *const u8) -> Grid {
@@ -710,34 +658,14 @@ impl Lanes for Iq2SVbmi {
             (g, m, sc, _mm512_mul_ps(f16_bcast(p), _mm512_set1_ps(0.125)))
         }
     }
-
-    #[inline(always)]
-    unsafe fn dot(w: &Grid, a: *const V64, acc: __m512) -> __m512 {
-        // SAFETY: forwarded from the caller.
-        unsafe { grid_dot(w, a, acc) }
-    }
 }
 
 /// IQ3_XXS (98 bytes: `d` f16, 64 grid index bytes (4 elements each), then per sub-block of
 /// 32 a u32 of four 7-bit sign fields and the 4-bit scale in bits 28..32; `d / 4`).
 pub(crate) struct Iq3Xxs;
 
-impl Lanes for Iq3Xxs {
+impl GridBlock for Iq3Xxs {
     const BB: usize = 98;
-    const GB: usize = 1;
-    const REC: usize = 5;
-    const WIDE: bool = true;
-    type W = Grid;
-
-    fn prep(act: ActSlice<'_>, nb: usize, j: usize, g: usize, rec: &mut [V64]) {
-        prep_plain(act, nb, j, g, rec);
-    }
-
-    #[inline(always)]
-    unsafe fn prep_fast(act: ActSlice<'_>, nb: usize, j: usize, g: usize, rec: &mut [V64]) {
-        // SAFETY: forwarded from the caller.
-        unsafe { prep_plain_fast(act, nb, j, g, rec) }
-    }
 
     #[inline(always)]
     unsafe fn decode(p: *const u8) -> Grid {
@@ -757,12 +685,6 @@ impl Lanes for Iq3Xxs {
             (g, m, sc, _mm512_mul_ps(f16_bcast(p), _mm512_set1_ps(0.25)))
         }
     }
-
-    #[inline(always)]
-    unsafe fn dot(w: &Grid, a: *const V64, acc: __m512) -> __m512 {
-        // SAFETY: forwarded from the caller.
-        unsafe { grid_dot(w, a, acc) }
-    }
 }
 
 /// IQ3_S (110 bytes: `d` f16, 64 low index bytes (4 elements each), 8 bytes of index bit 8
@@ -770,22 +692,8 @@ impl Lanes for Iq3Xxs {
 /// factor 1).
 pub(crate) struct Iq3S;
 
-impl Lanes for Iq3S {
+impl GridBlock for Iq3S {
     const BB: usize = 110;
-    const GB: usize = 1;
-    const REC: usize = 5;
-    const WIDE: bool = true;
-    type W = Grid;
-
-    fn prep(act: ActSlice<'_>, nb: usize, j: usize, g: usize, rec: &mut [V64]) {
-        prep_plain(act, nb, j, g, rec);
-    }
-
-    #[inline(always)]
-    unsafe fn prep_fast(act: ActSlice<'_>, nb: usize, j: usize, g: usize, rec: &mut [V64]) {
-        // SAFETY: forwarded from the caller.
-        unsafe { prep_plain_fast(act, nb, j, g, rec) }
-    }
 
     #[inline(always)]
     unsafe fn decode(p: *const u8) -> Grid {
@@ -813,12 +721,6 @@ impl Lanes for Iq3S {
             }
             (g, m, sc, f16_bcast(p))
         }
-    }
-
-    #[inline(always)]
-    unsafe fn dot(w: &Grid, a: *const V64, acc: __m512) -> __m512 {
-        // SAFETY: forwarded from the caller.
-        unsafe { grid_dot(w, a, acc) }
     }
 }
 
@@ -996,22 +898,8 @@ impl Lanes for Iq1S {
 /// IQ1_M (module doc).
 pub(crate) struct Iq1M;
 
-impl Lanes for Iq1M {
+impl GridBlock for Iq1M {
     const BB: usize = 56;
-    const GB: usize = 1;
-    const REC: usize = 5;
-    const WIDE: bool = true;
-    type W = Grid;
-
-    fn prep(act: ActSlice<'_>, nb: usize, j: usize, g: usize, rec: &mut [V64]) {
-        prep_plain(act, nb, j, g, rec);
-    }
-
-    #[inline(always)]
-    unsafe fn prep_fast(act: ActSlice<'_>, nb: usize, j: usize, g: usize, rec: &mut [V64]) {
-        // SAFETY: forwarded from the caller.
-        unsafe { prep_plain_fast(act, nb, j, g, rec) }
-    }
 
     #[inline(always)]
     unsafe fn decode(p: *const u8) -> Grid {
@@ -1086,12 +974,6 @@ impl Lanes for Iq1M {
             }
             (v, k, scv, d)
         }
-    }
-
-    #[inline(always)]
-    unsafe fn dot(w: &Grid, a: *const V64, acc: __m512) -> __m512 {
-        // SAFETY: forwarded from the caller.
-        unsafe { grid_dot(w, a, acc) }
     }
 }
 
