@@ -112,6 +112,36 @@ pub fn cols_shader(format: FormatId) -> Option<&'static str> {
 /// n = 8, 16384x16384 and 14336x4096.
 pub const COLS_SHAPE: Shape = (4, 8, 1);
 
+/// The tiled kernel of a format for its 8-column variant (mm_tile.wgsl: a chunk of K of every
+/// column staged in workgroup memory once per chunk, few rows a thread, each block decoded
+/// once for all columns), if the build has one.
+pub fn tile_shader(format: FormatId) -> Option<&'static str> {
+    use FormatId as F;
+    Some(match format {
+        F::Q8_0 => "mm_q8_0_t",
+        F::Q4_0 => "mm_q4_0_t",
+        F::RocmFp2 => "mm_rocmfp2_t",
+        F::RocmFp3 => "mm_rocmfp3_t",
+        F::Mxfp4 => "mm_mxfp4_t",
+        F::Nvfp4 => "mm_nvfp4_t",
+        F::Pq2_0 => "mm_pq2_0_t",
+        F::Ptq1_0 => "mm_ptq1_0_t",
+        _ => return None,
+    })
+}
+
+/// Whether a format's 8-column calls use its tiled kernel ([`tile_shader`]) by default.
+pub fn tile_default(format: FormatId) -> bool {
+    let _ = format;
+    false
+}
+
+/// The default shape of a tiled kernel ([`tile_shader`]).
+pub fn default_tile_shape(format: FormatId) -> Shape {
+    let _ = format;
+    (8, 2, 1)
+}
+
 /// The smallest column variant that covers `n` columns (`n <= MAX_COLS`).
 pub fn ncols_for(n: usize) -> u32 {
     NCOLS.iter().copied().find(|&c| c as usize >= n).unwrap_or(MAX_COLS as u32)

@@ -147,6 +147,10 @@ pub struct VulkanOptions {
     /// has one (PQ2_0), with the staged activations (so only where staging is on; `None`:
     /// `LOWBIT_VK_COLS`, else on).
     pub cols: Option<bool>,
+    /// Use the tiled kernel (`mm_tile.wgsl`) in the 8-column variant where the format has one
+    /// (`None`: `LOWBIT_VK_TILE`, else [`kernels::tile_default`] per format; needs the
+    /// workgroup memory of the staged kernels).
+    pub tile: Option<bool>,
 }
 
 /// One row range of an uploaded matrix, in its own buffers.
@@ -253,6 +257,9 @@ pub struct VulkanBackend {
     /// Whether the 8-column variant is the column-split kernel where the format has one
     /// (implies `staged`).
     cols: bool,
+    /// Whether the 8-column variant is the tiled kernel where the format has one (`None`: the
+    /// per-format default).
+    tile: Option<bool>,
     ctx: Arc<Context>,
 }
 
@@ -340,6 +347,10 @@ impl VulkanBackend {
             Some(c) => c,
             None => env_flag("LOWBIT_VK_COLS")?.unwrap_or(true),
         };
+        let tile = match opts.tile {
+            Some(t) => Some(t),
+            None => env_flag("LOWBIT_VK_TILE")?,
+        };
         let ctx = Arc::new(Context::new(index)?);
         let info = &ctx.info;
         let dot4 = match dot4_forced {
@@ -375,6 +386,7 @@ impl VulkanBackend {
         }
         let (fused, staged) = (fused && roomy, staged && roomy);
         let cols = cols && staged;
+        let tile = if roomy { tile } else { Some(false) };
         let max_buffer = opts.max_weight_buffer_bytes.unwrap_or(u64::MAX).min(info.max_buffer());
         Self::check_shape(opts.shape)?;
         let cache_dir = disk_cache::folder(opts.pipeline_cache_dir.as_deref());
@@ -390,6 +402,7 @@ impl VulkanBackend {
             staged,
             quant_wide,
             cols,
+            tile,
             ctx,
         })
     }
@@ -516,6 +529,14 @@ impl VulkanBackend {
         fused: bool,
     ) -> Result<usize, VulkanError> {
         let plain = kernels::matmul_shader(format).ok_or(VulkanError::Unsupported { format })?;
+        let tiled = match kernels::tile_shader(format) {
+            Some(s)
+                if ncols == 8 && !fused && self.tile.unwrap_or(kernels::tile_default(format)) =>
+            {
+                Some(s)
+            }
+            _ => None,
+        };
         let split = match kernels::cols_shader(format) {
             Some(s) if self.cols && ncols == 8 && !fused => Some(s),
             _ => None,
@@ -527,11 +548,12 @@ impl VulkanBackend {
         let shader = if fused {
             kernels::fused_shader(format).unwrap_or(plain)
         } else {
-            split.or(staged).unwrap_or(plain)
+            tiled.or(split).or(staged).unwrap_or(plain)
         };
         let forced = *self.shape.lock().unwrap_or_else(|p| p.into_inner());
         let shape = match forced {
             Some(s) if kernels::find(shader, s, ncols, self.dot4).is_some() => s,
+            _ if tiled.is_some() => kernels::default_tile_shape(format),
             _ if split.is_some() => kernels::COLS_SHAPE,
             _ if staged.is_some() => kernels::default_staged_shape(format, ncols),
             _ => kernels::default_shape(format, ncols),
