@@ -69,12 +69,13 @@ const MATMUL_KERNELS: [(&str, &[&str], Shapes); 29] = [
 ];
 
 /// Helper kernels: (name, files, workgroup size).
-const HELPERS: [(&str, &[&str], u32); 5] = [
+const HELPERS: [(&str, &[&str], u32); 6] = [
     ("read_bw", &["read_bw"], 256),
     ("quant_q8_0", &["quant_q8_0", "q8_0_fn"], 64),
     ("quant_q8_0p", &["quant_q8_0p"], 256),
     ("quant_q8_k", &["quant_q8_k"], 64),
     ("fwht256", &["fwht256"], 256),
+    ("sum_parts", &["sum_parts"], 256),
 ];
 
 /// Column-count variants of every matmul shader.
@@ -96,10 +97,10 @@ enum Shapes {
     /// column, each thread keeps RPT accumulators (`RPT <= 16`, `BPT * RPT <= 8`).
     Cols,
     /// The tiled kernels (mm_tile.wgsl; 8 columns) of formats with one activation block a
-    /// weight block (chunks of 32 blocks): `RPT * BPT <= 4`, `TPR * BPT` dividing 32.
+    /// weight block (chunks of 32 blocks): `RPT <= 4`, `TPR` dividing 32, BPT = K split.
     Tile,
     /// The tiled kernels of formats with 2 or 4 activation blocks a weight block (chunks of
-    /// 16 or 8 blocks): `TPR * BPT <= 8`.
+    /// 16 or 8 blocks): `TPR <= 8`.
     TileShort,
 }
 
@@ -142,18 +143,22 @@ fn matmul_shapes(set: Shapes, ncols: u32) -> &'static [(u32, u32, u32)] {
         }
         (Shapes::Hfp4, _) => &[(32, 2, 1), (32, 4, 1), (16, 4, 1), (8, 4, 1)],
         (Shapes::Cols, _) => &[(4, 8, 1), (4, 4, 1), (4, 4, 2), (8, 4, 1)],
+        // (threads per row, rows per thread, K split: mm_tile.wgsl reads BPT as the number
+        // of workgroups that share a row group).
         (Shapes::Tile, _) => &[
-            (8, 1, 1),
-            (8, 2, 1),
-            (8, 4, 1),
-            (4, 2, 1),
-            (4, 4, 1),
-            (16, 2, 1),
             (16, 4, 1),
-            (4, 2, 2),
+            (16, 4, 2),
+            (16, 4, 4),
+            (8, 2, 1),
+            (8, 2, 2),
+            (8, 4, 2),
+            (8, 4, 4),
+            (16, 2, 2),
+            (32, 4, 2),
+            (32, 4, 4),
         ],
         (Shapes::TileShort, _) => {
-            &[(8, 1, 1), (8, 2, 1), (8, 4, 1), (4, 2, 1), (4, 4, 1), (4, 2, 2)]
+            &[(8, 2, 1), (8, 2, 2), (4, 2, 1), (4, 2, 2), (4, 2, 4), (8, 4, 2), (8, 4, 4)]
         }
     }
 }

@@ -31,6 +31,17 @@ impl Kernel {
         let per_row = if self.shader.ends_with("_c") { self.tpr * self.ncols } else { self.tpr };
         self.wg / per_row * self.rpt
     }
+
+    /// Workgroups that share one row group, each summing a range of K (the tiled kernels,
+    /// names ending in `_t`, read their `bpt` so: mm_tile.wgsl); above 1 the kernel writes
+    /// partial sums that `sum_parts` adds up.
+    pub fn k_split(&self) -> u32 {
+        if self.shader.ends_with("_t") {
+            self.bpt
+        } else {
+            1
+        }
+    }
 }
 
 include!(concat!(env!("OUT_DIR"), "/kernels.rs"));
@@ -138,8 +149,10 @@ pub fn tile_default(format: FormatId) -> bool {
 
 /// The default shape of a tiled kernel ([`tile_shader`]).
 pub fn default_tile_shape(format: FormatId) -> Shape {
-    let _ = format;
-    (8, 2, 1)
+    match format {
+        FormatId::Nvfp4 | FormatId::Pq2_0 | FormatId::Ptq1_0 => (8, 2, 2),
+        _ => (16, 4, 2),
+    }
 }
 
 /// The smallest column variant that covers `n` columns (`n <= MAX_COLS`).

@@ -199,6 +199,8 @@ struct Scratch {
     act_q: Option<Buffer>,
     act_meta: Option<Buffer>,
     y_dev: Option<Buffer>,
+    /// Partial sums of the K-split tiled kernels (splits x columns x rows).
+    y_part: Option<Buffer>,
     y_host: Option<Buffer>,
     dummy: Option<Buffer>,
 }
@@ -577,6 +579,20 @@ impl VulkanBackend {
         Ok(((k.tpr, k.rpt, k.bpt), k.shader))
     }
 
+    /// The largest K split ([`kernels::Kernel::k_split`]) among the kernels of a call of `n`
+    /// columns of `format` (1: none writes partial sums).
+    fn max_k_split(&self, format: FormatId, n: usize) -> Result<u32, VulkanError> {
+        let mut split = 1;
+        let mut c0 = 0;
+        while c0 < n {
+            let tile = (n - c0).min(kernels::MAX_COLS);
+            let k = self.matmul_kernel(format, kernels::ncols_for(tile), false)?;
+            split = split.max(kernels::KERNELS[k].k_split());
+            c0 += tile;
+        }
+        Ok(split)
+    }
+
     /// Stages `x` on the device and sizes the scratch buffers for `n` columns of `m`.
     fn stage(
         &self,
@@ -607,6 +623,11 @@ impl VulkanBackend {
         ensure(ctx, &mut s.act_q, (n * cols) as u64, false)?;
         ensure(ctx, &mut s.act_meta, (n * cols / 32 * 16) as u64, false)?;
         ensure(ctx, &mut s.y_dev, (n * rows * 4) as u64, false)?;
+        let split = self.max_k_split(m.desc.format, n)?;
+        if split > 1 {
+            too("the partial sums", (split as usize * n * rows * 4) as u64)?;
+            ensure(ctx, &mut s.y_part, (split as usize * n * rows * 4) as u64, false)?;
+        }
         ensure(ctx, &mut s.y_host, (n * rows * 4) as u64, true)?;
         ensure(ctx, &mut s.dummy, 256, false)?;
         Ok(())
@@ -706,6 +727,8 @@ impl VulkanBackend {
             let tile = (n - c0).min(kernels::MAX_COLS);
             let kidx = self.matmul_kernel(format, kernels::ncols_for(tile), plan.fused)?;
             let rpw = kernels::KERNELS[kidx].rows_per_workgroup();
+            let split = kernels::KERNELS[kidx].k_split();
+            let out = if split > 1 { bind(&s.y_part) } else { bind(&s.y_dev) };
             for seg in &m.segments {
                 let params = [
                     seg.rows as u32,
@@ -722,9 +745,20 @@ impl VulkanBackend {
                     Bind { buffer: seg.scales.buffer, range: seg.scales.size },
                     act0,
                     act1,
-                    bind(&s.y_dev),
+                    out,
                 ];
-                rec.dispatch(kidx, &binds, params, (seg.rows as u32).div_ceil(rpw))?;
+                let groups = (seg.rows as u32).div_ceil(rpw) * split;
+                rec.dispatch(kidx, &binds, params, groups)?;
+            }
+            if split > 1 {
+                // The partial sums of this tile's columns, added up in split order.
+                rec.compute_barrier();
+                let k = self.helper_kernel("sum_parts")?;
+                let outs = (tile * rows) as u32;
+                let params = [outs, rows as u32, split, 0, 0, c0 as u32, 0, 0];
+                let dummy = bind(&s.dummy);
+                let binds = [bind(&s.y_part), dummy, dummy, dummy, bind(&s.y_dev)];
+                rec.dispatch(k, &binds, params, outs.div_ceil(256))?;
             }
             c0 += tile;
         }

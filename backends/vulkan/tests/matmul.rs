@@ -359,6 +359,8 @@ fn column_split_kernels_match_the_exact_product_on_odd_shapes() {
             for (rows, k32) in [(1, 32usize), (33, 224), (259, 4128)] {
                 check_format(&b, format, rows, k32.next_multiple_of(rm), &[6, 7, 8]);
             }
+            // A 16-column tile, then an 8-column tiled one from column 16.
+            check_format(&b, format, 33, 9 * rm, &[21]);
         }
     }
 }
@@ -390,6 +392,8 @@ fn tiled_kernels_match_the_exact_product_on_odd_shapes() {
             for (rows, k32) in [(1, 32usize), (33, 224), (259, 4128)] {
                 check_format(&b, format, rows, k32.next_multiple_of(rm), &[6, 7, 8]);
             }
+            // A 16-column tile, then an 8-column tiled one from column 16.
+            check_format(&b, format, 33, 9 * rm, &[21]);
         }
     }
 }
