@@ -40,6 +40,15 @@
 //!   needs staging on): the threads of a row split the columns as well as the blocks, one
 //!   column a thread, so each decodes a block once for all its rows (PQ2_0's staged kernel
 //!   decodes it again per column); 1.25-1.34x faster at n = 8 on an H200.
+//! * In their 8-column variant (calls of 5 to 8 columns) Q8_0, Q4_0, ROCmFP2, ROCmFP3, MXFP4,
+//!   NVFP4, PQ2_0 and PTQ1_0 use tiled kernels (`mm_tile.wgsl`; `LOWBIT_VK_TILE=0` or
+//!   [`VulkanOptions::tile`] turns them off, and they need the staged kernels' workgroup
+//!   memory): the workgroup stages a chunk of K of all eight activation columns in workgroup
+//!   memory once per chunk, each thread keeps at most 4 rows (32 accumulators; 64-128
+//!   registers on an H200 against 131-255 before) and decodes each block once for all
+//!   columns; some shapes split K over several workgroups and add the partial sums in a
+//!   second dispatch (`sum_parts.wgsl`). 1.02-2.6x faster at n = 8 on an H200
+//!   (docs/BENCHMARKS.md, session 10).
 //! * Opt-in (`LOWBIT_VK_FUSED=1` or [`VulkanOptions::fused`]), n = 1 with K <= 16384 for Q8_0
 //!   and Q4_0: a fused kernel whose every workgroup quantizes the activation column itself
 //!   (the same bytes as the quantizer dispatch) into workgroup memory, so the call is one
@@ -148,8 +157,9 @@ pub struct VulkanOptions {
     /// `LOWBIT_VK_COLS`, else on).
     pub cols: Option<bool>,
     /// Use the tiled kernel (`mm_tile.wgsl`) in the 8-column variant where the format has one
-    /// (`None`: `LOWBIT_VK_TILE`, else [`kernels::tile_default`] per format; needs the
-    /// workgroup memory of the staged kernels).
+    /// (`None`: `LOWBIT_VK_TILE`, else [`kernels::tile_default`] per format; it needs the
+    /// workgroup memory of the staged kernels and stays off without it). It takes precedence
+    /// over the column-split and staged kernels.
     pub tile: Option<bool>,
 }
 
@@ -521,7 +531,8 @@ impl VulkanBackend {
     }
 
     /// The matmul kernel for `ncols` columns: the fused one (`fused`: the caller checked that
-    /// the format has one and the call fits it), the column-split one (`ncols == 8`, where the
+    /// the format has one and the call fits it), the tiled one (`ncols == 8`, where the format
+    /// has one and it is on), the column-split one (`ncols == 8`, where the
     /// format has one and it is on), the staged one (`ncols >= 4`, where the format has one
     /// and staging is on) or the plain one.
     fn matmul_kernel(
