@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 /// Matmul kernels: (kernel name, WGSL files in order, shape set). common.wgsl is appended to
 /// every kernel. Kernels on `mm_body` define a format's block access and dot product only.
 /// Names ending in `_f` are the fused 1-column kernels (act_q8f.wgsl), compiled for n = 1 only.
-const MATMUL_KERNELS: [(&str, &[&str], Shapes); 21] = [
+const MATMUL_KERNELS: [(&str, &[&str], Shapes); 29] = [
     ("mm_q8_0", &["mm_q8_0"], Shapes::Small),
     ("mm_q4_0", &["mm_q4_0"], Shapes::Small),
     ("mm_q4_1", &["mm_q4_1"], Shapes::Small),
@@ -55,15 +55,27 @@ const MATMUL_KERNELS: [(&str, &[&str], Shapes); 21] = [
     // PQ2_0, where it was faster than mm_pq2_0_s on an H200 (docs/BENCHMARKS.md, session 9:
     // the other formats on mm_body were 1.3-3.5x slower with it).
     ("mm_pq2_0_c", &["mm_pq2_0", "act_q8s", "mm_cols"], Shapes::Cols),
+    // Tiled (names ending in `_t`, 8-column variants only, mm_tile.wgsl): a chunk of K of
+    // every column staged in workgroup memory once per chunk (act_q8t.wgsl), few rows a
+    // thread, each block decoded once for all columns.
+    ("mm_q8_0_t", &["mm_q8_0b", "act_q8t", "mm_tile"], Shapes::Tile),
+    ("mm_q4_0_t", &["mm_q4_0b", "act_q8t", "mm_tile"], Shapes::Tile),
+    ("mm_rocmfp2_t", &["mm_rocmfp2", "act_q8t", "mm_tile"], Shapes::Tile),
+    ("mm_rocmfp3_t", &["mm_rocmfp3", "act_q8t", "mm_tile"], Shapes::Tile),
+    ("mm_mxfp4_t", &["mm_mxfp4", "act_q8t", "mm_tile"], Shapes::Tile),
+    ("mm_nvfp4_t", &["mm_nvfp4", "act_q8t", "mm_tile"], Shapes::TileShort),
+    ("mm_pq2_0_t", &["mm_pq2_0", "act_q8t", "mm_tile"], Shapes::TileShort),
+    ("mm_ptq1_0_t", &["mm_ptq1_0", "act_q8t", "mm_tile"], Shapes::TileShort),
 ];
 
 /// Helper kernels: (name, files, workgroup size).
-const HELPERS: [(&str, &[&str], u32); 5] = [
+const HELPERS: [(&str, &[&str], u32); 6] = [
     ("read_bw", &["read_bw"], 256),
     ("quant_q8_0", &["quant_q8_0", "q8_0_fn"], 64),
     ("quant_q8_0p", &["quant_q8_0p"], 256),
     ("quant_q8_k", &["quant_q8_k"], 64),
     ("fwht256", &["fwht256"], 256),
+    ("sum_parts", &["sum_parts"], 256),
 ];
 
 /// Column-count variants of every matmul shader.
@@ -84,6 +96,12 @@ enum Shapes {
     /// The column-split kernels (mm_cols.wgsl; 8 columns): TPR is the threads per row and
     /// column, each thread keeps RPT accumulators (`RPT <= 16`, `BPT * RPT <= 8`).
     Cols,
+    /// The tiled kernels (mm_tile.wgsl; 8 columns) of formats with one activation block a
+    /// weight block (chunks of 32 blocks): `RPT <= 4`, `TPR` dividing 32, BPT = K split.
+    Tile,
+    /// The tiled kernels of formats with 2 or 4 activation blocks a weight block (chunks of
+    /// 16 or 8 blocks): `TPR <= 8`.
+    TileShort,
 }
 
 /// (threads per row, rows per thread, blocks per thread and step) of every matmul variant, for
@@ -125,6 +143,23 @@ fn matmul_shapes(set: Shapes, ncols: u32) -> &'static [(u32, u32, u32)] {
         }
         (Shapes::Hfp4, _) => &[(32, 2, 1), (32, 4, 1), (16, 4, 1), (8, 4, 1)],
         (Shapes::Cols, _) => &[(4, 8, 1), (4, 4, 1), (4, 4, 2), (8, 4, 1)],
+        // (threads per row, rows per thread, K split: mm_tile.wgsl reads BPT as the number
+        // of workgroups that share a row group).
+        (Shapes::Tile, _) => &[
+            (16, 4, 1),
+            (16, 4, 2),
+            (16, 4, 4),
+            (8, 2, 1),
+            (8, 2, 2),
+            (8, 4, 2),
+            (8, 4, 4),
+            (16, 2, 2),
+            (32, 4, 2),
+            (32, 4, 4),
+        ],
+        (Shapes::TileShort, _) => {
+            &[(8, 2, 1), (8, 2, 2), (4, 2, 1), (4, 2, 2), (4, 2, 4), (8, 4, 2), (8, 4, 4)]
+        }
     }
 }
 
@@ -147,7 +182,7 @@ fn variants() -> Vec<Variant> {
         for ncols in NCOLS {
             if shader.ends_with("_f") && ncols != 1
                 || shader.ends_with("_s") && ncols < 4
-                || shader.ends_with("_c") && ncols != 8
+                || (shader.ends_with("_c") || shader.ends_with("_t")) && ncols != 8
             {
                 continue;
             }

@@ -31,6 +31,17 @@ impl Kernel {
         let per_row = if self.shader.ends_with("_c") { self.tpr * self.ncols } else { self.tpr };
         self.wg / per_row * self.rpt
     }
+
+    /// Workgroups that share one row group, each summing a range of K (the tiled kernels,
+    /// names ending in `_t`, read their `bpt` so: mm_tile.wgsl); above 1 the kernel writes
+    /// partial sums that `sum_parts` adds up.
+    pub fn k_split(&self) -> u32 {
+        if self.shader.ends_with("_t") {
+            self.bpt
+        } else {
+            1
+        }
+    }
 }
 
 include!(concat!(env!("OUT_DIR"), "/kernels.rs"));
@@ -99,7 +110,8 @@ pub fn default_staged_shape(format: FormatId, ncols: u32) -> Shape {
 /// block once for all its rows and keeps one accumulator a row), if any. Only PQ2_0 has one:
 /// on an NVIDIA H200 it was 1.25-1.34x faster than PQ2_0's staged kernel at n = 8, and the
 /// same kernel was 1.3-3.5x slower than the staged or plain kernels of Q8_0, Q4_0, ROCmFP2,
-/// ROCmFP3, MXFP4, NVFP4 and PTQ1_0 (docs/BENCHMARKS.md, session 9).
+/// ROCmFP3, MXFP4, NVFP4 and PTQ1_0 (docs/BENCHMARKS.md, session 9). Since session 10 PQ2_0's
+/// tiled kernel ([`tile_shader`]) takes precedence where it is on.
 pub fn cols_shader(format: FormatId) -> Option<&'static str> {
     match format {
         FormatId::Pq2_0 => Some("mm_pq2_0_c"),
@@ -111,6 +123,45 @@ pub fn cols_shader(format: FormatId) -> Option<&'static str> {
 /// column-split kernel ([`cols_shader`]): the fastest of session 9's sweep on an H200 at
 /// n = 8, 16384x16384 and 14336x4096.
 pub const COLS_SHAPE: Shape = (4, 8, 1);
+
+/// The tiled kernel of a format for its 8-column variant (mm_tile.wgsl: a chunk of K of every
+/// column staged in workgroup memory once per chunk, at most 4 rows a thread, each block
+/// decoded once for all columns; optionally K split over workgroups), if the build has one.
+pub fn tile_shader(format: FormatId) -> Option<&'static str> {
+    use FormatId as F;
+    Some(match format {
+        F::Q8_0 => "mm_q8_0_t",
+        F::Q4_0 => "mm_q4_0_t",
+        F::RocmFp2 => "mm_rocmfp2_t",
+        F::RocmFp3 => "mm_rocmfp3_t",
+        F::Mxfp4 => "mm_mxfp4_t",
+        F::Nvfp4 => "mm_nvfp4_t",
+        F::Pq2_0 => "mm_pq2_0_t",
+        F::Ptq1_0 => "mm_ptq1_0_t",
+        _ => return None,
+    })
+}
+
+/// Whether a format's 8-column calls (5 to 8 columns) use its tiled kernel ([`tile_shader`])
+/// by default: every format that has one. On an NVIDIA H200 at n = 8 (docs/BENCHMARKS.md,
+/// session 10) it was faster than the staged, column-split or plain kernel at 16384x16384 for
+/// all eight (1.03x Q4_0 .. 2.6x PTQ1_0) and at 14336x4096 for six (ROCmFP3 7% and MXFP4 2%
+/// slower there).
+pub fn tile_default(format: FormatId) -> bool {
+    tile_shader(format).is_some()
+}
+
+/// The default shape of a tiled kernel ([`tile_shader`]): (threads per row, rows per thread,
+/// K split), the fastest of session 10's sweep on an H200 at n = 8 (lowest time summed
+/// relative to each shape's best over 16384x16384 and 14336x4096).
+pub fn default_tile_shape(format: FormatId) -> Shape {
+    use FormatId as F;
+    match format {
+        F::Mxfp4 => (8, 2, 1),
+        F::Nvfp4 | F::Pq2_0 | F::Ptq1_0 => (4, 2, 2),
+        _ => (16, 4, 1),
+    }
+}
 
 /// The smallest column variant that covers `n` columns (`n <= MAX_COLS`).
 pub fn ncols_for(n: usize) -> u32 {

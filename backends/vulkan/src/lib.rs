@@ -40,6 +40,15 @@
 //!   needs staging on): the threads of a row split the columns as well as the blocks, one
 //!   column a thread, so each decodes a block once for all its rows (PQ2_0's staged kernel
 //!   decodes it again per column); 1.25-1.34x faster at n = 8 on an H200.
+//! * In their 8-column variant (calls of 5 to 8 columns) Q8_0, Q4_0, ROCmFP2, ROCmFP3, MXFP4,
+//!   NVFP4, PQ2_0 and PTQ1_0 use tiled kernels (`mm_tile.wgsl`; `LOWBIT_VK_TILE=0` or
+//!   [`VulkanOptions::tile`] turns them off, and they need the staged kernels' workgroup
+//!   memory): the workgroup stages a chunk of K of all eight activation columns in workgroup
+//!   memory once per chunk, each thread keeps at most 4 rows (32 accumulators; 64-128
+//!   registers on an H200 against 131-255 before) and decodes each block once for all
+//!   columns; some shapes split K over several workgroups and add the partial sums in a
+//!   second dispatch (`sum_parts.wgsl`). 1.02-2.6x faster at n = 8 on an H200
+//!   (docs/BENCHMARKS.md, session 10).
 //! * Opt-in (`LOWBIT_VK_FUSED=1` or [`VulkanOptions::fused`]), n = 1 with K <= 16384 for Q8_0
 //!   and Q4_0: a fused kernel whose every workgroup quantizes the activation column itself
 //!   (the same bytes as the quantizer dispatch) into workgroup memory, so the call is one
@@ -147,6 +156,11 @@ pub struct VulkanOptions {
     /// has one (PQ2_0), with the staged activations (so only where staging is on; `None`:
     /// `LOWBIT_VK_COLS`, else on).
     pub cols: Option<bool>,
+    /// Use the tiled kernel (`mm_tile.wgsl`) in the 8-column variant where the format has one
+    /// (`None`: `LOWBIT_VK_TILE`, else [`kernels::tile_default`] per format; it needs the
+    /// workgroup memory of the staged kernels and stays off without it). It takes precedence
+    /// over the column-split and staged kernels.
+    pub tile: Option<bool>,
 }
 
 /// One row range of an uploaded matrix, in its own buffers.
@@ -195,6 +209,8 @@ struct Scratch {
     act_q: Option<Buffer>,
     act_meta: Option<Buffer>,
     y_dev: Option<Buffer>,
+    /// Partial sums of the K-split tiled kernels (splits x columns x rows).
+    y_part: Option<Buffer>,
     y_host: Option<Buffer>,
     dummy: Option<Buffer>,
 }
@@ -253,6 +269,9 @@ pub struct VulkanBackend {
     /// Whether the 8-column variant is the column-split kernel where the format has one
     /// (implies `staged`).
     cols: bool,
+    /// Whether the 8-column variant is the tiled kernel where the format has one (`None`: the
+    /// per-format default).
+    tile: Option<bool>,
     ctx: Arc<Context>,
 }
 
@@ -340,6 +359,10 @@ impl VulkanBackend {
             Some(c) => c,
             None => env_flag("LOWBIT_VK_COLS")?.unwrap_or(true),
         };
+        let tile = match opts.tile {
+            Some(t) => Some(t),
+            None => env_flag("LOWBIT_VK_TILE")?,
+        };
         let ctx = Arc::new(Context::new(index)?);
         let info = &ctx.info;
         let dot4 = match dot4_forced {
@@ -375,6 +398,7 @@ impl VulkanBackend {
         }
         let (fused, staged) = (fused && roomy, staged && roomy);
         let cols = cols && staged;
+        let tile = if roomy { tile } else { Some(false) };
         let max_buffer = opts.max_weight_buffer_bytes.unwrap_or(u64::MAX).min(info.max_buffer());
         Self::check_shape(opts.shape)?;
         let cache_dir = disk_cache::folder(opts.pipeline_cache_dir.as_deref());
@@ -390,6 +414,7 @@ impl VulkanBackend {
             staged,
             quant_wide,
             cols,
+            tile,
             ctx,
         })
     }
@@ -506,7 +531,8 @@ impl VulkanBackend {
     }
 
     /// The matmul kernel for `ncols` columns: the fused one (`fused`: the caller checked that
-    /// the format has one and the call fits it), the column-split one (`ncols == 8`, where the
+    /// the format has one and the call fits it), the tiled one (`ncols == 8`, where the format
+    /// has one and it is on), the column-split one (`ncols == 8`, where the
     /// format has one and it is on), the staged one (`ncols >= 4`, where the format has one
     /// and staging is on) or the plain one.
     fn matmul_kernel(
@@ -516,6 +542,14 @@ impl VulkanBackend {
         fused: bool,
     ) -> Result<usize, VulkanError> {
         let plain = kernels::matmul_shader(format).ok_or(VulkanError::Unsupported { format })?;
+        let tiled = match kernels::tile_shader(format) {
+            Some(s)
+                if ncols == 8 && !fused && self.tile.unwrap_or(kernels::tile_default(format)) =>
+            {
+                Some(s)
+            }
+            _ => None,
+        };
         let split = match kernels::cols_shader(format) {
             Some(s) if self.cols && ncols == 8 && !fused => Some(s),
             _ => None,
@@ -527,11 +561,12 @@ impl VulkanBackend {
         let shader = if fused {
             kernels::fused_shader(format).unwrap_or(plain)
         } else {
-            split.or(staged).unwrap_or(plain)
+            tiled.or(split).or(staged).unwrap_or(plain)
         };
         let forced = *self.shape.lock().unwrap_or_else(|p| p.into_inner());
         let shape = match forced {
             Some(s) if kernels::find(shader, s, ncols, self.dot4).is_some() => s,
+            _ if tiled.is_some() => kernels::default_tile_shape(format),
             _ if split.is_some() => kernels::COLS_SHAPE,
             _ if staged.is_some() => kernels::default_staged_shape(format, ncols),
             _ => kernels::default_shape(format, ncols),
@@ -553,6 +588,20 @@ impl VulkanBackend {
         let fused = self.fused && n == 1 && kernels::fused_shader(format).is_some();
         let k = &kernels::KERNELS[self.matmul_kernel(format, ncols, fused)?];
         Ok(((k.tpr, k.rpt, k.bpt), k.shader))
+    }
+
+    /// The largest K split ([`kernels::Kernel::k_split`]) among the kernels of a call of `n`
+    /// columns of `format` (1: none writes partial sums).
+    fn max_k_split(&self, format: FormatId, n: usize) -> Result<u32, VulkanError> {
+        let mut split = 1;
+        let mut c0 = 0;
+        while c0 < n {
+            let tile = (n - c0).min(kernels::MAX_COLS);
+            let k = self.matmul_kernel(format, kernels::ncols_for(tile), false)?;
+            split = split.max(kernels::KERNELS[k].k_split());
+            c0 += tile;
+        }
+        Ok(split)
     }
 
     /// Stages `x` on the device and sizes the scratch buffers for `n` columns of `m`.
@@ -585,6 +634,11 @@ impl VulkanBackend {
         ensure(ctx, &mut s.act_q, (n * cols) as u64, false)?;
         ensure(ctx, &mut s.act_meta, (n * cols / 32 * 16) as u64, false)?;
         ensure(ctx, &mut s.y_dev, (n * rows * 4) as u64, false)?;
+        let split = self.max_k_split(m.desc.format, n)?;
+        if split > 1 {
+            too("the partial sums", (split as usize * n * rows * 4) as u64)?;
+            ensure(ctx, &mut s.y_part, (split as usize * n * rows * 4) as u64, false)?;
+        }
         ensure(ctx, &mut s.y_host, (n * rows * 4) as u64, true)?;
         ensure(ctx, &mut s.dummy, 256, false)?;
         Ok(())
@@ -684,6 +738,8 @@ impl VulkanBackend {
             let tile = (n - c0).min(kernels::MAX_COLS);
             let kidx = self.matmul_kernel(format, kernels::ncols_for(tile), plan.fused)?;
             let rpw = kernels::KERNELS[kidx].rows_per_workgroup();
+            let split = kernels::KERNELS[kidx].k_split();
+            let out = if split > 1 { bind(&s.y_part) } else { bind(&s.y_dev) };
             for seg in &m.segments {
                 let params = [
                     seg.rows as u32,
@@ -700,9 +756,20 @@ impl VulkanBackend {
                     Bind { buffer: seg.scales.buffer, range: seg.scales.size },
                     act0,
                     act1,
-                    bind(&s.y_dev),
+                    out,
                 ];
-                rec.dispatch(kidx, &binds, params, (seg.rows as u32).div_ceil(rpw))?;
+                let groups = (seg.rows as u32).div_ceil(rpw) * split;
+                rec.dispatch(kidx, &binds, params, groups)?;
+            }
+            if split > 1 {
+                // The partial sums of this tile's columns, added up in split order.
+                rec.compute_barrier();
+                let k = self.helper_kernel("sum_parts")?;
+                let outs = (tile * rows) as u32;
+                let params = [outs, rows as u32, split, 0, 0, c0 as u32, 0, 0];
+                let dummy = bind(&s.dummy);
+                let binds = [bind(&s.y_part), dummy, dummy, dummy, bind(&s.y_dev)];
+                rec.dispatch(k, &binds, params, outs.div_ceil(256))?;
             }
             c0 += tile;
         }

@@ -306,7 +306,7 @@ fn the_disk_pipeline_cache_is_written_reused_and_survives_corruption() {
 
 #[test]
 fn staged_kernels_serve_three_or_more_columns_of_their_formats_only() {
-    use lowbit_vulkan::kernels::{cols_shader, staged_shader};
+    use lowbit_vulkan::kernels::{cols_shader, staged_shader, tile_default, tile_shader};
     let Some(b) = backend(VulkanOptions::default()) else { return };
     let Some(off) = backend(VulkanOptions { staged: Some(false), ..Default::default() }) else {
         return;
@@ -318,9 +318,16 @@ fn staged_kernels_serve_three_or_more_columns_of_their_formats_only() {
             // The 4-, 8- and 16-column variants: calls of 3 or more columns.
             let want = roomy && n >= 3 && staged_shader(format).is_some();
             // The column-split kernel takes the 8-column variant where the format has one.
-            let split = roomy && (5..=8).contains(&n) && cols_shader(format).is_some();
-            assert_eq!(shader.ends_with("_s"), want && !split, "{format} n = {n}: {shader}");
+            let eight = roomy && (5..=8).contains(&n);
+            let tiled = eight && tile_shader(format).is_some() && tile_default(format);
+            let split = eight && !tiled && cols_shader(format).is_some();
+            assert_eq!(
+                shader.ends_with("_s"),
+                want && !split && !tiled,
+                "{format} n = {n}: {shader}"
+            );
             assert_eq!(shader.ends_with("_c"), split, "{format} n = {n}: {shader}");
+            assert_eq!(shader.ends_with("_t"), tiled, "{format} n = {n}: {shader}");
             let (_, shader) = ok(off.kernel_for(format, n), "kernel_for");
             assert!(!shader.ends_with("_s"), "{format} n = {n}: {shader} with staging off");
         }
@@ -331,7 +338,7 @@ fn staged_kernels_serve_three_or_more_columns_of_their_formats_only() {
 fn column_split_kernels_match_the_exact_product_on_odd_shapes() {
     use lowbit_vulkan::kernels::{cols_shader, shapes};
     for (cols, dot4) in [(None, None), (Some(true), Some(false)), (Some(false), None)] {
-        let opts = VulkanOptions { cols, dot4, ..Default::default() };
+        let opts = VulkanOptions { cols, dot4, tile: Some(false), ..Default::default() };
         let Some(b) = backend(opts) else { return };
         let roomy = b.info().max_shared_bytes >= lowbit_vulkan::kernels::EXTRA_SHARED_BYTES;
         let on = cols != Some(false) && roomy;
@@ -352,6 +359,77 @@ fn column_split_kernels_match_the_exact_product_on_odd_shapes() {
             for (rows, k32) in [(1, 32usize), (33, 224), (259, 4128)] {
                 check_format(&b, format, rows, k32.next_multiple_of(rm), &[6, 7, 8]);
             }
+            // A 16-column tile, then an 8-column tiled one from column 16.
+            check_format(&b, format, 33, 9 * rm, &[21]);
         }
+    }
+    // A matrix in several buffers (segments: partial sums at each segment's row offset).
+    let opts = VulkanOptions {
+        tile: Some(true),
+        max_weight_buffer_bytes: Some(8192),
+        ..Default::default()
+    };
+    let Some(b) = backend(opts) else { return };
+    if b.info().max_shared_bytes < lowbit_vulkan::kernels::EXTRA_SHARED_BYTES {
+        return;
+    }
+    for format in FORMATS {
+        let Some(shader) = lowbit_vulkan::kernels::tile_shader(format) else { continue };
+        for shape in lowbit_vulkan::kernels::shapes(shader, 8) {
+            ok(b.set_shape(Some(shape)), "set_shape");
+            check_format(&b, format, 301, 1024, &[7, 21]);
+        }
+        ok(b.set_shape(None), "set_shape");
+    }
+}
+
+#[test]
+fn tiled_kernels_match_the_exact_product_on_odd_shapes() {
+    use lowbit_vulkan::kernels::{shapes, tile_shader};
+    for (tile, dot4) in [(Some(true), None), (Some(true), Some(false)), (Some(false), None)] {
+        let opts = VulkanOptions { tile, dot4, ..Default::default() };
+        let Some(b) = backend(opts) else { return };
+        let roomy = b.info().max_shared_bytes >= lowbit_vulkan::kernels::EXTRA_SHARED_BYTES;
+        let on = tile == Some(true) && roomy;
+        for format in FORMATS {
+            for n in [1, 2, 3, 4, 5, 8, 9, 13] {
+                let (_, shader) = ok(b.kernel_for(format, n), "kernel_for");
+                let want = on && (5..=8).contains(&n) && tile_shader(format).is_some();
+                assert_eq!(shader.ends_with("_t"), want, "{format} n = {n}: {shader}");
+            }
+            let Some(shader) = tile_shader(format).filter(|_| on) else { continue };
+            let rm = format.geometry().row_multiple;
+            // Every shape on an odd matrix (rows not a multiple of a workgroup's, a chunk
+            // cut short); the default also on longer and shorter rows.
+            for shape in shapes(shader, 8) {
+                ok(b.set_shape(Some(shape)), "set_shape");
+                check_format(&b, format, 37, 5 * rm, &[5, 8]);
+                check_format(&b, format, 70, 41 * rm, &[7]);
+            }
+            ok(b.set_shape(None), "set_shape");
+            for (rows, k32) in [(1, 32usize), (33, 224), (259, 4128)] {
+                check_format(&b, format, rows, k32.next_multiple_of(rm), &[6, 7, 8]);
+            }
+            // A 16-column tile, then an 8-column tiled one from column 16.
+            check_format(&b, format, 33, 9 * rm, &[21]);
+        }
+    }
+    // A matrix in several buffers (segments: partial sums at each segment's row offset).
+    let opts = VulkanOptions {
+        tile: Some(true),
+        max_weight_buffer_bytes: Some(8192),
+        ..Default::default()
+    };
+    let Some(b) = backend(opts) else { return };
+    if b.info().max_shared_bytes < lowbit_vulkan::kernels::EXTRA_SHARED_BYTES {
+        return;
+    }
+    for format in FORMATS {
+        let Some(shader) = lowbit_vulkan::kernels::tile_shader(format) else { continue };
+        for shape in lowbit_vulkan::kernels::shapes(shader, 8) {
+            ok(b.set_shape(Some(shape)), "set_shape");
+            check_format(&b, format, 301, 1024, &[7, 21]);
+        }
+        ok(b.set_shape(None), "set_shape");
     }
 }

@@ -1,0 +1,104 @@
+// mm_tile.wgsl: the tiled matmul entry point for the 8-column variants (kernels named `*_t`;
+// kernels.rs `tile_shader`), an alternative to mm_body.wgsl for formats with Q8_0 / Q8_1
+// activations: the same format file interface (fetch_w, decode_w, load_a, block_dot; see
+// mm_body.wgsl) with act_q8t.wgsl's chunked activations. A team of TPR consecutive threads
+// owns RPT rows (RPT <= 4); in each step its threads take TPR consecutive blocks of those
+// rows (thread k: block k), so one load instruction of a team reads one contiguous run of
+// each row, and the teams of a subgroup read the same activation words of
+// workgroup memory (one broadcast). Each weight block is decoded once and used for all NCOLS
+// columns; a thread keeps RPT * NCOLS accumulators, the step's raw words and the next step's
+// in flight, and one activation block of the next chunk (the chunk is staged with one barrier
+// pair per TILE_CH blocks, not per step as act_q8s.wgsl does). Partial sums of a (row, column)
+// are summed through workgroup memory at the end.
+// K split: here BPT is not blocks a step but the number of workgroups that share a row group,
+// each taking one range of whole chunks of the row, so that a matrix of few rows still gives
+// several workgroups to every multiprocessor. With BPT = 1 the workgroup stores its sums in y;
+// with BPT > 1 binding 4 is a partial-sum buffer ((column, split) major, y_stride rows each)
+// that sum_parts.wgsl adds up in a second dispatch (kernels.rs `Kernel::k_split`).
+// What must not live here: format arithmetic.
+// Requires: NCOLS a multiple of 4 (<= 8), TPR dividing the chunk (act_q8t.wgsl tile_ch),
+// RPT <= 4 (build.rs' shape sets).
+
+@group(0) @binding(1) var<storage, read> w_scales: array<u32>;
+@group(0) @binding(4) var<storage, read_write> y: array<f32>;
+
+@compute @workgroup_size(WG)
+fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wgid: vec3<u32>) {
+    let wgl = wg_linear(wgid);
+    let splits = BPT;
+    let ks = wgl % splits;
+    let group = wgl / splits;
+    let teams = WG / TPR;
+    let row0 = (group * teams + lid / TPR) * RPT;
+    let first = lid % TPR;
+    let ch = tile_ch();
+    // This workgroup's blocks of the row: whole chunks, kb0 .. kb1 - 1.
+    let kper = ((pc.nb + splits - 1u) / splits + ch - 1u) / ch * ch;
+    let kb0 = ks * kper;
+    let kb1 = min(kb0 + kper, pc.nb);
+    var acc: array<f32, 32>;
+    // First block index of each of this thread's rows (rows past the end read the last one).
+    var base: array<u32, 4>;
+    for (var r = 0u; r < RPT; r++) {
+        base[r] = min(row0 + r, pc.rows - 1u) * pc.nb;
+    }
+    var raw: array<WRaw, 4>;
+    for (var r = 0u; r < RPT; r++) {
+        raw[r] = fetch_w(base[r] + min(kb0 + first, pc.nb - 1u));
+    }
+    var next = tile_fetch(lid, kb0);
+    // Every thread runs every chunk and step (the same count for the whole workgroup, so the
+    // barriers are in uniform control flow); blocks past the range's end are clamped and
+    // masked.
+    for (var c0 = kb0; c0 < kb1; c0 += ch) {
+        workgroupBarrier();
+        tile_store(lid, c0, next);
+        workgroupBarrier();
+        next = tile_fetch(lid, c0 + ch);
+        for (var s0 = c0; s0 < c0 + ch; s0 += TPR) {
+            let cur = raw;
+            // The next step's words in flight while this step is computed.
+            for (var r = 0u; r < RPT; r++) {
+                raw[r] = fetch_w(base[r] + min(s0 + TPR + first, pc.nb - 1u));
+            }
+            let bs = s0 + first;
+            let valid = bs < kb1;
+            let b = min(bs, pc.nb - 1u);
+            var w: array<WBlock, 4>;
+            for (var r = 0u; r < RPT; r++) {
+                w[r] = decode_w(cur[r], base[r] + b);
+            }
+            for (var c = 0u; c < NCOLS; c++) {
+                let col = pc.act_col + c;
+                // Staged under its unclamped index (the chunk's own slot).
+                let a = load_a(col, bs);
+                for (var r = 0u; r < RPT; r++) {
+                    let v = block_dot(w[r], a, base[r] + b, col, b);
+                    acc[r * NCOLS + c] += select(0.0, v, valid);
+                }
+            }
+        }
+    }
+    // Sum each (row, column)'s TPR partials, four columns a pass, through tile_m.
+    for (var r = 0u; r < RPT; r++) {
+        let f = row_factor(min(row0 + r, pc.rows - 1u));
+        for (var h = 0u; h < NCOLS; h += 4u) {
+            workgroupBarrier();
+            let i = r * NCOLS + h;
+            tile_m[lid] = vec4<f32>(acc[i], acc[i + 1u], acc[i + 2u], acc[i + 3u]) * f;
+            workgroupBarrier();
+            for (var o = lid; o < teams * 4u; o += WG) {
+                let tm = o / 4u;
+                var s = 0.0;
+                for (var k = 0u; k < TPR; k++) {
+                    s += tile_m[tm * TPR + k][o % 4u];
+                }
+                let row = (group * teams + tm) * RPT + r;
+                let c = h + o % 4u;
+                if (row < pc.rows && c < pc.n) {
+                    y[((pc.act_col + c) * splits + ks) * pc.y_stride + pc.y_off + row] = s;
+                }
+            }
+        }
+    }
+}
