@@ -52,8 +52,36 @@ LB_DEV lb_u32 lb_perm(lb_u32 hi, lb_u32 lo, lb_u32 sel) {
 // two shifts and four PRMTs per sixteen weights (prmt reads the low 16 selector bits, one
 // nibble per byte). Byte k of out[g] is the code of element 2k + {0,1,8,9}[g];
 // lb_codebook4_pos says where the activations go.
+// LB_CB_SEL (default 1): the two masked words pass through lb_opaque, so the compiler cannot
+// narrow each PRMT's selector to the 16 bits it reads (which turned the shared masks into
+// four separate mask-and-shift pairs: 7 instructions per word instead of 5); 0: the plain form.
+#ifndef LB_CB_SEL
+#define LB_CB_SEL 1
+#endif
+#if defined(LB_HOST_EMULATION)
+LB_DEV lb_u32 lb_opaque(lb_u32 x) { return x; }
+LB_DEV lb_u32 lb_opaque_zero() { return 0u; }
+#else
+// x, through an empty asm: the same bits, but the compiler can no longer look through it.
+LB_DEV lb_u32 lb_opaque(lb_u32 x) {
+    asm("" : "+r"(x));
+    return x;
+}
+// Zero (tid.x < 1024, so tid.x >> 10 = 0), as a per-thread value the compilers cannot fold:
+// a table XORed with it stays in one register for a whole kernel instead of being copied from
+// a uniform register before each PRMT (LB_CB_TAB, lowbit_kernels.hip).
+LB_DEV lb_u32 lb_opaque_zero() {
+    lb_u32 t;
+    asm volatile("mov.u32 %0, %%tid.x;" : "=r"(t));
+    return t >> 10;
+}
+#endif
 LB_DEV void lb_codebook16(lb_u32 table, lb_u32 v, lb_u32 out[4]) {
+#if LB_CB_SEL
+    lb_u32 m0 = lb_opaque(v & 0x33333333u), m1 = lb_opaque((v >> 2) & 0x33333333u);
+#else
     lb_u32 m0 = v & 0x33333333u, m1 = (v >> 2) & 0x33333333u;
+#endif
     out[0] = __byte_perm(table, 0u, m0);
     out[1] = __byte_perm(table, 0u, m1);
     out[2] = __byte_perm(table, 0u, m0 >> 16);
@@ -206,6 +234,9 @@ LB_DEV void lb_codebook16(lb_u32 table, lb_u32 v, lb_u32 out[4]) {
     for (int g = 0; g < 4; g++) out[g] = __builtin_amdgcn_perm(0u, table, (v >> (2 * g)) & 0x03030303u);
 }
 LB_DEV int lb_codebook4_pos(int e) { return 4 * (e & 3) + (e >> 2); }
+// NVIDIA needs these to steer NVRTC's instruction selection; here they are plain values.
+LB_DEV lb_u32 lb_opaque(lb_u32 x) { return x; }
+LB_DEV lb_u32 lb_opaque_zero() { return 0u; }
 // As on NVIDIA: v_perm_b32 takes byte selectors 0-7, so each half is looked up in both table
 // halves and selected by bit 3 of the index.
 LB_DEV void lb_lut16(const lb_u32 t[4], lb_u32 v, lb_u32& lo, lb_u32& hi) {
