@@ -268,27 +268,27 @@ struct Mat {
     const lb_u8* s;
     const lb_u8* g;
     const lb_u8* r;
-    lb_u32 z;  // zero, from lb_opaque_zero() (the n = 1 kernels; see lb_table)
+    lb_u32 z;  // zero: lb_opaque_zero() in the dp4a kernels, 0 in the tensor-core ones (lb_table)
 };
 
-// LB_CB_TAB: how a decoder's byte table (a PRMT operand) is formed. 2 (default): the constant
-// XOR Mat::z, a zero NVRTC cannot fold, so the table is one register for the whole kernel (as
-// a literal, NVRTC kept it in a uniform register and copied it into a vector register before
-// almost every PRMT: docs/BENCHMARKS.md, sessions 9 and 10); 1: the literal through
-// lb_opaque; 0: the literal.
+// How a decoder's byte table (a PRMT operand) is formed: 2: the constant XOR Mat::z, a zero
+// the compilers cannot fold, so the table is one register for the whole kernel; 0: the
+// literal, which NVRTC keeps in a uniform register and copies into a vector register before
+// almost every PRMT (ptxas gives the PRMT the copy as its destination); 1: the literal through
+// lb_opaque (the same copies). LB_LUT8_TAB is ROCmFP3's (default 2: no copies, 1.3% faster on
+// the H200), LB_CB_TAB the 2-bit codebook decoders' (default 0: with 2 ROCmFP2 was not faster
+// in the only form measured; docs/BENCHMARKS.md, session 10).
 #ifndef LB_CB_TAB
-#define LB_CB_TAB 2
+#define LB_CB_TAB 0
 #endif
+#ifndef LB_LUT8_TAB
+#define LB_LUT8_TAB 2
+#endif
+template <int MODE>
 LB_DEV lb_u32 lb_table(lb_u32 t, lb_u32 z) {
-#if LB_CB_TAB == 2
-    return t ^ z;
-#elif LB_CB_TAB == 1
-    (void)z;
-    return lb_opaque(t);
-#else
-    (void)z;
-    return t;
-#endif
+    if constexpr (MODE == 2) return t ^ z;
+    else if constexpr (MODE == 1) return lb_opaque(t);
+    else return t;
 }
 
 // (unused in the base module, which has no matvec kernels)
@@ -447,8 +447,9 @@ struct DecFp3 : Raw16 {
     LB_DEVM void decode() {
         // Codes are 3-bit: an 8-entry table serves (lb_lut8).
         lb_u32 q[4] = {(lb_u32)v.x, (lb_u32)v.y, (lb_u32)v.z, (lb_u32)v.w};
+        const lb_u32 lo = lb_table<LB_LUT8_TAB>(0x04020100u, z), hi = lb_table<LB_LUT8_TAB>(0xfcfeff00u, z);
 #pragma unroll
-        for (int i = 0; i < 4; i++) lb_lut8(lb_table(0x04020100u, z), lb_table(0xfcfeff00u, z), q[i], (lb_u32&)w[i], (lb_u32&)w[i + 4]);
+        for (int i = 0; i < 4; i++) lb_lut8(lo, hi, q[i], (lb_u32&)w[i], (lb_u32&)w[i + 4]);
         s0 = lb_ue4m3_b8(sc & 0xffu);
         s1 = lb_ue4m3_b8(sc >> 8);
     }
@@ -482,7 +483,7 @@ struct DecFp2 {
         z = m.z;
     }
     LB_DEVM void decode() {
-        lb_codes2(lb_table(0x0401FFFCu, z), p0, p1, w);
+        lb_codes2(lb_table<LB_CB_TAB>(0x0401FFFCu, z), p0, p1, w);
         s0 = lb_ue4m3_b8(sc & 0xffu);
         s1 = lb_ue4m3_b8(sc >> 8);
     }
@@ -507,7 +508,7 @@ struct DecTern {
         z = m.z;
     }
     LB_DEVM void decode() {
-        lb_codes2(lb_table(0x020100FFu, z), p0, p1, w);
+        lb_codes2(lb_table<LB_CB_TAB>(0x020100FFu, z), p0, p1, w);
         dw = lb_h2f(sc);
     }
     LB_DEVM void load(const Mat& m, lb_u64 row, lb_u32 b, lb_u32 nu) { fetch(m, row, b, nu); decode(); }

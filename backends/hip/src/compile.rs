@@ -61,8 +61,10 @@ impl Part<'_> {
 
 /// Extra preprocessor definitions for every compile, from `LOWBIT_HIP_DEFINES` (read once):
 /// `NAME=VALUE` or `NAME` items separated by commas or spaces, letters, digits and `_` only
-/// (others are ignored), e.g. `LB_CB_SEL=0,LB_CB_TAB=0` for the session-8 codebook decoders
-/// (docs/BENCHMARKS.md, session 10). A tuning knob; the cache key includes them.
+/// (others are ignored), e.g. `LB_LUT8_TAB=0` for session 9's ROCmFP3 decoder or
+/// `LB_CB_SEL=2,LB_CB_TAB=2` for the 2-bit decoders' untried forms (kernels/lowbit_hip.h,
+/// lowbit_kernels.hip; docs/BENCHMARKS.md, session 10). A tuning knob; the cache key includes
+/// them.
 pub(crate) fn extra_defines() -> &'static [String] {
     static D: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
     D.get_or_init(|| parse_defines(&std::env::var("LOWBIT_HIP_DEFINES").unwrap_or_default()))

@@ -713,9 +713,9 @@ impl Device {
 
     /// A kernel by name (resolved when its module was loaded).
     pub(crate) fn kernel(&self, name: &str) -> Result<Handle, HipError> {
-        self.loaded().functions.iter().find(|(n, _)| n == name).map(|(_, f)| *f).ok_or_else(
-            || HipError::Compile { log: format!("kernel {name} missing from the loaded modules") },
-        )
+        self.loaded().functions.iter().find(|(n, _)| n == name).map(|(_, f)| *f).ok_or_else(|| {
+            HipError::Compile { log: format!("kernel {name} missing from the loaded modules") }
+        })
     }
 }
 
