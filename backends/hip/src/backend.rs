@@ -851,10 +851,33 @@ mod tests {
                     for (nu, units) in [(8, 0), (512, 0), (512, 2), (512, 14)] {
                         let k = kernel_choice(&sp, n, (forced, units), nu, true);
                         assert!(names.contains(&k.name), "{f} n {n} forced {forced}: {}", k.name);
+                        // ... and in the module of the matrix's stem, loaded at its upload.
+                        let f32_act = sp.act == ActFormat::F32;
+                        let stem = stem_kernel_names(sp.stem, f32_act, true);
+                        assert!(stem.contains(&k.name), "{f}: {} not in {}", k.name, sp.stem);
                     }
                 }
             }
         }
         assert!(!kernel_names(false).iter().any(|n| n.contains("mma")));
+    }
+
+    #[test]
+    fn every_part_has_a_section_in_the_source() {
+        // Each stem's kernels are instantiated under its own guard, the launch helpers under
+        // the base module's (kernels/lowbit_kernels.hip, lowbit_mma.h).
+        for (stem, _) in layout::STEMS {
+            let guard = format!("#if !defined(LB_SELECT) || defined(LB_STEM_{stem})\n");
+            assert_eq!(compile::KERNELS.matches(&guard).count(), 1, "{stem}");
+        }
+        let base = "#if !defined(LB_SELECT) || defined(LB_BASE)\n";
+        assert_eq!(compile::KERNELS.matches(base).count(), 1);
+        assert_eq!(compile::MMA_HEADER.matches(base).count(), 1);
+        for name in base_kernel_names(true) {
+            let def = format!("LB_KERNEL void {name}(");
+            let src = if name == "lb_mma_acts" { compile::MMA_HEADER } else { compile::KERNELS };
+            let at = src.find(&def).unwrap_or_else(|| panic!("{name}"));
+            assert!(src[..at].rfind(base) > src[..at].rfind("#endif"), "{name} outside LB_BASE");
+        }
     }
 }
