@@ -52,12 +52,62 @@ LB_DEV lb_u32 lb_perm(lb_u32 hi, lb_u32 lo, lb_u32 sel) {
 // two shifts and four PRMTs per sixteen weights (prmt reads the low 16 selector bits, one
 // nibble per byte). Byte k of out[g] is the code of element 2k + {0,1,8,9}[g];
 // lb_codebook4_pos says where the activations go.
+// LB_CB_SEL selects the selector form (docs/BENCHMARKS.md, session 10):
+//  0 (default): __byte_perm on m0, m1 and their >> 16. NVRTC narrows each selector to the 16
+//    bits PRMT reads, which turns the two shared masks into four mask-and-shift pairs (7
+//    instructions per word instead of 5), but it knows bit 3 of every nibble is 0.
+//  1: m0 and m1 through lb_opaque (5 instructions per word at the LLVM level). Measured
+//    slower: __byte_perm's selector nibbles are 3 bits wide, so without the knowledge that
+//    bit 3 (PRMT's sign-replicate flag) is clear ptxas adds a `& 0x7777` before every PRMT.
+//  2: the PRMT as inline PTX (`prmt.b32`, hardware semantics: bit 3 must be and is clear),
+//    so neither narrowing nor the extra mask can happen. Not yet measured.
+#ifndef LB_CB_SEL
+#define LB_CB_SEL 0
+#endif
+#if defined(LB_HOST_EMULATION)
+LB_DEV lb_u32 lb_opaque(lb_u32 x) { return x; }
+LB_DEV lb_u32 lb_opaque_zero() { return 0u; }
+LB_DEV lb_u32 lb_prmt(lb_u32 a, lb_u32 b, lb_u32 sel) { return __byte_perm(a, b, sel & 0x7777u); }
+#else
+// x, through an empty asm: the same bits, but the compiler can no longer look through it.
+LB_DEV lb_u32 lb_opaque(lb_u32 x) {
+    asm("" : "+r"(x));
+    return x;
+}
+// Zero (tid.x < 1024, so tid.x >> 10 = 0), as a per-thread value the compilers cannot fold:
+// a table XORed with it stays in one register for a whole kernel instead of being copied from
+// a uniform register before each PRMT (LB_CB_TAB, LB_LUT8_TAB in lowbit_kernels.hip).
+LB_DEV lb_u32 lb_opaque_zero() {
+    lb_u32 t;
+    asm volatile("mov.u32 %0, %%tid.x;" : "=r"(t));
+    return t >> 10;
+}
+// PTX prmt.b32 in its default mode: the low 16 bits of sel, one nibble per result byte, bits
+// 0-2 the byte of {b, a}, bit 3 replicates that byte's sign (callers keep it clear).
+LB_DEV lb_u32 lb_prmt(lb_u32 a, lb_u32 b, lb_u32 sel) {
+    lb_u32 d;
+    asm("prmt.b32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(sel));
+    return d;
+}
+#endif
 LB_DEV void lb_codebook16(lb_u32 table, lb_u32 v, lb_u32 out[4]) {
+#if LB_CB_SEL == 2
     lb_u32 m0 = v & 0x33333333u, m1 = (v >> 2) & 0x33333333u;
+    out[0] = lb_prmt(table, 0u, m0);
+    out[1] = lb_prmt(table, 0u, m1);
+    out[2] = lb_prmt(table, 0u, m0 >> 16);
+    out[3] = lb_prmt(table, 0u, m1 >> 16);
+#else
+#if LB_CB_SEL == 1
+    lb_u32 m0 = lb_opaque(v & 0x33333333u), m1 = lb_opaque((v >> 2) & 0x33333333u);
+#else
+    lb_u32 m0 = v & 0x33333333u, m1 = (v >> 2) & 0x33333333u;
+#endif
     out[0] = __byte_perm(table, 0u, m0);
     out[1] = __byte_perm(table, 0u, m1);
     out[2] = __byte_perm(table, 0u, m0 >> 16);
     out[3] = __byte_perm(table, 0u, m1 >> 16);
+#endif
 }
 // Position (0..15) at which the activation of element e (0..15) of a 16-code word is stored
 // so that group g's bytes line up with lb_codebook4's: 4g + k.
@@ -206,6 +256,9 @@ LB_DEV void lb_codebook16(lb_u32 table, lb_u32 v, lb_u32 out[4]) {
     for (int g = 0; g < 4; g++) out[g] = __builtin_amdgcn_perm(0u, table, (v >> (2 * g)) & 0x03030303u);
 }
 LB_DEV int lb_codebook4_pos(int e) { return 4 * (e & 3) + (e >> 2); }
+// NVIDIA needs these to steer NVRTC's instruction selection; here they are plain values.
+LB_DEV lb_u32 lb_opaque(lb_u32 x) { return x; }
+LB_DEV lb_u32 lb_opaque_zero() { return 0u; }
 // As on NVIDIA: v_perm_b32 takes byte selectors 0-7, so each half is looked up in both table
 // halves and selected by bit 3 of the index.
 LB_DEV void lb_lut16(const lb_u32 t[4], lb_u32 v, lb_u32& lo, lb_u32& hi) {

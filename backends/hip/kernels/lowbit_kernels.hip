@@ -33,6 +33,8 @@
 // `s`; Q8_K: the two 16-element quant sums as i16 halves). With `order` = 1 each half is stored
 // in lb_codebook16 order (the 2-bit formats' kernels), else in element order.
 
+// The preparation kernels and the bandwidth probe: the base module (-DLB_SELECT -DLB_BASE).
+#if !defined(LB_SELECT) || defined(LB_BASE)
 LB_DEV void lb_store_quant(lb_i8* aq, lb_u64 i, lb_u32 nu, lb_u32 order, lb_i8 q) {
     lb_u64 k = (lb_u64)nu * 32, col = i / k, w = i % k, b = w >> 5, j = w & 31u;
     lb_u64 p = order == 1 ? (lb_u64)lb_codebook4_pos((int)(j & 15u)) : (j & 15u);
@@ -156,6 +158,7 @@ LB_KERNEL void lb_read(const lb_u32* p, lb_u64 n16, lb_u32* sink) {
     }
     if (acc == 0x9e3779b9u) sink[0] = acc;  // keeps the loads alive
 }
+#endif  // LB_BASE
 
 // ------------------------------------------------------------------ activations in registers -
 // The activations of one unit (32 elements) of one column, loaded from global memory (`load`)
@@ -265,9 +268,31 @@ struct Mat {
     const lb_u8* s;
     const lb_u8* g;
     const lb_u8* r;
+    lb_u32 z;  // zero: lb_opaque_zero() in the dp4a kernels, 0 in the tensor-core ones (lb_table)
 };
 
-LB_DEV float lb_f16_at(const lb_u8* p, lb_u64 i) { return lb_f16_to_f32(((const lb_u16*)p)[i]); }
+// How a decoder's byte table (a PRMT operand) is formed: 2: the constant XOR Mat::z, a zero
+// the compilers cannot fold, so the table is one register for the whole kernel; 0: the
+// literal, which NVRTC keeps in a uniform register and copies into a vector register before
+// almost every PRMT (ptxas gives the PRMT the copy as its destination); 1: the literal through
+// lb_opaque (the same copies). LB_LUT8_TAB is ROCmFP3's (default 2: no copies, 1.3% faster on
+// the H200), LB_CB_TAB the 2-bit codebook decoders' (default 0: with 2 ROCmFP2 was not faster
+// in the only form measured; docs/BENCHMARKS.md, session 10).
+#ifndef LB_CB_TAB
+#define LB_CB_TAB 0
+#endif
+#ifndef LB_LUT8_TAB
+#define LB_LUT8_TAB 2
+#endif
+template <int MODE>
+LB_DEV lb_u32 lb_table(lb_u32 t, lb_u32 z) {
+    if constexpr (MODE == 2) return t ^ z;
+    else if constexpr (MODE == 1) return lb_opaque(t);
+    else return t;
+}
+
+// (unused in the base module, which has no matvec kernels)
+LB_DEV __attribute__((unused)) float lb_f16_at(const lb_u8* p, lb_u64 i) { return lb_f16_to_f32(((const lb_u16*)p)[i]); }
 
 // UE4M3-b8 (ROCmFPX scale): E = b >> 3, M = b & 7; E = 0: M * 2^-10, else (8 + M) * 2^(E-11)
 // = (1 + M/8) * 2^(E-8). The bits b << 20 read as f32 are (1 + M/8) * 2^(E-127) for E >= 1
@@ -410,18 +435,21 @@ struct DecNvfp4 : Raw16 {
 // ROCmFP3, repacked on upload to one 3-bit code per nibble in Q4_0 order: levels
 // {0, 1, 2, 4, 0, -1, -2, -4}; d_act * (s0 * sum0 + s1 * sum1) (core rocmfpx/dot.rs).
 struct DecFp3 : Raw16 {
+    lb_u32 z;
     lb_i32 w[8];
     float s0, s1;
     LB_DEVM void fetch(const Mat& m, lb_u64 row, lb_u32 b, lb_u32 nu) {
         lb_u64 u = row * nu + b;
         v = lb_ld_stream16(m.q + u * 16);
         sc = ((const lb_u16*)m.s)[u];
+        z = m.z;
     }
     LB_DEVM void decode() {
         // Codes are 3-bit: an 8-entry table serves (lb_lut8).
         lb_u32 q[4] = {(lb_u32)v.x, (lb_u32)v.y, (lb_u32)v.z, (lb_u32)v.w};
+        const lb_u32 lo = lb_table<LB_LUT8_TAB>(0x04020100u, z), hi = lb_table<LB_LUT8_TAB>(0xfcfeff00u, z);
 #pragma unroll
-        for (int i = 0; i < 4; i++) lb_lut8(0x04020100u, 0xfcfeff00u, q[i], (lb_u32&)w[i], (lb_u32&)w[i + 4]);
+        for (int i = 0; i < 4; i++) lb_lut8(lo, hi, q[i], (lb_u32&)w[i], (lb_u32&)w[i + 4]);
         s0 = lb_ue4m3_b8(sc & 0xffu);
         s1 = lb_ue4m3_b8(sc >> 8);
     }
@@ -445,16 +473,17 @@ LB_DEV void lb_codes2(lb_u32 table, lb_u32 p0, lb_u32 p1, lb_i32 w[8]) {
 
 // ROCmFP2: codebook {-4,-1,1,4}; d_act * (s0 * sum0 + s1 * sum1).
 struct DecFp2 {
-    lb_u32 p0, p1, sc;
+    lb_u32 p0, p1, sc, z;
     lb_i32 w[8];
     float s0, s1;
     LB_DEVM void fetch(const Mat& m, lb_u64 row, lb_u32 b, lb_u32 nu) {
         lb_u64 u = row * nu + b;
         lb_ld_stream8(m.q + u * 8, p0, p1);
         sc = ((const lb_u16*)m.s)[u];
+        z = m.z;
     }
     LB_DEVM void decode() {
-        lb_codes2(0x0401FFFCu, p0, p1, w);
+        lb_codes2(lb_table<LB_CB_TAB>(0x0401FFFCu, z), p0, p1, w);
         s0 = lb_ue4m3_b8(sc & 0xffu);
         s1 = lb_ue4m3_b8(sc >> 8);
     }
@@ -469,16 +498,17 @@ struct DecFp2 {
 // dw * (da * sumi).
 template <int G>
 struct DecTern {
-    lb_u32 p0, p1, sc;
+    lb_u32 p0, p1, sc, z;
     lb_i32 w[8];
     float dw;
     LB_DEVM void fetch(const Mat& m, lb_u64 row, lb_u32 b, lb_u32 nu) {
         lb_u64 u = row * nu + b;
         lb_ld_stream8(m.q + u * 8, p0, p1);
         sc = ((const lb_u16*)m.g)[u / G];
+        z = m.z;
     }
     LB_DEVM void decode() {
-        lb_codes2(0x020100FFu, p0, p1, w);
+        lb_codes2(lb_table<LB_CB_TAB>(0x020100FFu, z), p0, p1, w);
         dw = lb_h2f(sc);
     }
     LB_DEVM void load(const Mat& m, lb_u64 row, lb_u32 b, lb_u32 nu) { fetch(m, row, b, nu); decode(); }
@@ -746,7 +776,7 @@ LB_DEV void lb_mv(const Mat& m, const ActPtrs& ap, float* y, lb_u32 rows, lb_u32
         const lb_u8* q, const lb_u8* s, const lb_u8* g, const lb_u8* r, const lb_i8* aq,           \
         const float* ad, const lb_u32* ae, const float* x, float* y, lb_u32 rows, lb_u32 nu,       \
         lb_u32 ncols) {                                                                            \
-        Mat m = {q, s, g, r};                                                                      \
+        Mat m = {q, s, g, r, 0u};                                                                  \
         lb_mvq<NC, MT, RB, S, ACC, Fr>(m, (const lb_u32*)aq, ad, y, rows, nu, ncols);              \
     }
 // The variants (backend.rs MMA_VARIANTS): (MT, RB, S) = (2, 64, 2), (1, 64, 3), (1, 64, 2),
@@ -774,7 +804,7 @@ LB_DEV void lb_mv_any(const Mat& m, const ActPtrs& ap, float* y, lb_u32 rows, lb
                                               const lb_u8* r, const lb_i8* aq, const float* ad,      \
                                               const lb_u32* ae, const float* x, float* y,            \
                                               lb_u32 rows, lb_u32 nu, lb_u32 ncols) {                \
-        Mat m = {q, s, g, r};                                                                      \
+        Mat m = {q, s, g, r, lb_opaque_zero()};                                                    \
         ActPtrs ap = {aq, ad, ae, x};                                                              \
         lb_mv_any<NC, R, U, Dec, Act, ROWSCALE>(m, ap, y, rows, nu, ncols);                         \
     }
@@ -792,27 +822,69 @@ LB_DEV void lb_mv_any(const Mat& m, const ActPtrs& ap, float* y, lb_u32 rows, lb
     LB_MV_1(fmt, Dec, ActF32, true) LB_MV_R(fmt, Dec, ActF32, true, 2, 1)                          \
     LB_MV_R(fmt, Dec, ActF32, true, 4, 1) LB_MV_R(fmt, Dec, ActF32, true, 8, 1)
 
+// One section per format stem (backend.rs compiles each as its own module on the stem's first
+// use: -DLB_SELECT -DLB_STEM_<stem>; without LB_SELECT, e.g. the AMD ahead-of-time build,
+// everything is compiled). The stems are layout.rs STEMS.
+#if !defined(LB_SELECT) || defined(LB_STEM_q8_0)
 LB_MV_Q8(q8_0, DecQ8_0)
-LB_MV_Q8(q4_0, DecQ4_0)
-LB_MV_Q8(q4_1, DecQ4_1)
-LB_MV_Q8(mxfp4, DecMxfp4)
-LB_MV_Q8(nvfp4, DecNvfp4)
-LB_MV_Q8(rocmfp2, DecFp2)
-LB_MV_Q8(rocmfp3, DecFp3)
-LB_MV_Q8(pq2, DecTern<4>)
-LB_MV_Q8(tq2_0, DecTern<8>)
-LB_MV_Q8(q4_k, DecQ4K)
-LB_MV_Q8(q6_k, DecQ6K)
-LB_MV_F32(hfp4, DecHfp4<false>)
-LB_MV_F32(hfp4p, DecHfp4<true>)
-
 #if defined(LB_MMA)
 LB_MVQ_ALL(q8_0, FrQ8_0, 1)
+#endif
+#endif
+#if !defined(LB_SELECT) || defined(LB_STEM_q4_0)
+LB_MV_Q8(q4_0, DecQ4_0)
+#if defined(LB_MMA)
 LB_MVQ_ALL(q4_0, FrQ4_0, 1)
+#endif
+#endif
+#if !defined(LB_SELECT) || defined(LB_STEM_q4_1)
+LB_MV_Q8(q4_1, DecQ4_1)
+#endif
+#if !defined(LB_SELECT) || defined(LB_STEM_mxfp4)
+LB_MV_Q8(mxfp4, DecMxfp4)
+#if defined(LB_MMA)
 LB_MVQ_ALL(mxfp4, FrMxfp4, 1)
+#endif
+#endif
+#if !defined(LB_SELECT) || defined(LB_STEM_nvfp4)
+LB_MV_Q8(nvfp4, DecNvfp4)
+#if defined(LB_MMA)
 LB_MVQ_ALL(nvfp4, FrNvfp4, 1)
+#endif
+#endif
+#if !defined(LB_SELECT) || defined(LB_STEM_rocmfp2)
+LB_MV_Q8(rocmfp2, DecFp2)
+#if defined(LB_MMA)
 LB_MVQ_ALL(rocmfp2, FrFp2, 1)
+#endif
+#endif
+#if !defined(LB_SELECT) || defined(LB_STEM_rocmfp3)
+LB_MV_Q8(rocmfp3, DecFp3)
+#if defined(LB_MMA)
 LB_MVQ_ALL(rocmfp3, FrFp3, 1)
+#endif
+#endif
+#if !defined(LB_SELECT) || defined(LB_STEM_pq2)
+LB_MV_Q8(pq2, DecTern<4>)
+#if defined(LB_MMA)
 LB_MVQ_ALL(pq2, FrTern<4>, 1)
+#endif
+#endif
+#if !defined(LB_SELECT) || defined(LB_STEM_tq2_0)
+LB_MV_Q8(tq2_0, DecTern<8>)
+#if defined(LB_MMA)
 LB_MVQ_ALL(tq2_0, FrTern<8>, 8)
+#endif
+#endif
+#if !defined(LB_SELECT) || defined(LB_STEM_q4_k)
+LB_MV_Q8(q4_k, DecQ4K)
+#endif
+#if !defined(LB_SELECT) || defined(LB_STEM_q6_k)
+LB_MV_Q8(q6_k, DecQ6K)
+#endif
+#if !defined(LB_SELECT) || defined(LB_STEM_hfp4)
+LB_MV_F32(hfp4, DecHfp4<false>)
+#endif
+#if !defined(LB_SELECT) || defined(LB_STEM_hfp4p)
+LB_MV_F32(hfp4p, DecHfp4<true>)
 #endif

@@ -222,6 +222,7 @@ struct FrTern : FrCodes2 {
 // FrCodes2) in af[((T nu + u) 32 + lane) 2 + {0, 1}], and the unit's 8 column scales in
 // adf[(T nu + u) 8 + c]; columns past ncols are zero. One thread per (T, u, lane), so a warp's
 // B fragments are one 256-byte load and its scales one 32-byte load.
+#if !defined(LB_SELECT) || defined(LB_BASE)
 LB_KERNEL void lb_mma_acts(const lb_i8* aq, const float* ad, lb_u32* af, float* adf, lb_u32 nu,
                            lb_u32 ncols, lb_u32 ntiles, lb_u32 order) {
     lb_u64 i = (lb_u64)lb_bid_x() * LB_BLOCK + lb_tid();
@@ -243,6 +244,7 @@ LB_KERNEL void lb_mma_acts(const lb_i8* aq, const float* ad, lb_u32* af, float* 
         adf[((lb_u64)tile * nu + u) * 8 + l] = cc < ncols ? ad[(lb_u64)cc * nu + u] : 0.0f;
     }
 }
+#endif  // LB_BASE
 
 // ------------------------------------------------------------------ the skeleton ------------
 // One warp's state: the B words and activation scales of the next unit (a ring of two,

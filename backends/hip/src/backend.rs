@@ -1,6 +1,7 @@
 //! [`HipBackend`]: the [`Backend`] implementation. Opens a device (AMD first, then NVIDIA,
 //! unless `LOWBIT_HIP_PLATFORM=amd|nvidia` picks one; `LOWBIT_HIP_DEVICE` = index), compiles the
-//! kernels once, uploads matrices as planes (layout.rs), and per `matmul` uploads x, prepares
+//! base kernels when opened and a format stem's kernels at the first upload of that stem
+//! (compile.rs `Part`), uploads matrices as planes (layout.rs), and per `matmul` uploads x, prepares
 //! the activations on the device (Q8_0 quantization, FWHT-256 for MFP4) and runs the matvec
 //! kernel for the column count.
 //!
@@ -272,6 +273,9 @@ pub struct HipBackend {
     forced_units: std::sync::atomic::AtomicUsize,
     /// Matvec kernels launch as programmatic dependents (see [`dependent_launch_allowed`]).
     dependent_launch: bool,
+    /// The format stems whose kernels are loaded (all of them with an AMD ahead-of-time code
+    /// object); the lock is held while a stem compiles, so each compiles once.
+    stems: Mutex<Vec<&'static str>>,
 }
 
 fn vendor_order() -> Vec<Vendor> {
@@ -314,13 +318,25 @@ impl HipBackend {
         Err(HipError::Unavailable { detail })
     }
 
-    fn with_device(mut dev: Device) -> Result<Self, HipError> {
+    fn with_device(dev: Device) -> Result<Self, HipError> {
         let arch = match dev.api.compute_capability(dev.index)? {
             Some((maj, min)) => format!("sm_{maj}{min}"),
             None => std::env::var("LOWBIT_HIP_ARCH").unwrap_or_default(),
         };
-        let code = compile::compile_kernels(&dev.api, &arch)?;
-        dev.load_kernels(&code, &kernel_names(tensor_cores(dev.api.vendor, &arch)))?;
+        let tc = tensor_cores(dev.api.vendor, &arch);
+        let aot = match dev.api.vendor {
+            Vendor::Amd => compile::aot_code_object(&arch),
+            Vendor::Nvidia => None,
+        };
+        let stems = if let Some(code) = aot {
+            // One module with every kernel.
+            dev.load_kernels(code, &kernel_names(tc))?;
+            layout::STEMS.iter().map(|s| s.0).collect()
+        } else {
+            let code = compile::compile_kernels(&dev.api, &arch, compile::Part::Base)?;
+            dev.load_kernels(&code, &base_kernel_names(tc))?;
+            Vec::new()
+        };
         let name = format!(
             "hip-{}:{}",
             match dev.api.vendor {
@@ -353,7 +369,20 @@ impl HipBackend {
             forced_rows: std::sync::atomic::AtomicUsize::new(0),
             forced_units: std::sync::atomic::AtomicUsize::new(0),
             dependent_launch,
+            stems: Mutex::new(stems),
         })
+    }
+
+    /// Compiles (or takes from the cache) and loads the matvec kernels of `stem`, once.
+    fn ensure_stem(&self, stem: &'static str, f32_act: bool) -> Result<(), HipError> {
+        let mut stems = self.stems.lock().unwrap_or_else(|p| p.into_inner());
+        if stems.contains(&stem) {
+            return Ok(());
+        }
+        let code = compile::compile_kernels(&self.dev.api, &self.arch, compile::Part::Stem(stem))?;
+        self.dev.load_kernels(&code, &stem_kernel_names(stem, f32_act, self.tensor_cores()))?;
+        stems.push(stem);
+        Ok(())
     }
 
     /// The compile target ("sm_90", "gfx1100"; empty = hiprtc's default for the device).
@@ -679,8 +708,8 @@ fn sm_number(arch: &str) -> Option<u32> {
     arch.strip_prefix("sm_").and_then(|v| v.parse::<u32>().ok())
 }
 
-/// Every kernel the backend resolves at load (the tensor-core ones only where they exist).
-fn kernel_names(tensor_cores: bool) -> Vec<String> {
+/// The kernels of the base module (the tensor-core activation reorder only where it runs).
+fn base_kernel_names(tensor_cores: bool) -> Vec<String> {
     let mut v: Vec<String> =
         ["lb_quantize_q8", "lb_quantize_q8k", "lb_interleave_f32", "lb_fwht256", "lb_read"]
             .map(String::from)
@@ -688,22 +717,36 @@ fn kernel_names(tensor_cores: bool) -> Vec<String> {
     if tensor_cores {
         v.push("lb_mma_acts".to_string());
     }
+    v
+}
+
+/// The matvec kernels of one stem's module (the tensor-core ones only where they exist).
+fn stem_kernel_names(stem: &str, f32_act: bool, tensor_cores: bool) -> Vec<String> {
+    let mut v = Vec::new();
+    let tiles: &[usize] = if f32_act { &[1, 2, 4, 8] } else { &[1, 2, 4, 8, 16] };
+    if tensor_cores && layout::MMA_STEMS.iter().any(|s| s.0 == stem) {
+        for (_, mt, rb, st, with16) in MMA_VARIANTS {
+            let ncs: &[usize] = if with16 { &[8, 16] } else { &[8] };
+            v.extend(ncs.iter().map(|nc| format!("lb_mv_{stem}_{nc}_mma_m{mt}b{rb}s{st}")));
+        }
+    }
+    for &nc in tiles {
+        for r in [1, 2, 4] {
+            let units: &[usize] = if nc == 1 { &PIPELINES } else { &[1] };
+            for u in units {
+                v.push(format!("lb_mv_{stem}_{nc}_r{r}_u{u}"));
+            }
+        }
+    }
+    v
+}
+
+/// Every kernel of the source (the tensor-core ones only where they exist): the base
+/// module's and every stem's.
+fn kernel_names(tensor_cores: bool) -> Vec<String> {
+    let mut v = base_kernel_names(tensor_cores);
     for (stem, f32_act) in layout::STEMS {
-        let tiles: &[usize] = if f32_act { &[1, 2, 4, 8] } else { &[1, 2, 4, 8, 16] };
-        if tensor_cores && layout::MMA_STEMS.iter().any(|s| s.0 == stem) {
-            for (_, mt, rb, st, with16) in MMA_VARIANTS {
-                let ncs: &[usize] = if with16 { &[8, 16] } else { &[8] };
-                v.extend(ncs.iter().map(|nc| format!("lb_mv_{stem}_{nc}_mma_m{mt}b{rb}s{st}")));
-            }
-        }
-        for &nc in tiles {
-            for r in [1, 2, 4] {
-                let units: &[usize] = if nc == 1 { &PIPELINES } else { &[1] };
-                for u in units {
-                    v.push(format!("lb_mv_{stem}_{nc}_r{r}_u{u}"));
-                }
-            }
-        }
+        v.extend(stem_kernel_names(stem, f32_act, tensor_cores));
     }
     v
 }
@@ -723,6 +766,8 @@ impl Backend for HipBackend {
     fn upload(&self, desc: MatrixDesc, bytes: &[u8]) -> Result<HipMatrix, HipError> {
         let (sp, planes) = validated_planes(desc, bytes)?;
         self.dev.bind()?;
+        let f32_act = sp.act == ActFormat::F32;
+        self.ensure_stem(sp.stem, f32_act)?;
         Ok(HipMatrix {
             desc,
             split: sp,
@@ -806,10 +851,33 @@ mod tests {
                     for (nu, units) in [(8, 0), (512, 0), (512, 2), (512, 14)] {
                         let k = kernel_choice(&sp, n, (forced, units), nu, true);
                         assert!(names.contains(&k.name), "{f} n {n} forced {forced}: {}", k.name);
+                        // ... and in the module of the matrix's stem, loaded at its upload.
+                        let f32_act = sp.act == ActFormat::F32;
+                        let stem = stem_kernel_names(sp.stem, f32_act, true);
+                        assert!(stem.contains(&k.name), "{f}: {} not in {}", k.name, sp.stem);
                     }
                 }
             }
         }
         assert!(!kernel_names(false).iter().any(|n| n.contains("mma")));
+    }
+
+    #[test]
+    fn every_part_has_a_section_in_the_source() {
+        // Each stem's kernels are instantiated under its own guard, the launch helpers under
+        // the base module's (kernels/lowbit_kernels.hip, lowbit_mma.h).
+        for (stem, _) in layout::STEMS {
+            let guard = format!("#if !defined(LB_SELECT) || defined(LB_STEM_{stem})\n");
+            assert_eq!(compile::KERNELS.matches(&guard).count(), 1, "{stem}");
+        }
+        let base = "#if !defined(LB_SELECT) || defined(LB_BASE)\n";
+        assert_eq!(compile::KERNELS.matches(base).count(), 1);
+        assert_eq!(compile::MMA_HEADER.matches(base).count(), 1);
+        for name in base_kernel_names(true) {
+            let def = format!("LB_KERNEL void {name}(");
+            let src = if name == "lb_mma_acts" { compile::MMA_HEADER } else { compile::KERNELS };
+            let at = src.find(&def).unwrap_or_else(|| panic!("{name}"));
+            assert!(src[..at].rfind(base) > src[..at].rfind("#endif"), "{name} outside LB_BASE");
+        }
     }
 }

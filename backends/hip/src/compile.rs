@@ -1,6 +1,11 @@
 //! Kernel compilation at first use, through the runtime's compiler (NVRTC or hiprtc), with an
 //! on-disk code-object cache.
 //!
+//! The source is compiled in parts ([`Part`]): the base module (activation preparation, the
+//! bandwidth probe) when the backend opens, and one module per format stem when a matrix of
+//! that stem is first uploaded, so a process compiles only the kernels it uses. The AMD
+//! ahead-of-time code objects hold every kernel in one module.
+//!
 //! Cache: one file per compile, named by a 128-bit hash of every compile input (kernel source,
 //! header, vendor, target architecture, compiler version, options, and this crate's version).
 //! It lives in `$LOWBIT_HIP_CACHE_DIR`, else `$XDG_CACHE_HOME/lowbit/hip`, else
@@ -31,8 +36,50 @@ pub(crate) fn aot_code_object(arch: &str) -> Option<&'static [u8]> {
     AOT.iter().find(|(a, _)| *a == arch).map(|(_, code)| *code)
 }
 
-/// Most code objects kept in the cache directory.
-pub(crate) const CACHE_FILES: usize = 32;
+/// Most code objects kept in the cache directory (a base module and 13 stems per source
+/// version and target).
+pub(crate) const CACHE_FILES: usize = 64;
+
+/// What one compile of the kernel source builds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Part<'a> {
+    /// The preparation kernels and `lb_read` (and `lb_mma_acts`).
+    Base,
+    /// The matvec kernels of one format stem (layout.rs `STEMS`).
+    Stem(&'a str),
+}
+
+impl Part<'_> {
+    /// The preprocessor definitions that select this part (kernels/lowbit_kernels.hip).
+    pub(crate) fn defines(&self) -> Vec<String> {
+        match self {
+            Part::Base => vec!["-DLB_SELECT".to_string(), "-DLB_BASE".to_string()],
+            Part::Stem(s) => vec!["-DLB_SELECT".to_string(), format!("-DLB_STEM_{s}")],
+        }
+    }
+}
+
+/// Extra preprocessor definitions for every compile, from `LOWBIT_HIP_DEFINES` (read once):
+/// `NAME=VALUE` or `NAME` items separated by commas or spaces, letters, digits and `_` only
+/// (others are ignored), e.g. `LB_LUT8_TAB=0` for session 9's ROCmFP3 decoder or
+/// `LB_CB_SEL=2,LB_CB_TAB=2` for the 2-bit decoders' untried forms (kernels/lowbit_hip.h,
+/// lowbit_kernels.hip; docs/BENCHMARKS.md, session 10). A tuning knob; the cache key includes
+/// them.
+pub(crate) fn extra_defines() -> &'static [String] {
+    static D: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
+    D.get_or_init(|| parse_defines(&std::env::var("LOWBIT_HIP_DEFINES").unwrap_or_default()))
+}
+
+fn parse_defines(v: &str) -> Vec<String> {
+    let ok = |s: &str| !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+    v.split([',', ' '])
+        .filter(|d| {
+            let mut it = d.splitn(2, '=');
+            it.next().is_some_and(ok) && it.next().is_none_or(ok)
+        })
+        .map(|d| format!("-D{d}"))
+        .collect()
+}
 
 /// Compiler options for a vendor and target (`arch`: "sm_90", "gfx1100", or "" = the
 /// compiler's default, which for hiprtc is the current device).
@@ -78,15 +125,11 @@ pub(crate) fn cache_dir() -> Option<PathBuf> {
     Some(base.join("lowbit").join("hip"))
 }
 
-/// Compiles the kernels for `arch` (or returns the embedded ahead-of-time or the cached code
-/// object).
-pub(crate) fn compile_kernels(api: &Api, arch: &str) -> Result<Vec<u8>, HipError> {
-    if api.vendor == Vendor::Amd {
-        if let Some(code) = aot_code_object(arch) {
-            return Ok(code.to_vec());
-        }
-    }
-    let opts = options(api.vendor, arch);
+/// Compiles `part` of the kernels for `arch` (or returns the cached code object).
+pub(crate) fn compile_kernels(api: &Api, arch: &str, part: Part) -> Result<Vec<u8>, HipError> {
+    let mut opts = options(api.vendor, arch);
+    opts.extend(part.defines());
+    opts.extend(extra_defines().iter().cloned());
     let (maj, min) = api.compiler_version();
     let key = cache_key(&[
         KERNELS.as_bytes(),
@@ -191,6 +234,15 @@ mod tests {
         {
             assert_eq!(AOT.len(), 4);
         }
+    }
+
+    #[test]
+    fn parts_and_defines() {
+        assert_eq!(Part::Stem("q4_k").defines(), ["-DLB_SELECT", "-DLB_STEM_q4_k"]);
+        assert_eq!(Part::Base.defines(), ["-DLB_SELECT", "-DLB_BASE"]);
+        assert_eq!(parse_defines("LB_CB_SEL=0, LB_CB_TAB=1"), ["-DLB_CB_SEL=0", "-DLB_CB_TAB=1"]);
+        assert_eq!(parse_defines("X;rm=1,=2,A=,B"), ["-DB"]);
+        assert!(parse_defines("").is_empty());
     }
 
     #[test]

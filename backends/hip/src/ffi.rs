@@ -644,12 +644,18 @@ impl Api {
 }
 
 /// One opened device: the loaded API, the device index, its CUDA context (null on AMD), and
-/// the kernel module with its functions by name.
+/// the kernel modules loaded so far with their functions by name.
 pub(crate) struct Device {
     pub api: Api,
     pub index: i32,
     ctx: Handle,
-    module: Handle,
+    loaded: std::sync::Mutex<Loaded>,
+}
+
+/// The modules loaded on a device and the functions resolved in them.
+#[derive(Default)]
+struct Loaded {
+    modules: Vec<Handle>,
     functions: Vec<(String, Handle)>,
 }
 
@@ -657,7 +663,7 @@ pub(crate) struct Device {
 // runtimes allow any thread to use; every entry point binds the context/device to the calling
 // thread first (Device::bind), and mutable per-call state lives behind the backend's Mutex.
 unsafe impl Send for Device {}
-// SAFETY: as above; Device has no interior mutability of its own.
+// SAFETY: as above; the module and function lists are behind a Mutex.
 unsafe impl Sync for Device {}
 
 impl Device {
@@ -679,7 +685,7 @@ impl Device {
             });
         }
         let ctx = api.open_device(index)?;
-        Ok(Device { api, index, ctx, module: std::ptr::null_mut(), functions: Vec::new() })
+        Ok(Device { api, index, ctx, loaded: std::sync::Mutex::new(Loaded::default()) })
     }
 
     /// Binds this device to the calling thread.
@@ -687,31 +693,41 @@ impl Device {
         self.api.bind(self.index, self.ctx)
     }
 
-    /// Loads the kernel module from device code and resolves `names`.
-    pub(crate) fn load_kernels(&mut self, code: &[u8], names: &[String]) -> Result<(), HipError> {
+    fn loaded(&self) -> std::sync::MutexGuard<'_, Loaded> {
+        self.loaded.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Loads a kernel module from device code (on this device, bound to the calling thread)
+    /// and resolves `names` in it.
+    pub(crate) fn load_kernels(&self, code: &[u8], names: &[String]) -> Result<(), HipError> {
+        self.bind()?;
         let module = self.api.load_module(code)?;
-        self.module = module;
+        let mut loaded = self.loaded();
+        loaded.modules.push(module);
         for n in names {
             let f = self.api.function(module, n)?;
-            self.functions.push((n.clone(), f));
+            loaded.functions.push((n.clone(), f));
         }
         Ok(())
     }
 
-    /// A kernel by name (resolved at load).
+    /// A kernel by name (resolved when its module was loaded).
     pub(crate) fn kernel(&self, name: &str) -> Result<Handle, HipError> {
-        self.functions.iter().find(|(n, _)| n == name).map(|(_, f)| *f).ok_or_else(|| {
-            HipError::Compile { log: format!("kernel {name} missing from the module") }
+        self.loaded().functions.iter().find(|(n, _)| n == name).map(|(_, f)| *f).ok_or_else(|| {
+            HipError::Compile { log: format!("kernel {name} missing from the loaded modules") }
         })
     }
 }
 
 impl Drop for Device {
     fn drop(&mut self) {
-        if !self.module.is_null() && self.bind().is_ok() {
-            // SAFETY: the module was loaded by load_kernels and is unloaded once; no kernel
-            // handle outlives the Device (buffers hold an Arc to it).
-            unsafe { (self.api.module_unload)(self.module) };
+        let modules = std::mem::take(&mut self.loaded().modules);
+        if !modules.is_empty() && self.bind().is_ok() {
+            for m in modules {
+                // SAFETY: each module was loaded by load_kernels and is unloaded once; no
+                // kernel handle outlives the Device (buffers hold an Arc to it).
+                unsafe { (self.api.module_unload)(m) };
+            }
         }
     }
 }
