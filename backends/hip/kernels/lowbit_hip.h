@@ -53,16 +53,18 @@ LB_DEV lb_u32 lb_perm(lb_u32 hi, lb_u32 lo, lb_u32 sel) {
 // nibble per byte). Byte k of out[g] is the code of element 2k + {0,1,8,9}[g];
 // lb_codebook4_pos says where the activations go.
 // LB_CB_SEL selects the selector form (docs/BENCHMARKS.md, session 10):
-//  0 (default): __byte_perm on m0, m1 and their >> 16. NVRTC narrows each selector to the 16
-//    bits PRMT reads, which turns the two shared masks into four mask-and-shift pairs (7
-//    instructions per word instead of 5), but it knows bit 3 of every nibble is 0.
+//  0: __byte_perm on m0, m1 and their >> 16. NVRTC narrows each selector to the 16 bits PRMT
+//    reads, which turns the two shared masks into four mask-and-shift pairs (7 instructions
+//    per word instead of 5), but it knows bit 3 of every nibble is 0.
 //  1: m0 and m1 through lb_opaque (5 instructions per word at the LLVM level). Measured
 //    slower: __byte_perm's selector nibbles are 3 bits wide, so without the knowledge that
 //    bit 3 (PRMT's sign-replicate flag) is clear ptxas adds a `& 0x7777` before every PRMT.
-//  2: the PRMT as inline PTX (`prmt.b32`, hardware semantics: bit 3 must be and is clear),
-//    so neither narrowing nor the extra mask can happen. Not yet measured.
+//  2 (default): the PRMT as inline PTX (`prmt.b32`, hardware semantics: bit 3 must be and is
+//    clear), so neither narrowing nor the extra mask can happen. With LB_CB_TAB = 2, on the
+//    H200 at 16384^2, n = 1: PQ2_0 28.6 -> 25.1 us, TQ2_0 29.7 -> 26.4, PTQ1_0 28.6 -> 25.1,
+//    ROCmFP2 unchanged (28.7).
 #ifndef LB_CB_SEL
-#define LB_CB_SEL 0
+#define LB_CB_SEL 2
 #endif
 #if defined(LB_HOST_EMULATION)
 LB_DEV lb_u32 lb_opaque(lb_u32 x) { return x; }

@@ -276,10 +276,10 @@ struct Mat {
 // literal, which NVRTC keeps in a uniform register and copies into a vector register before
 // almost every PRMT (ptxas gives the PRMT the copy as its destination); 1: the literal through
 // lb_opaque (the same copies). LB_LUT8_TAB is ROCmFP3's (default 2: no copies, 1.3% faster on
-// the H200), LB_CB_TAB the 2-bit codebook decoders' (default 0: with 2 ROCmFP2 was not faster
-// in the only form measured; docs/BENCHMARKS.md, session 10).
+// the H200), LB_CB_TAB the 2-bit codebook decoders' (default 2, measured with LB_CB_SEL = 2:
+// together 11-12% faster for the ternary formats; docs/BENCHMARKS.md, session 10).
 #ifndef LB_CB_TAB
-#define LB_CB_TAB 0
+#define LB_CB_TAB 2
 #endif
 #ifndef LB_LUT8_TAB
 #define LB_LUT8_TAB 2

@@ -62,7 +62,7 @@ impl Part<'_> {
 /// Extra preprocessor definitions for every compile, from `LOWBIT_HIP_DEFINES` (read once):
 /// `NAME=VALUE` or `NAME` items separated by commas or spaces, letters, digits and `_` only
 /// (others are ignored), e.g. `LB_LUT8_TAB=0` for session 9's ROCmFP3 decoder or
-/// `LB_CB_SEL=2,LB_CB_TAB=2` for the 2-bit decoders' untried forms (kernels/lowbit_hip.h,
+/// `LB_CB_SEL=0,LB_CB_TAB=0` for session 9's 2-bit decoders (kernels/lowbit_hip.h,
 /// lowbit_kernels.hip; docs/BENCHMARKS.md, session 10). A tuning knob; the cache key includes
 /// them.
 pub(crate) fn extra_defines() -> &'static [String] {
