@@ -322,6 +322,57 @@ unsafe fn drive<F: Lanes, const R: usize, const CT: usize, const V: bool>(
     }
 }
 
+/// Single-column driver: rows in groups of `R`, each row's group decoded and dotted at once.
+#[inline(always)]
+unsafe fn drive1<F: Lanes, const R: usize, const V: bool>(
+    w: &[u8],
+    rb: usize,
+    nb: usize,
+    recs: &[V64],
+    out: &mut [f32],
+) {
+    const { assert!(F::GB * F::BB <= TAIL_BYTES) };
+    let gbytes = F::GB * F::BB;
+    let full = nb / F::GB;
+    let ng = nb.div_ceil(F::GB);
+    let nrows = w.len() / rb;
+    let pfx = F::PREFETCH.one_group_ahead(R * rb);
+    unsafe {
+        let mut r0 = 0;
+        while r0 < nrows {
+            let here = (nrows - r0).min(R);
+            let mut rp = [w.as_ptr(); R];
+            for i in 0..R {
+                rp[i] = w.as_ptr().add((r0 + i.min(here - 1)) * rb);
+            }
+            let mut acc = [_mm512_setzero_ps(); R];
+            for g in 0..full {
+                let a = recs.as_ptr().add(g * F::REC);
+                for i in 0..R {
+                    let p = rp[i].add(g * gbytes);
+                    pfx.span(p, gbytes);
+                    let d = F::decode(p);
+                    acc[i] = dot_v::<F, V>(&d, a, acc[i]);
+                }
+            }
+            if full < ng {
+                let tail = (nb - full * F::GB) * F::BB;
+                let a = recs.as_ptr().add(full * F::REC);
+                for i in 0..R {
+                    let mut buf = [0u8; TAIL_BYTES];
+                    ptr::copy_nonoverlapping(rp[i].add(full * gbytes), buf.as_mut_ptr(), tail);
+                    let d = F::decode(buf.as_ptr());
+                    acc[i] = dot_v::<F, V>(&d, a, acc[i]);
+                }
+            }
+            for i in 0..here {
+                out[r0 + i] = hsum16(acc[i]);
+            }
+            r0 += R;
+        }
+    }
+}
+
 /// [`drive`], or [`super::zseg::drive_seg`] when a sub-tile's records of a whole row do not
 /// fit the L1 budget (the same arithmetic per (row, column), so the same bits).
 ///
@@ -397,6 +448,15 @@ unsafe fn dispatch<F: Lanes, const V: bool>(
                 &local[..]
             }
         };
+        if ncols == 1 {
+            match n1x() {
+                0 => {}
+                2 => return drive1::<F, 2, V>(w, rb, nb, recs, out),
+                3 => return drive1::<F, 3, V>(w, rb, nb, recs, out),
+                6 => return drive1::<F, 6, V>(w, rb, nb, recs, out),
+                _ => return drive1::<F, 4, V>(w, rb, nb, recs, out),
+            }
+        }
         if F::PAIRS {
             return match ncols {
                 1 => drive::<F, 2, 1, V>(w, rb, nb, recs, ncols, out),
@@ -619,6 +679,13 @@ fn run_ext_v<F: Lanes + 'static, const C: u8, const V: bool>(
     let shared = shared_recs::<F>(acts, s.nb, &cols);
     unsafe { entry_v::<F, V>(w, rb, s.nb, s.act, shared, cols, out) };
     Ok(())
+}
+
+/// EXPERIMENT (removed before commit): `LOWBIT_N1X` = 0 runs the old single-column paths,
+/// 2/3/6 `drive1` with that many rows; default 4.
+fn n1x() -> u32 {
+    static X: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+    *X.get_or_init(|| std::env::var("LOWBIT_N1X").ok().and_then(|v| v.parse().ok()).unwrap_or(4))
 }
 
 /// PQ2_0: `super::pq2x4::Pq2x4`, whose rows go in pairs, except for single-column tiles,
