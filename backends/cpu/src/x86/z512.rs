@@ -332,11 +332,11 @@ unsafe fn drive<F: Lanes, const R: usize, const CT: usize, const V: bool>(
 /// column, so the same bits.
 ///
 /// Why 4 rows. One thread streaming weights from memory needs enough reads in flight; four
-/// row streams, each prefetched one row group ahead, kept the read rate up where [`drive`]'s
-/// pairs did not. Measured (`lowbit bench --shape 4096x14336 --n 1 --threads 1`, old and new
-/// alternated in one run, 2026-12-02; docs/BENCHMARKS.md "Session 10 (n1)"): Q6_K 2550-2684
-/// -> 1951-2131 µs; 2 rows (as before, in this order) 2362-2468, 3 rows 2143-2167, 6 rows
-/// 1937 µs (`kcols`).
+/// row streams, each prefetched one row group ahead, kept the read rate up where the old
+/// pairs did not, and one row (a single stream) was far slower. Measured (`lowbit bench
+/// --n 1 --threads 1`, old and new alternated in one run, 2026-12-02, docs/BENCHMARKS.md
+/// "Session 10 (n1)"), Q6_K, µs: 4096 x 14336 2610-3282 -> 2027-2123, 14336 x 4096 2666-2769
+/// -> 2022-2080; 3 and 6 rows no better than 4.
 ///
 /// # Safety
 /// As [`drive`] with `ncols == 1`: `recs` holds the column's `ceil(nb / F::GB) * F::REC`
