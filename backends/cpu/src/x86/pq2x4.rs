@@ -44,7 +44,8 @@ impl Lanes for Pq2x4 {
     const BB: usize = 34;
     const GB: usize = 4;
     const REC: usize = 10;
-    // Nine registers per decoded row: rows in pairs for 1..=4 columns.
+    // Nine registers per decoded row: rows in pairs for 2..=4 columns (one column:
+    // `super::z512::drive1`, 4 rows).
     const PAIRS: bool = true;
     type W = ([__m512i; 8], __m512);
 

@@ -65,7 +65,9 @@ pub(crate) fn kernel(format: FormatId) -> Option<Kernel> {
         FormatId::Mxfp4 => Some(Kernel { name: "avx512-mxfp4", f: run_q8_0::<Mxfp4, false> }),
         FormatId::Iq4Nl => Some(Kernel { name: "avx512-iq4_nl", f: run_q8_0::<Iq4Nl, false> }),
         FormatId::Tq2_0 => Some(Kernel { name: "avx512-tq2_0", f: run_ext::<Tq2, W_TQ2> }),
-        FormatId::Pq2_0 => Some(Kernel { name: "avx512-pq2_0", f: run_pq2::<false> }),
+        FormatId::Pq2_0 => {
+            Some(Kernel { name: "avx512-pq2_0", f: run_ext::<super::pq2x4::Pq2x4, W_PQ2> })
+        }
         FormatId::Q4K => Some(Kernel { name: "avx512-q4_k", f: run_ext::<Q4k, W_Q4K> }),
         FormatId::Q6K => Some(Kernel { name: "avx512-q6_k", f: run_ext::<Q6k, W_Q6K> }),
         FormatId::Q2K => Some(Kernel { name: "avx512-q2_k", f: run_ext::<Q2k, W_Q2K> }),
@@ -113,15 +115,15 @@ pub(crate) trait Lanes {
     const GB: usize;
     /// 64-byte vectors per activation record (one group, one column).
     const REC: usize;
-    /// Whether a decoded group fills so many registers (K-quants: 9-10) that one- and
-    /// two-column tiles use row groups of 2 instead of 4 (measured faster).
+    /// Whether a decoded group fills so many registers (K-quants: 9-10) that two-column
+    /// tiles use row groups of 2 instead of 4 (measured faster; one column: [`drive1`]).
     const WIDE: bool = false;
-    /// Whether rows go in groups of 2 for every tile of 1..=4 columns (and 1 row for wider
+    /// Whether rows go in groups of 2 for every tile of 2..=4 columns (and 1 row for wider
     /// tiles), overriding [`Lanes::WIDE`]: for decoded groups of about 9 registers, where
     /// two rows sharing each activation-record load beat one row (the record loads bound
     /// the one-row form at n = 4).
     const PAIRS: bool = false;
-    /// How [`drive`] prefetches each row stream (see [`super::Prefetch`]).
+    /// How [`drive`] and [`drive1`] prefetch each row stream (see [`super::Prefetch`]).
     const PREFETCH: super::Prefetch = super::Prefetch::DEFAULT;
     /// One row's decoded group.
     type W: Copy;
@@ -322,6 +324,76 @@ unsafe fn drive<F: Lanes, const R: usize, const CT: usize, const V: bool>(
     }
 }
 
+/// The single-column driver: rows in groups of `R`; per group of blocks, each row's group is
+/// decoded and at once dotted with the column's record, so one decoded row is live at a time
+/// (in [`drive`] all `R` rows are decoded before the dots: for the K-quants' 9-11 registers
+/// per row that spilled to the stack at `R = 4`, which is why they ran rows in pairs). Each
+/// row's accumulator receives the same FMAs in the same order as in [`drive`] with one
+/// column, so the same bits.
+///
+/// Why 4 rows. One thread streaming weights from memory needs enough reads in flight; four
+/// row streams, each prefetched one row group ahead, kept the read rate up where the old
+/// pairs did not, and one row (a single stream) was far slower. Measured (`lowbit bench
+/// --n 1 --threads 1`, old and new alternated in one run, 2026-12-02, docs/BENCHMARKS.md
+/// "Session 10 (n1)"), Q6_K, µs: 4096 x 14336 2610-3282 -> 2027-2123, 14336 x 4096 2666-2769
+/// -> 2022-2080; 3 and 6 rows no better than 4.
+///
+/// # Safety
+/// As [`drive`] with `ncols == 1`: `recs` holds the column's `ceil(nb / F::GB) * F::REC`
+/// vectors, `out.len() == rows`.
+#[inline(always)]
+unsafe fn drive1<F: Lanes, const R: usize, const V: bool>(
+    w: &[u8],
+    rb: usize,
+    nb: usize,
+    recs: &[V64],
+    out: &mut [f32],
+) {
+    const { assert!(F::GB * F::BB <= TAIL_BYTES) };
+    let gbytes = F::GB * F::BB;
+    let full = nb / F::GB;
+    let ng = nb.div_ceil(F::GB);
+    let nrows = w.len() / rb;
+    let pfx = F::PREFETCH.one_group_ahead(R * rb);
+    // SAFETY: as in `drive`: row pointers are clamped to `nrows - 1`, groups `< full` lie
+    // inside the row, the partial group is copied into a padded buffer first, the record
+    // pointers stay inside the column's records; the prefetch hint never faults.
+    unsafe {
+        let mut r0 = 0;
+        while r0 < nrows {
+            let here = (nrows - r0).min(R);
+            let mut rp = [w.as_ptr(); R];
+            for i in 0..R {
+                rp[i] = w.as_ptr().add((r0 + i.min(here - 1)) * rb);
+            }
+            let mut acc = [_mm512_setzero_ps(); R];
+            for g in 0..full {
+                let a = recs.as_ptr().add(g * F::REC);
+                for i in 0..R {
+                    let p = rp[i].add(g * gbytes);
+                    pfx.span(p, gbytes);
+                    let d = F::decode(p);
+                    acc[i] = dot_v::<F, V>(&d, a, acc[i]);
+                }
+            }
+            if full < ng {
+                let tail = (nb - full * F::GB) * F::BB;
+                let a = recs.as_ptr().add(full * F::REC);
+                for i in 0..R {
+                    let mut buf = [0u8; TAIL_BYTES];
+                    ptr::copy_nonoverlapping(rp[i].add(full * gbytes), buf.as_mut_ptr(), tail);
+                    let d = F::decode(buf.as_ptr());
+                    acc[i] = dot_v::<F, V>(&d, a, acc[i]);
+                }
+            }
+            for i in 0..here {
+                out[r0 + i] = hsum16(acc[i]);
+            }
+            r0 += R;
+        }
+    }
+}
+
 /// [`drive`], or [`super::zseg::drive_seg`] when a sub-tile's records of a whole row do not
 /// fit the L1 budget (the same arithmetic per (row, column), so the same bits).
 ///
@@ -397,18 +469,18 @@ unsafe fn dispatch<F: Lanes, const V: bool>(
                 &local[..]
             }
         };
+        if ncols == 1 {
+            return drive1::<F, 4, V>(w, rb, nb, recs, out);
+        }
         if F::PAIRS {
             return match ncols {
-                1 => drive::<F, 2, 1, V>(w, rb, nb, recs, ncols, out),
                 2 => drive_any::<F, 2, 2, V>(w, rb, nb, recs, ncols, out),
                 3..=4 => drive_any::<F, 2, 4, V>(w, rb, nb, recs, ncols, out),
                 _ => drive_any::<F, 1, 8, V>(w, rb, nb, recs, ncols, out),
             };
         }
         match (F::WIDE, ncols) {
-            (false, 1) => drive::<F, 4, 1, V>(w, rb, nb, recs, ncols, out),
             (false, 2) => drive_any::<F, 4, 2, V>(w, rb, nb, recs, ncols, out),
-            (true, 1) => drive::<F, 2, 1, V>(w, rb, nb, recs, ncols, out),
             (true, 2) => drive_any::<F, 2, 2, V>(w, rb, nb, recs, ncols, out),
             (true, 3..=4) => drive_any::<F, 1, 4, V>(w, rb, nb, recs, ncols, out),
             (true, _) => drive_any::<F, 1, 8, V>(w, rb, nb, recs, ncols, out),
@@ -621,71 +693,6 @@ fn run_ext_v<F: Lanes + 'static, const C: u8, const V: bool>(
     Ok(())
 }
 
-/// PQ2_0: `super::pq2x4::Pq2x4`, whose rows go in pairs, except for single-column tiles,
-/// which stream 4 rows at a time ([`Rows4`], the same records and arithmetic, so the same
-/// bits). Measured with the weights read from memory (16384 x 14336, n = 1, one thread, `kcols`
-/// minimum of 20 calls, three interleaved rounds, 2026-12-01 22:20 UTC): 4155 / 4145 / 4274
-/// µs in pairs, 3447 / 2848 / 2960 µs in fours.
-fn run_pq2<const V: bool>(
-    format: FormatId,
-    w: &[u8],
-    rb: usize,
-    acts: &Acts,
-    cols: Range<usize>,
-    out: &mut [f32],
-) -> Result<(), Error> {
-    use super::pq2x4::Pq2x4;
-    if cols.len() != 1 {
-        return run_ext_v::<Pq2x4, W_PQ2, V>(format, w, rb, acts, cols, out);
-    }
-    let s = ext::check::<W_PQ2>(format, w, rb, acts, &cols, out)?;
-    // `Rows4<Pq2x4>` reads `Pq2x4`'s records (built by the same `prep`).
-    let shared = shared_recs::<Pq2x4>(acts, s.nb, &cols);
-    // SAFETY: as in `run_ext_v` (the kernel tables hand this out under the same conditions).
-    unsafe { entry_v::<Rows4<Pq2x4>, V>(w, rb, s.nb, s.act, shared, cols, out) };
-    Ok(())
-}
-
-/// `F` with rows in groups of 4 for every tile ([`dispatch`]'s default; `F::PAIRS` and
-/// `F::WIDE` cleared), otherwise `F` itself.
-pub(crate) struct Rows4<F>(std::marker::PhantomData<F>);
-
-impl<F: Lanes> Lanes for Rows4<F> {
-    const BB: usize = F::BB;
-    const GB: usize = F::GB;
-    const REC: usize = F::REC;
-    const PREFETCH: super::Prefetch = F::PREFETCH;
-    type W = F::W;
-
-    fn prep(act: ActSlice<'_>, nb: usize, j: usize, g: usize, rec: &mut [V64]) {
-        F::prep(act, nb, j, g, rec);
-    }
-
-    #[inline(always)]
-    unsafe fn prep_fast(act: ActSlice<'_>, nb: usize, j: usize, g: usize, rec: &mut [V64]) {
-        // SAFETY: forwarded from the caller.
-        unsafe { F::prep_fast(act, nb, j, g, rec) }
-    }
-
-    #[inline(always)]
-    unsafe fn decode(p: *const u8) -> Self::W {
-        // SAFETY: forwarded from the caller.
-        unsafe { F::decode(p) }
-    }
-
-    #[inline(always)]
-    unsafe fn dot(w: &Self::W, a: *const V64, acc: __m512) -> __m512 {
-        // SAFETY: forwarded from the caller.
-        unsafe { F::dot(w, a, acc) }
-    }
-
-    #[inline(always)]
-    unsafe fn dot_vnni(w: &Self::W, a: *const V64, acc: __m512) -> __m512 {
-        // SAFETY: forwarded from the caller.
-        unsafe { F::dot_vnni(w, a, acc) }
-    }
-}
-
 /// The activation records of every column of one matmul call ([`layout`]), shared by all of
 /// the call's kernel calls (row chunks and column tiles) instead of rebuilt by each.
 pub(crate) struct Records {
@@ -853,7 +860,7 @@ pub(crate) fn kernel_vnni(format: FormatId) -> Option<Kernel> {
         FormatId::Q5K => k("avx512-vnni-q5_k", run_ext_v::<Q5k, W_Q5K, true>),
         FormatId::Q6K => k("avx512-vnni-q6_k", run_ext_v::<Q6k, W_Q6K, true>),
         FormatId::Tq2_0 => k("avx512-vnni-tq2_0", run_ext_v::<Tq2, W_TQ2, true>),
-        FormatId::Pq2_0 => k("avx512-vnni-pq2_0", run_pq2::<true>),
+        FormatId::Pq2_0 => k("avx512-vnni-pq2_0", run_ext_v::<super::pq2x4::Pq2x4, W_PQ2, true>),
         FormatId::Tq1_0 if has_vbmi() => {
             k("avx512-vnni-vbmi-tq1_0", run_ext_vbmi::<Tq1<true>, { ext::W_TQ1 }>)
         }
