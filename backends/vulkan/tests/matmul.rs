@@ -363,24 +363,6 @@ fn column_split_kernels_match_the_exact_product_on_odd_shapes() {
             check_format(&b, format, 33, 9 * rm, &[21]);
         }
     }
-    // A matrix in several buffers (segments: partial sums at each segment's row offset).
-    let opts = VulkanOptions {
-        tile: Some(true),
-        max_weight_buffer_bytes: Some(8192),
-        ..Default::default()
-    };
-    let Some(b) = backend(opts) else { return };
-    if b.info().max_shared_bytes < lowbit_vulkan::kernels::EXTRA_SHARED_BYTES {
-        return;
-    }
-    for format in FORMATS {
-        let Some(shader) = lowbit_vulkan::kernels::tile_shader(format) else { continue };
-        for shape in lowbit_vulkan::kernels::shapes(shader, 8) {
-            ok(b.set_shape(Some(shape)), "set_shape");
-            check_format(&b, format, 301, 1024, &[7, 21]);
-        }
-        ok(b.set_shape(None), "set_shape");
-    }
 }
 
 #[test]
