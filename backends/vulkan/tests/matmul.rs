@@ -359,7 +359,7 @@ fn column_split_kernels_match_the_exact_product_on_odd_shapes() {
             for (rows, k32) in [(1, 32usize), (33, 224), (259, 4128)] {
                 check_format(&b, format, rows, k32.next_multiple_of(rm), &[6, 7, 8]);
             }
-            // A 16-column tile, then an 8-column tiled one from column 16.
+            // A 16-column tile, then a column-split 8-column one from column 16.
             check_format(&b, format, 33, 9 * rm, &[21]);
         }
     }
