@@ -283,7 +283,7 @@ impl Lanes for Q4_0x16 {
 /// # Safety
 /// As [`dot8_vnni`] for every `a[jj]`.
 #[inline(always)]
-unsafe fn tile8_vnni<const R: usize, const CT: usize>(
+pub(super) unsafe fn tile8_vnni<const R: usize, const CT: usize>(
     dec: &[([__m512i; 8], __m512); R],
     a: &[*const V64; CT],
     acc: &mut [[__m512; CT]; R],
