@@ -336,6 +336,37 @@ fn vnni_kernels_are_selected_and_identical() {
     }
 }
 
+/// Q4_0's and Q8_0's VNNI tiles of 2..=16 columns (x86/q4_0x16.rs `tile8_vnni`, shared by
+/// x86/q8x16.rs: the (row, column) pairs of a tile interleaved) give bit for bit the plain
+/// AVX-512 kernels' results (pair by pair), on long rows (the segmented driver: full groups
+/// and a partial last one) and short rows (the one-pass driver), with row counts that leave a
+/// partial row pair and column counts that leave partial sub-tiles.
+#[test]
+fn q4_0_q8_0_vnni_tiles_are_the_avx512_ones_bit_for_bit() {
+    let Ok(cpu) = CpuBackend::with_isa(Isa::Avx512Vnni) else { return };
+    let plain = CpuBackend::with_isa(Isa::Avx512).unwrap();
+    for (format, name) in
+        [(FormatId::Q4_0, "avx512-vnni-q4_0"), (FormatId::Q8_0, "avx512-vnni-q8_0")]
+    {
+        assert_eq!(cpu.table().kernel_name(format), Some(name));
+        for (rows, k) in [(37, 14336 + 96), (21, 4096 + 32), (5, 512)] {
+            let mut rng = Rng(1200 + k as u64 + format as u64);
+            let w = random_matrix(&mut rng, format, rows, k);
+            let desc = MatrixDesc { format, rows, cols: k };
+            let (mv, mp) = (cpu.upload(desc, &w).unwrap(), plain.upload(desc, &w).unwrap());
+            for n in [2, 3, 4, 5, 8, 13, 16] {
+                let x = random_acts(&mut rng, n, k);
+                let (mut yv, mut yp) = (vec![0f32; n * rows], vec![1f32; n * rows]);
+                cpu.matmul(&mv, &x, n, &mut yv).unwrap();
+                plain.matmul(&mp, &x, n, &mut yp).unwrap();
+                for (i, (a, b)) in yv.iter().zip(&yp).enumerate() {
+                    assert!(same(*a, *b), "{format} k={k} n={n}: y[{i}] = {a} (vnni) vs {b}");
+                }
+            }
+        }
+    }
+}
+
 /// The formats with a prefill GEMM (x86/gemm512.rs) against the reference bound on the
 /// prefill shapes of `tests/prefill.rs` (several L2-sized row chunks, a ragged last chunk,
 /// rows not a multiple of the 4-row block, a ragged last 16-column group) and at the

@@ -26,7 +26,9 @@
 //! the lane's block (|.| <= 32 * 8 * 127 < 2^24, so its conversion is exact), and then
 //! `acc_l = fma(float(s_l), fl(d_w * d_a), acc_l)`: one rounded product and one FMA per block
 //! and group, then `super::z512`'s 16-lane tree, so its bound holds with **c = 1** (not the
-//! bits of the four-lane form; VNNI and plain AVX-512 give the same bits).
+//! bits of the four-lane form; VNNI and plain AVX-512 give the same bits). Under VNNI the
+//! drivers' tile step ([`Lanes::dot_tile`]) runs the pairs of a tile interleaved
+//! ([`tile8_vnni`]), each pair's instructions unchanged.
 //!
 //! Memory safety: a full group's decode reads bytes `0..288` of the group only (the scales
 //! at `18b`, the 16 code bytes at `18b + 2`).
@@ -247,6 +249,70 @@ impl Lanes for Q4_0x16 {
     unsafe fn dot_vnni(w: &Self::W, a: *const V64, acc: __m512) -> __m512 {
         // SAFETY: forwarded from the caller.
         unsafe { dot8_vnni(w, a, acc) }
+    }
+
+    #[inline(always)]
+    unsafe fn dot_tile<const R: usize, const CT: usize, const V: bool>(
+        dec: &[Self::W; R],
+        a: &[*const V64; CT],
+        acc: &mut [[__m512; CT]; R],
+    ) {
+        // SAFETY: forwarded from the caller (VNNI when `V`).
+        unsafe {
+            if V {
+                tile8_vnni(dec, a, acc);
+            } else {
+                for jj in 0..CT {
+                    for i in 0..R {
+                        acc[i][jj] = dot8(&dec[i], a[jj], acc[i][jj]);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// [`dot8_vnni`] for every (row `i`, column `jj`) pair of a tile, interleaved: the `R * CT`
+/// `vpdpbusd` chains advance together (vector `k` of every pair, then `k + 1`), each record
+/// vector loaded once for the tile's rows, then per pair the conversion, the scale product
+/// and the FMA. Each pair's chain is [`dot8_vnni`]'s, in the same order, so every result is
+/// the same bits. Written out pair by pair, `R * CT` chains of eight dependent `vpdpbusd`
+/// followed one another in program order, and the n = 4 tile (2 rows x 4 columns) ran 3-12%
+/// slower (docs/BENCHMARKS.md, "Session 10 (n4)").
+///
+/// # Safety
+/// As [`dot8_vnni`] for every `a[jj]`.
+#[inline(always)]
+pub(super) unsafe fn tile8_vnni<const R: usize, const CT: usize>(
+    dec: &[([__m512i; 8], __m512); R],
+    a: &[*const V64; CT],
+    acc: &mut [[__m512; CT]; R],
+) {
+    // SAFETY: reads the 10 record vectors of every `a[jj]` (caller); register-only operations;
+    // VNNI is available (caller).
+    unsafe {
+        let mut s = [[_mm512_setzero_si512(); CT]; R];
+        for jj in 0..CT {
+            let c = ld(a[jj], 8);
+            for si in s.iter_mut() {
+                si[jj] = c;
+            }
+        }
+        for k in 0..8 {
+            for jj in 0..CT {
+                let av = ld(a[jj], k);
+                for i in 0..R {
+                    s[i][jj] = _mm512_dpbusd_epi32(s[i][jj], dec[i].0[k], av);
+                }
+            }
+        }
+        for jj in 0..CT {
+            let da = ldps(a[jj], 9);
+            for i in 0..R {
+                let sc = _mm512_mul_ps(dec[i].1, da);
+                acc[i][jj] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[i][jj]), sc, acc[i][jj]);
+            }
+        }
     }
 }
 

@@ -28,7 +28,8 @@
 //! < 2^24, so its conversion is exact), then `acc_l = fma(float(s_l), fl(d_w * d_a), acc_l)`:
 //! one rounded product and one FMA per block, then `super::z512`'s 16-lane tree, so its bound
 //! holds with **c = 1** (not the bits of `super::q8_512::Q8`; VNNI and plain AVX-512 give the
-//! same bits).
+//! same bits). Under VNNI a tile's (row, column) pairs run interleaved
+//! (`super::q4_0x16::tile8_vnni`, each pair's instructions unchanged).
 //!
 //! Memory safety: a full group's decode reads bytes `0..544` of the group only (the scales at
 //! `34b .. 34b + 2`, `b < 16`, the code bytes at `34b + 2 .. 34b + 34`).
@@ -113,5 +114,25 @@ impl Lanes for Q8x16 {
     unsafe fn dot_vnni(w: &Self::W, a: *const V64, acc: __m512) -> __m512 {
         // SAFETY: forwarded from the caller.
         unsafe { super::q4_0x16::dot8_vnni(w, a, acc) }
+    }
+
+    #[inline(always)]
+    unsafe fn dot_tile<const R: usize, const CT: usize, const V: bool>(
+        dec: &[Self::W; R],
+        a: &[*const V64; CT],
+        acc: &mut [[__m512; CT]; R],
+    ) {
+        // SAFETY: forwarded from the caller (VNNI when `V`).
+        unsafe {
+            if V {
+                super::q4_0x16::tile8_vnni(dec, a, acc);
+            } else {
+                for jj in 0..CT {
+                    for i in 0..R {
+                        acc[i][jj] = Self::dot(&dec[i], a[jj], acc[i][jj]);
+                    }
+                }
+            }
+        }
     }
 }

@@ -157,6 +157,29 @@ pub(crate) trait Lanes {
         // SAFETY: forwarded from the caller.
         unsafe { Self::dot(w, a, acc) }
     }
+    /// One group of a whole tile: `acc[i][jj]` plus the dot of row `i`'s decoded group and the
+    /// record at `a[jj]`, what [`dot_v`] gives for each pair. The default runs [`dot_v`] pair
+    /// by pair, columns outer; a format may order the instructions of the pairs differently
+    /// (`super::q4_0x16` interleaves them) as long as every pair gets exactly [`dot_v`]'s
+    /// result, so the drivers' results do not depend on it.
+    ///
+    /// # Safety
+    /// As [`Lanes::dot`] for every `a[jj]` (`V`: as [`Lanes::dot_vnni`]).
+    #[inline(always)]
+    unsafe fn dot_tile<const R: usize, const CT: usize, const V: bool>(
+        dec: &[Self::W; R],
+        a: &[*const V64; CT],
+        acc: &mut [[__m512; CT]; R],
+    ) where
+        Self: Sized,
+    {
+        for jj in 0..CT {
+            for i in 0..R {
+                // SAFETY: forwarded from the caller.
+                acc[i][jj] = unsafe { dot_v::<Self, V>(&dec[i], a[jj], acc[i][jj]) };
+            }
+        }
+    }
 }
 
 /// [`Lanes::dot`], or [`Lanes::dot_vnni`] when `V`.
@@ -284,12 +307,11 @@ unsafe fn drive<F: Lanes, const R: usize, const CT: usize, const V: bool>(
                             dec[i] = F::decode(p);
                         }
                     }
+                    let mut a = ap;
                     for jj in 0..CT {
-                        let a = ap[jj].add(g * F::REC);
-                        for i in 0..R {
-                            acc[i][jj] = dot_v::<F, V>(&dec[i], a, acc[i][jj]);
-                        }
+                        a[jj] = ap[jj].add(g * F::REC);
                     }
+                    F::dot_tile::<R, CT, V>(&dec, &a, &mut acc);
                 }
                 if full < ng {
                     let tail = (nb - full * F::GB) * F::BB;
@@ -305,12 +327,11 @@ unsafe fn drive<F: Lanes, const R: usize, const CT: usize, const V: bool>(
                     for i in 1..R {
                         dec[i] = F::decode(buf[i].as_ptr());
                     }
+                    let mut a = ap;
                     for jj in 0..CT {
-                        let a = ap[jj].add(full * F::REC);
-                        for i in 0..R {
-                            acc[i][jj] = dot_v::<F, V>(&dec[i], a, acc[i][jj]);
-                        }
+                        a[jj] = ap[jj].add(full * F::REC);
                     }
+                    F::dot_tile::<R, CT, V>(&dec, &a, &mut acc);
                 }
                 for i in 0..here {
                     for jj in 0..nc {

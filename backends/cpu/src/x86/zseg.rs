@@ -28,7 +28,7 @@
 use std::arch::x86_64::*;
 use std::ptr;
 
-use super::z512::{dot_v, hsum16, Lanes, TAIL_BYTES, V64};
+use super::z512::{hsum16, Lanes, TAIL_BYTES, V64};
 
 /// Record bytes of one sub-tile's segment: half the 32 KiB L1, leaving the rest to the
 /// weight lines in flight and the accumulator buffer.
@@ -129,12 +129,11 @@ pub(super) unsafe fn drive_seg<F: Lanes, const R: usize, const CT: usize, const 
                                     dec[i] = F::decode(p);
                                 }
                             }
+                            let mut a = ap;
                             for jj in 0..CT {
-                                let a = ap[jj].add(g * F::REC);
-                                for i in 0..R {
-                                    acc[i][jj] = dot_v::<F, V>(&dec[i], a, acc[i][jj]);
-                                }
+                                a[jj] = ap[jj].add(g * F::REC);
                             }
+                            F::dot_tile::<R, CT, V>(&dec, &a, &mut acc);
                         }
                         if g1 == ng && full < ng {
                             let tail = (nb - full * F::GB) * F::BB;
@@ -150,12 +149,11 @@ pub(super) unsafe fn drive_seg<F: Lanes, const R: usize, const CT: usize, const 
                             for i in 1..R {
                                 dec[i] = F::decode(buf[i].as_ptr());
                             }
+                            let mut a = ap;
                             for jj in 0..CT {
-                                let a = ap[jj].add(full * F::REC);
-                                for i in 0..R {
-                                    acc[i][jj] = dot_v::<F, V>(&dec[i], a, acc[i][jj]);
-                                }
+                                a[jj] = ap[jj].add(full * F::REC);
                             }
+                            F::dot_tile::<R, CT, V>(&dec, &a, &mut acc);
                         }
                         accs[q] = acc;
                     }
