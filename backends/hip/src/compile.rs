@@ -61,23 +61,35 @@ impl Part<'_> {
 
 /// Extra preprocessor definitions for every compile, from `LOWBIT_HIP_DEFINES` (read once):
 /// `NAME=VALUE` or `NAME` items separated by commas or spaces, letters, digits and `_` only
-/// (others are ignored), e.g. `LB_LUT8_TAB=0` for session 9's ROCmFP3 decoder or
-/// `LB_CB_SEL=0,LB_CB_TAB=0` for session 9's 2-bit decoders (kernels/lowbit_hip.h,
+/// (any other item is an error naming it), e.g. `LB_LUT8_TAB=0` for session 9's ROCmFP3
+/// decoder or `LB_CB_SEL=0,LB_CB_TAB=0` for session 9's 2-bit decoders (kernels/lowbit_hip.h,
 /// lowbit_kernels.hip; docs/BENCHMARKS.md, session 10). A tuning knob; the cache key includes
 /// them.
-pub(crate) fn extra_defines() -> &'static [String] {
-    static D: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
-    D.get_or_init(|| parse_defines(&std::env::var("LOWBIT_HIP_DEFINES").unwrap_or_default()))
+pub(crate) fn extra_defines() -> Result<&'static [String], HipError> {
+    static D: std::sync::OnceLock<Result<Vec<String>, String>> = std::sync::OnceLock::new();
+    match D.get_or_init(|| parse_defines(&std::env::var("LOWBIT_HIP_DEFINES").unwrap_or_default()))
+    {
+        Ok(d) => Ok(d),
+        Err(log) => Err(HipError::Compile { log: log.clone() }),
+    }
 }
 
-fn parse_defines(v: &str) -> Vec<String> {
+/// The `-D` options of a `LOWBIT_HIP_DEFINES` value, or a message naming its first bad item.
+fn parse_defines(v: &str) -> Result<Vec<String>, String> {
     let ok = |s: &str| !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
     v.split([',', ' '])
-        .filter(|d| {
+        .filter(|d| !d.is_empty())
+        .map(|d| {
             let mut it = d.splitn(2, '=');
-            it.next().is_some_and(ok) && it.next().is_none_or(ok)
+            if it.next().is_some_and(ok) && it.next().is_none_or(ok) {
+                Ok(format!("-D{d}"))
+            } else {
+                Err(format!(
+                    "LOWBIT_HIP_DEFINES: item `{d}` is not NAME or NAME=VALUE (letters, digits \
+                     and `_`)"
+                ))
+            }
         })
-        .map(|d| format!("-D{d}"))
         .collect()
 }
 
@@ -129,7 +141,7 @@ pub(crate) fn cache_dir() -> Option<PathBuf> {
 pub(crate) fn compile_kernels(api: &Api, arch: &str, part: Part) -> Result<Vec<u8>, HipError> {
     let mut opts = options(api.vendor, arch);
     opts.extend(part.defines());
-    opts.extend(extra_defines().iter().cloned());
+    opts.extend(extra_defines()?.iter().cloned());
     let (maj, min) = api.compiler_version();
     let key = cache_key(&[
         KERNELS.as_bytes(),
@@ -240,9 +252,13 @@ mod tests {
     fn parts_and_defines() {
         assert_eq!(Part::Stem("q4_k").defines(), ["-DLB_SELECT", "-DLB_STEM_q4_k"]);
         assert_eq!(Part::Base.defines(), ["-DLB_SELECT", "-DLB_BASE"]);
-        assert_eq!(parse_defines("LB_CB_SEL=0, LB_CB_TAB=1"), ["-DLB_CB_SEL=0", "-DLB_CB_TAB=1"]);
-        assert_eq!(parse_defines("X;rm=1,=2,A=,B"), ["-DB"]);
-        assert!(parse_defines("").is_empty());
+        let d = parse_defines("LB_CB_SEL=0, LB_CB_TAB=1").unwrap();
+        assert_eq!(d, ["-DLB_CB_SEL=0", "-DLB_CB_TAB=1"]);
+        assert_eq!(parse_defines("").unwrap(), Vec::<String>::new());
+        for bad in ["X;rm=1", "=2", "A=", "B,A=1=2"] {
+            let e = parse_defines(bad).unwrap_err();
+            assert!(e.contains("LOWBIT_HIP_DEFINES") && e.contains('`'), "{bad}: {e}");
+        }
     }
 
     #[test]
