@@ -367,38 +367,6 @@ fn q4_0_q8_0_vnni_tiles_are_the_avx512_ones_bit_for_bit() {
     }
 }
 
-/// ROCmFP2's and ROCmFP3's VNNI tiles (x86/rocmfpx/body.rs `step512`: the (row, column)
-/// pairs of a tile of at most 8 interleaved) give bit for bit the plain AVX-512 kernels'
-/// results (pair by pair), on long rows (the segmented body: full groups and a partial last
-/// one), short rows (the one-pass body) and rows of one partial group, with row counts that
-/// leave a partial row pair and column counts that leave partial sub-tiles.
-#[test]
-fn rocmfpx_vnni_tiles_are_the_avx512_ones_bit_for_bit() {
-    let Ok(cpu) = CpuBackend::with_isa(Isa::Avx512Vnni) else { return };
-    let plain = CpuBackend::with_isa(Isa::Avx512).unwrap();
-    for (format, name) in [
-        (FormatId::RocmFp2, "avx512-vnni-rocmfp2-g8"),
-        (FormatId::RocmFp3, "avx512-vnni-rocmfp3-g8"),
-    ] {
-        assert_eq!(cpu.table().kernel_name(format), Some(name));
-        for (rows, k) in [(37, 14336 + 96), (21, 4096 + 32), (5, 512), (3, 96)] {
-            let mut rng = Rng(1300 + k as u64 + format as u64);
-            let w = random_matrix(&mut rng, format, rows, k);
-            let desc = MatrixDesc { format, rows, cols: k };
-            let (mv, mp) = (cpu.upload(desc, &w).unwrap(), plain.upload(desc, &w).unwrap());
-            for n in [1, 2, 3, 4, 5, 7, 8, 13, 16] {
-                let x = random_acts(&mut rng, n, k);
-                let (mut yv, mut yp) = (vec![0f32; n * rows], vec![1f32; n * rows]);
-                cpu.matmul(&mv, &x, n, &mut yv).unwrap();
-                plain.matmul(&mp, &x, n, &mut yp).unwrap();
-                for (i, (a, b)) in yv.iter().zip(&yp).enumerate() {
-                    assert!(same(*a, *b), "{format} k={k} n={n}: y[{i}] = {a} (vnni) vs {b}");
-                }
-            }
-        }
-    }
-}
-
 /// The formats with a prefill GEMM (x86/gemm512.rs) against the reference bound on the
 /// prefill shapes of `tests/prefill.rs` (several L2-sized row chunks, a ragged last chunk,
 /// rows not a multiple of the 4-row block, a ragged last 16-column group) and at the

@@ -155,39 +155,6 @@ unsafe fn step512<C: Codec, const R: usize, const CT: usize, const V: bool>(
         for i in 0..R {
             (wv[i], s[i]) = C::decode512(ps[i]);
         }
-        if V && R * CT <= 8 {
-            // The tile interleaved: vector `t` of every (row, column) pair is issued before
-            // vector `t + 1`, each activation vector loaded once for the tile's rows. Each
-            // pair's chain, conversion, scale product and FMA are the instructions of the
-            // pair-by-pair order, in the same order: the same bits.
-            let mut si = [[_mm512_setzero_si512(); CT]; R];
-            for jj in 0..CT {
-                let ag = &*gp[jj].add(gi);
-                let na4 = _mm512_sub_epi32(
-                    _mm512_setzero_si512(),
-                    _mm512_load_si512(ag.a4.as_ptr().cast()),
-                );
-                for sr in si.iter_mut() {
-                    sr[jj] = na4;
-                }
-            }
-            for t in 0..4 {
-                for jj in 0..CT {
-                    let av = _mm512_load_si512((*gp[jj].add(gi)).q[t].as_ptr().cast());
-                    for i in 0..R {
-                        si[i][jj] = _mm512_dpbusd_epi32(si[i][jj], wv[i][t], av);
-                    }
-                }
-            }
-            for jj in 0..CT {
-                let d = _mm512_load_ps((*gp[jj].add(gi)).d.as_ptr());
-                for i in 0..R {
-                    let sd = _mm512_mul_ps(s[i], d);
-                    acc[i][jj] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(si[i][jj]), sd, acc[i][jj]);
-                }
-            }
-            return;
-        }
         for jj in 0..CT {
             let ag = &*gp[jj].add(gi);
             let d = _mm512_load_ps(ag.d.as_ptr());
