@@ -334,20 +334,20 @@ pub(crate) unsafe fn store_rows(
     }
 }
 
-/// Pointers to the 8 rows of the group starting at `r0` (the last row repeated past `nrows`)
+/// Pointers to the `R` rows of the group starting at `r0` (the last row repeated past `nrows`)
 /// and how many of them are real.
 ///
 /// # Safety
 /// `w` holds `nrows > r0` rows of `rb` bytes.
 #[inline(always)]
-pub(crate) unsafe fn row_ptrs(
+pub(crate) unsafe fn row_ptrs<const R: usize>(
     w: &[u8],
     rb: usize,
     nrows: usize,
     r0: usize,
-) -> ([*const u8; 8], usize) {
-    let here = (nrows - r0).min(8);
-    let mut rp = [w.as_ptr(); 8];
+) -> ([*const u8; R], usize) {
+    let here = (nrows - r0).min(R);
+    let mut rp = [w.as_ptr(); R];
     for (i, p) in rp.iter_mut().enumerate() {
         // SAFETY: row index `r0 + min(i, here - 1) < nrows`, inside `w`.
         *p = unsafe { w.as_ptr().add((r0 + i.min(here - 1)) * rb) };

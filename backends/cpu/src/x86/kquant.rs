@@ -112,7 +112,7 @@ pub(crate) unsafe fn kq<const K6: bool, const MAXC: usize>(
         let bsz = if K6 { BS6 } else { BS4 };
         let mut r0 = 0;
         while r0 < nrows {
-            let (rp, here) = row_ptrs(w, rb, nrows, r0);
+            let (rp, here) = row_ptrs::<8>(w, rb, nrows, r0);
             // Per column: sums[0..8] then sumf.
             let mut acc = [[_mm256_setzero_ps(); 9]; MAXC];
             for b in 0..nb {

@@ -86,7 +86,7 @@ pub(crate) unsafe fn tq2<const MAXC: usize>(
         let ones = _mm256_set1_epi16(1);
         let mut r0 = 0;
         while r0 < nrows {
-            let (rp, here) = row_ptrs(w, rb, nrows, r0);
+            let (rp, here) = row_ptrs::<8>(w, rb, nrows, r0);
             let mut acc = [_mm256_setzero_ps(); MAXC];
             for b in 0..nb {
                 let mut cv = [[_mm256_setzero_si256(); 8]; 8];
@@ -245,7 +245,7 @@ pub(crate) unsafe fn ptq1<const MAXC: usize>(
         let mut codes = [[0u8; 128]; 8];
         let mut r0 = 0;
         while r0 < nrows {
-            let (rp, here) = row_ptrs(w, rb, nrows, r0);
+            let (rp, here) = row_ptrs::<8>(w, rb, nrows, r0);
             let mut acc = [_mm256_setzero_ps(); MAXC];
             for b in 0..nb {
                 let mut bp = rp;
@@ -309,7 +309,7 @@ pub(crate) unsafe fn tq1<const MAXC: usize>(
         let mut codes = [[0u8; 256]; 8];
         let mut r0 = 0;
         while r0 < nrows {
-            let (rp, here) = row_ptrs(w, rb, nrows, r0);
+            let (rp, here) = row_ptrs::<8>(w, rb, nrows, r0);
             let mut acc = [_mm256_setzero_ps(); MAXC];
             for b in 0..nb {
                 let mut bp = rp;
@@ -402,7 +402,7 @@ pub(crate) unsafe fn pq2<const MAXC: usize>(
         let ones8 = _mm256_set1_epi8(1);
         let mut r0 = 0;
         while r0 < nrows {
-            let (rp, here) = row_ptrs(w, rb, nrows, r0);
+            let (rp, here) = row_ptrs::<8>(w, rb, nrows, r0);
             let mut acc = [_mm256_setzero_ps(); MAXC];
             for b in 0..nb {
                 let mut cv = [[_mm256_setzero_si256(); 4]; 8];

@@ -285,11 +285,7 @@ unsafe fn drive<F: Lanes, const R: usize, const CT: usize, const V: bool>(
     unsafe {
         let mut r0 = 0;
         while r0 < nrows {
-            let here = (nrows - r0).min(R);
-            let mut rp = [w.as_ptr(); R];
-            for i in 0..R {
-                rp[i] = w.as_ptr().add((r0 + i.min(here - 1)) * rb);
-            }
+            let (rp, here) = ext::row_ptrs::<R>(w, rb, nrows, r0);
             let mut c0 = 0;
             while c0 < ncols {
                 let nc = (ncols - c0).min(CT);
@@ -382,11 +378,7 @@ unsafe fn drive1<F: Lanes, const R: usize, const V: bool>(
     unsafe {
         let mut r0 = 0;
         while r0 < nrows {
-            let here = (nrows - r0).min(R);
-            let mut rp = [w.as_ptr(); R];
-            for i in 0..R {
-                rp[i] = w.as_ptr().add((r0 + i.min(here - 1)) * rb);
-            }
+            let (rp, here) = ext::row_ptrs::<R>(w, rb, nrows, r0);
             let mut acc = [_mm512_setzero_ps(); R];
             for g in 0..full {
                 let a = recs.as_ptr().add(g * F::REC);
