@@ -46,6 +46,15 @@ const LUT_HI: [i8; 16] = [0, 0, 0, 0, 3, 3, 3, 3, 5, 5, 5, 5, 8, 8, 8, 8];
 impl Codec for Fp2 {
     const BLOCK: usize = 10;
     const GB: usize = 80;
+    /// 16 KiB, as ROCmFP3 (see `Fp3::PF_MIN`): at K = 4096 one row group is 4 x 1280 bytes,
+    /// under the 8 KiB default, and the streams ran short of prefetched lines. n = 1, weights
+    /// from memory, 14336 x 4096, one thread, µs, 8 -> 16 KiB in alternated quiet
+    /// windows, 2026-12-02 07:40-07:58 UTC (`lowbit bench --format ROCMFP2 --shape 14336x4096
+    /// --n 1,4 --threads 1,2`, the minimum switched by a temporary environment variable): 1156
+    /// / 1155 / 1405 / 1068 -> 845 / 866 / 986 / 800 (ratio 0.49-0.63 -> 0.68-0.84); 12 and 24
+    /// KiB within noise of 16; 32 KiB was slower at 4096 x 14336 (1000 against 800-860 µs),
+    /// whose row group (17.5 KiB) is over 16 KiB, so 16 leaves that shape as it was.
+    const PF_MIN: usize = 16 << 10;
 
     /// One repacked group of one row, decoded: `w[t]` (offset levels, see the module doc) and the
     /// scales divided by 2^7 in lane `2b + h`.
