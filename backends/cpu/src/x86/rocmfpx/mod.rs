@@ -160,7 +160,15 @@ fn tile_groups<'a>(
     }
 }
 
-fn run_avx2<C: Codec>(
+/// An entry point of this module: `(w, rb, nb, n, g, out)`, compiled for one instruction set.
+type Entry = unsafe fn(&[u8], usize, usize, usize, &[Group], &mut [f32]);
+
+/// A call of `entry` on the checked inputs and the tile's activation groups.
+///
+/// # Safety
+/// The instruction set `entry` is compiled for is available.
+unsafe fn run<C: Codec>(
+    entry: Entry,
     format: FormatId,
     w: &[u8],
     rb: usize,
@@ -170,13 +178,25 @@ fn run_avx2<C: Codec>(
 ) -> Result<(), Error> {
     let (nb, mut groups) = setup::<C>(format, w, rb, acts, &cols, out)?;
     let g = tile_groups(&mut groups, acts, nb, &cols);
-    // SAFETY: reachable only through `kernel`, which `KernelTable::new` calls only for
-    // `Isa::Avx2` after `Isa::Avx2.available()` detected AVX2, FMA and F16C; `check_q8_0`
-    // checked the lengths the bodies rely on, and `g` holds the tile's `cols.len() * ng`
-    // groups from its start (`setup`: an own vector of that size, or the shared layout of
-    // `acts.n * ng` groups from the tile's first column); `w` was repacked at upload.
-    unsafe { entry_avx2::<C>(w, rb, nb, cols.len(), g, out) };
+    // SAFETY: the caller guarantees `entry`'s instruction set; `check_q8_0` checked the lengths
+    // the bodies rely on, and `g` holds the tile's `cols.len() * ng` groups from its start
+    // (`setup`: an own vector of that size, or the shared layout of `acts.n * ng` groups from
+    // the tile's first column); `w` was repacked at upload.
+    unsafe { entry(w, rb, nb, cols.len(), g, out) };
     Ok(())
+}
+
+fn run_avx2<C: Codec>(
+    format: FormatId,
+    w: &[u8],
+    rb: usize,
+    acts: &Acts,
+    cols: Range<usize>,
+    out: &mut [f32],
+) -> Result<(), Error> {
+    // SAFETY: reachable only through `kernel`, which `KernelTable::new` calls only for
+    // `Isa::Avx2` after `Isa::Avx2.available()` detected AVX2, FMA and F16C.
+    unsafe { run::<C>(entry_avx2::<C>, format, w, rb, acts, cols, out) }
 }
 
 fn run_avx512<C: Codec>(
@@ -187,13 +207,10 @@ fn run_avx512<C: Codec>(
     cols: Range<usize>,
     out: &mut [f32],
 ) -> Result<(), Error> {
-    let (nb, mut groups) = setup::<C>(format, w, rb, acts, &cols, out)?;
-    let g = tile_groups(&mut groups, acts, nb, &cols);
     // SAFETY: reachable only through `kernel`, which `KernelTable::new` calls only for
     // `Isa::Avx512` after `Isa::Avx512.available()` detected AVX-512 F/BW/VL, AVX2, FMA and
-    // F16C; lengths and `g` as in `run_avx2`.
-    unsafe { entry_avx512::<C>(w, rb, nb, cols.len(), g, out) };
-    Ok(())
+    // F16C.
+    unsafe { run::<C>(entry_avx512::<C>, format, w, rb, acts, cols, out) }
 }
 
 fn run_avx512_vnni<C: Codec>(
@@ -204,13 +221,10 @@ fn run_avx512_vnni<C: Codec>(
     cols: Range<usize>,
     out: &mut [f32],
 ) -> Result<(), Error> {
-    let (nb, mut groups) = setup::<C>(format, w, rb, acts, &cols, out)?;
-    let g = tile_groups(&mut groups, acts, nb, &cols);
     // SAFETY: reachable only through `kernel`, which `KernelTable::new` calls for
     // `Isa::Avx512Vnni` only after `Isa::Avx512Vnni.available()` detected AVX-512 F/BW/VL and
-    // VNNI, AVX2, FMA and F16C; lengths and `g` as in `run_avx2`.
-    unsafe { entry_avx512_vnni::<C>(w, rb, nb, cols.len(), g, out) };
-    Ok(())
+    // VNNI, AVX2, FMA and F16C.
+    unsafe { run::<C>(entry_avx512_vnni::<C>, format, w, rb, acts, cols, out) }
 }
 
 /// The Q8_0 blocks and f32 scales of `acts` (`check_q8_0` has confirmed the variant).
