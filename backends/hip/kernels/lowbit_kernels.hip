@@ -31,13 +31,16 @@
 // 16 B each in unit order, then the last 16 of every unit, so a warp's 16-byte loads are
 // contiguous), one f32 scale ad per unit and one extra word ae per unit (Q8_1: f32 of the f16
 // `s`; Q8_K: the two 16-element quant sums as i16 halves). With `order` = 1 each half is stored
-// in lb_codebook16 order (the 2-bit formats' kernels), else in element order.
+// in lb_codebook16 order (ROCmFP2's kernels and the 2-bit tensor-core ones), with `order` = 2
+// transposed (word g of a half, byte k = element 4k + g: the ternary dp4a kernels, DecTern;
+// Q8_0 then also stores the unit's integer quant sum as its extra word), else in element order.
 
 // The preparation kernels and the bandwidth probe: the base module (-DLB_SELECT -DLB_BASE).
 #if !defined(LB_SELECT) || defined(LB_BASE)
 LB_DEV void lb_store_quant(lb_i8* aq, lb_u64 i, lb_u32 nu, lb_u32 order, lb_i8 q) {
     lb_u64 k = (lb_u64)nu * 32, col = i / k, w = i % k, b = w >> 5, j = w & 31u;
-    lb_u64 p = order == 1 ? (lb_u64)lb_codebook4_pos((int)(j & 15u)) : (j & 15u);
+    lb_u64 e = j & 15u;
+    lb_u64 p = order == 1 ? (lb_u64)lb_codebook4_pos((int)e) : order == 2 ? 4 * (e & 3) + (e >> 2) : e;
     aq[col * k + (j >> 4) * (nu * 16ull) + b * 16 + p] = q;
 }
 
@@ -56,12 +59,13 @@ LB_KERNEL void lb_quantize_q8(const float* x, lb_i8* aq, float* ad, lb_u32* ae, 
     // INT_MIN, whose low byte is 0 (an f32-subnormal block: 1/d overflows to inf).
     float rq = lb_roundf(v * id);
     lb_i32 q = (lb_i8)(lb_fabsf(rq) < 2147483648.0f ? (lb_i32)rq : (lb_i32)0x80000000u);
-    float sum = q81 ? lb_shfl_xor(lb_sum16((float)q), 16) + lb_sum16((float)q) : 0.0f;
+    float sum = q81 || order == 2 ? lb_shfl_xor(lb_sum16((float)q), 16) + lb_sum16((float)q) : 0.0f;
     if (i < total) {
         lb_store_quant(aq, i, nu, order, (lb_i8)q);
         if ((i & 31u) == 0) {
             ad[i >> 5] = lb_f16_to_f32(lb_f32_to_f16(d));
             if (q81) ae[i >> 5] = lb_as_u32(lb_f16_to_f32(lb_f32_to_f16(sum * d)));
+            else if (order == 2) ae[i >> 5] = (lb_u32)(lb_i32)sum;  // DecTern's sum(a), exact
         }
     }
 }
@@ -496,23 +500,54 @@ struct DecFp2 {
 // Ternary codes {-1, 0, +1, +2} with an f16 scale per group of G units: PQ2_0 and PTQ1_0
 // (repacked to PQ2_0's codes, G = 4, Q8_0 activations) and TQ2_0 (repacked, G = 8, Q8_K);
 // dw * (da * sumi).
+//
+// The value of code c is c - 1, so sumi = sum(c * a) - sum(a): no table. With the activations
+// in the transposed order (lb_quantize_q8's order 2: word g of a half, byte k = element 4k + g)
+// the masks line up with them directly: (p >> 2g) & 0x03030303 is word g's codes. Two masks per
+// shift serve two words: & 0x0c0c0c0c gives 4c, summed in a second chain whose total (a
+// multiple of 4) is shifted down exactly. Per unit: 10 integer ops and 8 IDP, against 10
+// selector ops, 8 PRMT and 8 IDP for the table lookup. sum(a) is the activations' extra word:
+// the integer quant sum (order 2 with Q8_0) or the two i16 half sums (Q8_K).
 template <int G>
 struct DecTern {
-    lb_u32 p0, p1, sc, z;
+    lb_u32 p0, p1, sc;
     lb_i32 w[8];
     float dw;
     LB_DEVM void fetch(const Mat& m, lb_u64 row, lb_u32 b, lb_u32 nu) {
         lb_u64 u = row * nu + b;
         lb_ld_stream8(m.q + u * 8, p0, p1);
         sc = ((const lb_u16*)m.g)[u / G];
-        z = m.z;
     }
     LB_DEVM void decode() {
-        lb_codes2(lb_table<LB_CB_TAB>(0x020100FFu, z), p0, p1, w);
+        const lb_u32 p[2] = {p0, p1};
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            lb_u32 v = p[h], v4 = p[h] >> 4;
+            w[4 * h + 0] = (lb_i32)(v & 0x03030303u);   // codes of word 0 (elements 4k)
+            w[4 * h + 1] = (lb_i32)(v & 0x0c0c0c0cu);   // 4 x codes of word 1
+            w[4 * h + 2] = (lb_i32)(v4 & 0x03030303u);  // codes of word 2
+            w[4 * h + 3] = (lb_i32)(v4 & 0x0c0c0c0cu);  // 4 x codes of word 3
+        }
         dw = lb_h2f(sc);
     }
     LB_DEVM void load(const Mat& m, lb_u64 row, lb_u32 b, lb_u32 nu) { fetch(m, row, b, nu); decode(); }
-    LB_DEVM float dot(const ActQ8& a) const { return dw * (a.d * lb_dotf<8>(w, a.a)); }
+    // Q8_K (TQ2_0): the two i16 half sums; Q8_0 in order 2: the sum itself.
+    LB_DEVM static lb_i32 act_sum(lb_u32 e) {
+        if constexpr (G == 8) return (lb_i32)(short)(e & 0xffffu) + ((lb_i32)e >> 16);
+        else return (lb_i32)e;
+    }
+    LB_DEVM float dot(const ActQ8& a) const {
+        lb_i32 s1 = 0x4b400000 - act_sum(a.e), s4 = 0;  // lb_dotf's magic start
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            s1 = lb_dot4(w[4 * h + 0], a.a[4 * h + 0], s1);
+            s4 = lb_dot4(w[4 * h + 1], a.a[4 * h + 1], s4);
+            s1 = lb_dot4(w[4 * h + 2], a.a[4 * h + 2], s1);
+            s4 = lb_dot4(w[4 * h + 3], a.a[4 * h + 3], s4);
+        }
+        float sumi = lb_as_float((lb_u32)(s1 + (s4 >> 2))) - 12582912.0f;
+        return dw * (a.d * sumi);
+    }
 };
 
 // Q4_K against Q8_K, repacked: q = the unit's 32 nibbles in Q4_0 order, s = (scale, min) of the
@@ -635,8 +670,13 @@ struct DecHfp4 : Raw16 {
 // activation preparation, a warp issues its first group's prologue weight loads before it
 // waits for that kernel (lb_grid_wait; with AP before them, as the prologue then reads
 // activations too).
-template <int R, int P, bool AP, class Dec, class Act, bool ROWSCALE>
+// A1 (with !AP): the weights P deep, the activations one step ahead (a ring of two slots, P
+// even): their loads (L1/L2 hits, ~40-300 cycles) are not waited for where they are used, for
+// two slots of registers instead of P (an ncu profile of ROCmFP2's weights-only loop found
+// two thirds of its stalls there: docs/BENCHMARKS.md, session 11).
+template <int R, int P, bool AP, class Dec, class Act, bool ROWSCALE, bool A1 = false>
 LB_DEV void lb_mv1(const Mat& m, const ActPtrs& ap, float* y, lb_u32 rows, lb_u32 nu) {
+    static_assert(!(AP && A1), "one activation mode");
     lb_u32 warp = lb_tid() / LB_WARP, lane = lb_tid() % LB_WARP;
     lb_u32 groups = (rows + R - 1) / R;
     lb_u32 steps = (nu + LB_WARP - 1) / LB_WARP;
@@ -652,8 +692,8 @@ LB_DEV void lb_mv1(const Mat& m, const ActPtrs& ap, float* y, lb_u32 rows, lb_u3
 #pragma unroll
         for (int r = 0; r < R; r++) acc[r] = 0.0f;
         Dec ring[P][R];
-        Act act[AP ? P : 1];
-        if (AP && !waited) lb_grid_wait();
+        Act act[AP ? P : A1 ? 2 : 1];
+        if ((AP || A1) && !waited) lb_grid_wait();
         // Prologue: steps 0 .. P - 2 into slots 0 .. P - 2.
 #pragma unroll
         for (int k = 0; k < P - 1; k++) {
@@ -668,6 +708,7 @@ LB_DEV void lb_mv1(const Mat& m, const ActPtrs& ap, float* y, lb_u32 rows, lb_u3
             lb_grid_wait();
             waited = true;
         }
+        if (A1 && lane < nu) act[0].load(ap, 0, lane, nu);  // step 0's
         for (lb_u32 s0 = 0; s0 < steps; s0 += P) {
 #pragma unroll
             for (int k = 0; k < P; k++) {
@@ -679,14 +720,18 @@ LB_DEV void lb_mv1(const Mat& m, const ActPtrs& ap, float* y, lb_u32 rows, lb_u3
 #pragma unroll
                     for (int r = 0; r < R; r++) ring[f][r].fetch(m, rowc[r], bf, nu);
                 }
+                // A1: step s0 + k + 1's activations into slot (s0 + k + 1) % 2 (P is even).
+                const int ka = A1 ? (k + 1) % 2 : 0;
+                lb_u32 bn = (s0 + k + 1) * LB_WARP + lane;
+                if (A1 && bn < nu) act[ka].load(ap, 0, bn, nu);
                 lb_u32 b = (s0 + k) * LB_WARP + lane;
                 if (b < nu) {
-                    if (!AP) act[0].load(ap, 0, b, nu);
+                    if (!AP && !A1) act[0].load(ap, 0, b, nu);
 #pragma unroll
                     for (int r = 0; r < R; r++) {
                         Dec d = ring[k][r];
                         d.decode();
-                        acc[r] += d.dot(act[AP ? k : 0]);
+                        acc[r] += d.dot(act[AP ? k : A1 ? k % 2 : 0]);
                     }
                 }
             }
@@ -788,12 +833,13 @@ LB_DEV void lb_mv(const Mat& m, const ActPtrs& ap, float* y, lb_u32 rows, lb_u32
 
 // NC = 1: the pipelined skeleton, else the staged one (a template, so only the chosen one is
 // instantiated). U = P (1, 2, 4): P deep with the activations in the ring; U = 10 + P (12,
-// 14): weights only (activations loaded when used). Deeper rings lost to register pressure on
+// 14): weights only (activations loaded when used); U = 20 + P (22, 24): weights P deep, the
+// activations one step ahead. Deeper rings lost to register pressure on
 // the H200 (docs/BENCHMARKS.md, sessions 6 and 8: weights-only P = 8 and 16 were 5-70%
 // slower than the defaults) and are not instantiated.
 template <int NC, int R, int U, class Dec, class Act, bool ROWSCALE>
 LB_DEV void lb_mv_any(const Mat& m, const ActPtrs& ap, float* y, lb_u32 rows, lb_u32 nu, lb_u32 ncols) {
-    if constexpr (NC == 1) lb_mv1<R, (U > 10 ? U - 10 : U), (U < 10), Dec, Act, ROWSCALE>(m, ap, y, rows, nu);
+    if constexpr (NC == 1) lb_mv1<R, U % 10, (U < 10), Dec, Act, ROWSCALE, (U > 20)>(m, ap, y, rows, nu);
     else lb_mv<NC, R, Dec, Act, ROWSCALE>(m, ap, y, rows, nu, ncols);
 }
 
@@ -812,7 +858,8 @@ LB_DEV void lb_mv_any(const Mat& m, const ActPtrs& ap, float* y, lb_u32 rows, lb
     LB_MV(fmt, Dec, Act, RS, NC, 1, U) LB_MV(fmt, Dec, Act, RS, NC, 2, U) LB_MV(fmt, Dec, Act, RS, NC, 4, U)
 #define LB_MV_1(fmt, Dec, Act, RS)                                    \
     LB_MV_R(fmt, Dec, Act, RS, 1, 1) LB_MV_R(fmt, Dec, Act, RS, 1, 2) \
-    LB_MV_R(fmt, Dec, Act, RS, 1, 4) LB_MV_R(fmt, Dec, Act, RS, 1, 12) LB_MV_R(fmt, Dec, Act, RS, 1, 14)
+    LB_MV_R(fmt, Dec, Act, RS, 1, 4) LB_MV_R(fmt, Dec, Act, RS, 1, 12) LB_MV_R(fmt, Dec, Act, RS, 1, 14) \
+    LB_MV_R(fmt, Dec, Act, RS, 1, 22) LB_MV_R(fmt, Dec, Act, RS, 1, 24)
 // Column tiles 1, 2, 4, 8, 16 (f32 activations: up to 8, the stage's shared-memory limit).
 #define LB_MV_Q8(fmt, Dec)                                                                         \
     LB_MV_1(fmt, Dec, ActQ8, false) LB_MV_R(fmt, Dec, ActQ8, false, 2, 1)                          \
