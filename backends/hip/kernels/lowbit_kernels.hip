@@ -280,8 +280,9 @@ struct Mat {
 // literal, which NVRTC keeps in a uniform register and copies into a vector register before
 // almost every PRMT (ptxas gives the PRMT the copy as its destination); 1: the literal through
 // lb_opaque (the same copies). LB_LUT8_TAB is ROCmFP3's (default 2: no copies, 1.3% faster on
-// the H200), LB_CB_TAB the 2-bit codebook decoders' (default 2, measured with LB_CB_SEL = 2:
-// together 11-12% faster for the ternary formats; docs/BENCHMARKS.md, session 10).
+// the H200), LB_CB_TAB the 2-bit codebook decoders' (ROCmFP2's and the tensor-core fragments';
+// default 2, measured with LB_CB_SEL = 2 when the ternary n = 1 decoders still used the
+// table: together 11-12% faster for them; docs/BENCHMARKS.md, session 10).
 #ifndef LB_CB_TAB
 #define LB_CB_TAB 2
 #endif
@@ -670,13 +671,8 @@ struct DecHfp4 : Raw16 {
 // activation preparation, a warp issues its first group's prologue weight loads before it
 // waits for that kernel (lb_grid_wait; with AP before them, as the prologue then reads
 // activations too).
-// A1 (with !AP): the weights P deep, the activations one step ahead (a ring of two slots, P
-// even): their loads (L1/L2 hits, ~40-300 cycles) are not waited for where they are used, for
-// two slots of registers instead of P (an ncu profile of ROCmFP2's weights-only loop found
-// two thirds of its stalls there: docs/BENCHMARKS.md, session 11).
-template <int R, int P, bool AP, class Dec, class Act, bool ROWSCALE, bool A1 = false>
+template <int R, int P, bool AP, class Dec, class Act, bool ROWSCALE>
 LB_DEV void lb_mv1(const Mat& m, const ActPtrs& ap, float* y, lb_u32 rows, lb_u32 nu) {
-    static_assert(!(AP && A1), "one activation mode");
     lb_u32 warp = lb_tid() / LB_WARP, lane = lb_tid() % LB_WARP;
     lb_u32 groups = (rows + R - 1) / R;
     lb_u32 steps = (nu + LB_WARP - 1) / LB_WARP;
@@ -692,8 +688,8 @@ LB_DEV void lb_mv1(const Mat& m, const ActPtrs& ap, float* y, lb_u32 rows, lb_u3
 #pragma unroll
         for (int r = 0; r < R; r++) acc[r] = 0.0f;
         Dec ring[P][R];
-        Act act[AP ? P : A1 ? 2 : 1];
-        if ((AP || A1) && !waited) lb_grid_wait();
+        Act act[AP ? P : 1];
+        if (AP && !waited) lb_grid_wait();
         // Prologue: steps 0 .. P - 2 into slots 0 .. P - 2.
 #pragma unroll
         for (int k = 0; k < P - 1; k++) {
@@ -708,7 +704,6 @@ LB_DEV void lb_mv1(const Mat& m, const ActPtrs& ap, float* y, lb_u32 rows, lb_u3
             lb_grid_wait();
             waited = true;
         }
-        if (A1 && lane < nu) act[0].load(ap, 0, lane, nu);  // step 0's
         for (lb_u32 s0 = 0; s0 < steps; s0 += P) {
 #pragma unroll
             for (int k = 0; k < P; k++) {
@@ -720,18 +715,14 @@ LB_DEV void lb_mv1(const Mat& m, const ActPtrs& ap, float* y, lb_u32 rows, lb_u3
 #pragma unroll
                     for (int r = 0; r < R; r++) ring[f][r].fetch(m, rowc[r], bf, nu);
                 }
-                // A1: step s0 + k + 1's activations into slot (s0 + k + 1) % 2 (P is even).
-                const int ka = A1 ? (k + 1) % 2 : 0;
-                lb_u32 bn = (s0 + k + 1) * LB_WARP + lane;
-                if (A1 && bn < nu) act[ka].load(ap, 0, bn, nu);
                 lb_u32 b = (s0 + k) * LB_WARP + lane;
                 if (b < nu) {
-                    if (!AP && !A1) act[0].load(ap, 0, b, nu);
+                    if (!AP) act[0].load(ap, 0, b, nu);
 #pragma unroll
                     for (int r = 0; r < R; r++) {
                         Dec d = ring[k][r];
                         d.decode();
-                        acc[r] += d.dot(act[AP ? k : A1 ? k % 2 : 0]);
+                        acc[r] += d.dot(act[AP ? k : 0]);
                     }
                 }
             }
@@ -813,33 +804,35 @@ LB_DEV void lb_mv(const Mat& m, const ActPtrs& ap, float* y, lb_u32 rows, lb_u32
 
 // The tensor-core kernels lb_mv_<stem>_<NC>_mma_m<MT>b<RB>s<S> (NC = 8 or 16 columns, 16 MT
 // rows per block, RB staged code bytes per row and stage, S stages; Fr: the fragment decoder,
-// ACC: units chained per epilogue). The same parameters as every matvec kernel, but aq and ad
+// ACC: units chained per epilogue, AH: units ahead for the small per-unit loads, see
+// lowbit_mma.h). The pq2 stem takes AH = 3 (10% faster at n = 8 on the H200), the others 1 (3
+// moved them by -6% to +2%; docs/BENCHMARKS.md, session 11). The same parameters as every matvec kernel, but aq and ad
 // are the reordered activations of lb_mma_acts (af, adf). NVIDIA only (the host never picks
 // them on AMD).
-#define LB_MVQ(fmt, Fr, ACC, NC, MT, RB, S)                                                         \
+#define LB_MVQ(fmt, Fr, ACC, AH, NC, MT, RB, S)                                                     \
     LB_KERNEL void lb_mv_##fmt##_##NC##_mma_m##MT##b##RB##s##S(                                   \
         const lb_u8* q, const lb_u8* s, const lb_u8* g, const lb_u8* r, const lb_i8* aq,           \
         const float* ad, const lb_u32* ae, const float* x, float* y, lb_u32 rows, lb_u32 nu,       \
         lb_u32 ncols) {                                                                            \
         Mat m = {q, s, g, r, 0u};                                                                  \
-        lb_mvq<NC, MT, RB, S, ACC, Fr>(m, (const lb_u32*)aq, ad, y, rows, nu, ncols);              \
+        lb_mvq<NC, MT, RB, S, ACC, LB_MMA_AH(AH), Fr>(m, (const lb_u32*)aq, ad, y, rows, nu, ncols); \
     }
 // The variants (backend.rs MMA_VARIANTS): (MT, RB, S) = (2, 64, 2), (1, 64, 3), (1, 64, 2),
 // (1, 128, 2) for NC = 8; NC = 16 only (1, 64, 2) (static shared memory: 48 KiB per block).
-#define LB_MVQ_ALL(fmt, Fr, ACC)                                                                    \
-    LB_MVQ(fmt, Fr, ACC, 8, 2, 64, 2) LB_MVQ(fmt, Fr, ACC, 8, 1, 64, 3)                            \
-    LB_MVQ(fmt, Fr, ACC, 8, 1, 64, 2) LB_MVQ(fmt, Fr, ACC, 8, 1, 128, 2)                           \
-    LB_MVQ(fmt, Fr, ACC, 16, 1, 64, 2)
+#define LB_MVQ_ALL(fmt, Fr, ACC, AH)                                                                \
+    LB_MVQ(fmt, Fr, ACC, AH, 8, 2, 64, 2) LB_MVQ(fmt, Fr, ACC, AH, 8, 1, 64, 3)                    \
+    LB_MVQ(fmt, Fr, ACC, AH, 8, 1, 64, 2) LB_MVQ(fmt, Fr, ACC, AH, 8, 1, 128, 2)                   \
+    LB_MVQ(fmt, Fr, ACC, AH, 16, 1, 64, 2)
 
 // NC = 1: the pipelined skeleton, else the staged one (a template, so only the chosen one is
 // instantiated). U = P (1, 2, 4): P deep with the activations in the ring; U = 10 + P (12,
-// 14): weights only (activations loaded when used); U = 20 + P (22, 24): weights P deep, the
-// activations one step ahead. Deeper rings lost to register pressure on
+// 14): weights only (activations loaded when used). Deeper rings lost to register pressure on
 // the H200 (docs/BENCHMARKS.md, sessions 6 and 8: weights-only P = 8 and 16 were 5-70%
-// slower than the defaults) and are not instantiated.
+// slower than the defaults) and are not instantiated; so did weights P deep with the
+// activations one step ahead (a ring of two: 2-50% slower, session 11).
 template <int NC, int R, int U, class Dec, class Act, bool ROWSCALE>
 LB_DEV void lb_mv_any(const Mat& m, const ActPtrs& ap, float* y, lb_u32 rows, lb_u32 nu, lb_u32 ncols) {
-    if constexpr (NC == 1) lb_mv1<R, U % 10, (U < 10), Dec, Act, ROWSCALE, (U > 20)>(m, ap, y, rows, nu);
+    if constexpr (NC == 1) lb_mv1<R, (U > 10 ? U - 10 : U), (U < 10), Dec, Act, ROWSCALE>(m, ap, y, rows, nu);
     else lb_mv<NC, R, Dec, Act, ROWSCALE>(m, ap, y, rows, nu, ncols);
 }
 
@@ -858,8 +851,7 @@ LB_DEV void lb_mv_any(const Mat& m, const ActPtrs& ap, float* y, lb_u32 rows, lb
     LB_MV(fmt, Dec, Act, RS, NC, 1, U) LB_MV(fmt, Dec, Act, RS, NC, 2, U) LB_MV(fmt, Dec, Act, RS, NC, 4, U)
 #define LB_MV_1(fmt, Dec, Act, RS)                                    \
     LB_MV_R(fmt, Dec, Act, RS, 1, 1) LB_MV_R(fmt, Dec, Act, RS, 1, 2) \
-    LB_MV_R(fmt, Dec, Act, RS, 1, 4) LB_MV_R(fmt, Dec, Act, RS, 1, 12) LB_MV_R(fmt, Dec, Act, RS, 1, 14) \
-    LB_MV_R(fmt, Dec, Act, RS, 1, 22) LB_MV_R(fmt, Dec, Act, RS, 1, 24)
+    LB_MV_R(fmt, Dec, Act, RS, 1, 4) LB_MV_R(fmt, Dec, Act, RS, 1, 12) LB_MV_R(fmt, Dec, Act, RS, 1, 14)
 // Column tiles 1, 2, 4, 8, 16 (f32 activations: up to 8, the stage's shared-memory limit).
 #define LB_MV_Q8(fmt, Dec)                                                                         \
     LB_MV_1(fmt, Dec, ActQ8, false) LB_MV_R(fmt, Dec, ActQ8, false, 2, 1)                          \
@@ -875,13 +867,13 @@ LB_DEV void lb_mv_any(const Mat& m, const ActPtrs& ap, float* y, lb_u32 rows, lb
 #if !defined(LB_SELECT) || defined(LB_STEM_q8_0)
 LB_MV_Q8(q8_0, DecQ8_0)
 #if defined(LB_MMA)
-LB_MVQ_ALL(q8_0, FrQ8_0, 1)
+LB_MVQ_ALL(q8_0, FrQ8_0, 1, 1)
 #endif
 #endif
 #if !defined(LB_SELECT) || defined(LB_STEM_q4_0)
 LB_MV_Q8(q4_0, DecQ4_0)
 #if defined(LB_MMA)
-LB_MVQ_ALL(q4_0, FrQ4_0, 1)
+LB_MVQ_ALL(q4_0, FrQ4_0, 1, 1)
 #endif
 #endif
 #if !defined(LB_SELECT) || defined(LB_STEM_q4_1)
@@ -890,37 +882,37 @@ LB_MV_Q8(q4_1, DecQ4_1)
 #if !defined(LB_SELECT) || defined(LB_STEM_mxfp4)
 LB_MV_Q8(mxfp4, DecMxfp4)
 #if defined(LB_MMA)
-LB_MVQ_ALL(mxfp4, FrMxfp4, 1)
+LB_MVQ_ALL(mxfp4, FrMxfp4, 1, 1)
 #endif
 #endif
 #if !defined(LB_SELECT) || defined(LB_STEM_nvfp4)
 LB_MV_Q8(nvfp4, DecNvfp4)
 #if defined(LB_MMA)
-LB_MVQ_ALL(nvfp4, FrNvfp4, 1)
+LB_MVQ_ALL(nvfp4, FrNvfp4, 1, 1)
 #endif
 #endif
 #if !defined(LB_SELECT) || defined(LB_STEM_rocmfp2)
 LB_MV_Q8(rocmfp2, DecFp2)
 #if defined(LB_MMA)
-LB_MVQ_ALL(rocmfp2, FrFp2, 1)
+LB_MVQ_ALL(rocmfp2, FrFp2, 1, 1)
 #endif
 #endif
 #if !defined(LB_SELECT) || defined(LB_STEM_rocmfp3)
 LB_MV_Q8(rocmfp3, DecFp3)
 #if defined(LB_MMA)
-LB_MVQ_ALL(rocmfp3, FrFp3, 1)
+LB_MVQ_ALL(rocmfp3, FrFp3, 1, 1)
 #endif
 #endif
 #if !defined(LB_SELECT) || defined(LB_STEM_pq2)
 LB_MV_Q8(pq2, DecTern<4>)
 #if defined(LB_MMA)
-LB_MVQ_ALL(pq2, FrTern<4>, 1)
+LB_MVQ_ALL(pq2, FrTern<4>, 1, 3)
 #endif
 #endif
 #if !defined(LB_SELECT) || defined(LB_STEM_tq2_0)
 LB_MV_Q8(tq2_0, DecTern<8>)
 #if defined(LB_MMA)
-LB_MVQ_ALL(tq2_0, FrTern<8>, 8)
+LB_MVQ_ALL(tq2_0, FrTern<8>, 8, 1)
 #endif
 #endif
 #if !defined(LB_SELECT) || defined(LB_STEM_q4_k)

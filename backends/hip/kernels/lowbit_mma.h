@@ -247,11 +247,15 @@ LB_KERNEL void lb_mma_acts(const lb_i8* aq, const float* ad, lb_u32* af, float* 
 #endif  // LB_BASE
 
 // ------------------------------------------------------------------ the skeleton ------------
-// How many units ahead a warp loads the small per-unit values (B words, activation scales):
-// a ring of LB_MMA_AHEAD + 1 slots (LB_MMA_AHEAD = 1, 3 or 7; a stage's unit count, 4 or 8 in
-// the default variants, must be a multiple of the ring; otherwise 1).
-#ifndef LB_MMA_AHEAD
-#define LB_MMA_AHEAD 1
+// How many units ahead a warp loads the small per-unit values (B words, activation scales:
+// L2 hits, which the MMA otherwise waits for; ncu, session 11): AH per kernel (the stem's
+// choice in lowbit_kernels.hip, LB_MVQ_ALL), a ring of AH + 1 slots; a stage's unit count (4
+// or 8 in the default variants) must be a multiple of the ring, else the ring is 2. The tuning
+// definition LB_MMA_AHEAD (e.g. 3 or 7) overrides every stem's AH.
+#if defined(LB_MMA_AHEAD)
+#define LB_MMA_AH(ah) (LB_MMA_AHEAD)
+#else
+#define LB_MMA_AH(ah) (ah)
 #endif
 
 // One warp's state: the B words and activation scales of the next units (a ring of D, indexed
@@ -260,7 +264,7 @@ LB_KERNEL void lb_mma_acts(const lb_i8* aq, const float* ad, lb_u32* af, float* 
 // force-inlined, every index a compile-time constant after unrolling). The weight codes and
 // scales of C units per row are staged by cp.async. Lane-indexed arrays have LB_SIM entries:
 // one on the device, 32 in the host emulation (where one thread plays the warp).
-template <int NC, int MT, int RB, int S, int ACC, class Fr>
+template <int NC, int MT, int RB, int S, int ACC, int AH, class Fr>
 struct MvqWarp {
     static constexpr int NT = NC / 8;
     static constexpr lb_i32 MAGIC = 0x4b400000;
@@ -275,7 +279,7 @@ struct MvqWarp {
     static constexpr int STAGE = ROWS * (RB + (SSTAGE ? SBR : 0));  // bytes per stage
     static_assert(C % 2 == 0 && CPR >= 4 && (ROWS * CPR) % 32 == 0, "stage shape");
     static_assert(C % Fr::G == 0 && (SSTAGE || ACC % C == 0), "scale staging");
-    static constexpr int D = C % (LB_MMA_AHEAD + 1) == 0 ? LB_MMA_AHEAD + 1 : 2;  // small ring
+    static constexpr int D = C % (AH + 1) == 0 ? AH + 1 : 2;  // small ring
     static_assert(C % D == 0, "small ring");
     struct Small {
         lb_u32 b[NT][2];  // B words of column g of each tile
@@ -502,11 +506,11 @@ struct MvqWarp {
 // accumulator before one epilogue (legal when neither the weight nor the activation scale
 // changes within ACC units: TQ2_0, whose f16 d and Q8_K d both cover 8 units); the warps'
 // unit ranges are then multiples of ACC (and of a stage's units).
-template <int NC, int MT, int RB, int S, int ACC, class Fr>
+template <int NC, int MT, int RB, int S, int ACC, int AH, class Fr>
 LB_DEV void lb_mvq(const Mat& m, const lb_u32* af, const float* adf, float* y, lb_u32 rows, lb_u32 nu,
                    lb_u32 ncols) {
     static_assert(ACC == 1 || !Fr::SPLIT, "chained units need one scale per unit");
-    typedef MvqWarp<NC, MT, RB, S, ACC, Fr> W;
+    typedef MvqWarp<NC, MT, RB, S, ACC, AH, Fr> W;
     constexpr int NT = NC / 8;
     constexpr int E = MT * NT * 4 * 32;  // a warp's partial sums, [mt][tt][i][lane]
     constexpr int Q = W::C > ACC ? W::C : ACC;

@@ -22,9 +22,8 @@ use crate::layout::{self, Split};
 /// Threads per block in every launch (the kernels' LB_BLOCK).
 const BLOCK: u32 = 256;
 /// The n = 1 pipeline codes (kernels/lowbit_kernels.hip, `lb_mv_any`): depth P = 1, 2, 4
-/// with the activations in the ring, 10 + P (12, 14) without, 20 + P (22, 24) with the
-/// activations one step ahead.
-pub(crate) const PIPELINES: [usize; 7] = [1, 2, 4, 12, 14, 22, 24];
+/// with the activations in the ring, 10 + P (12, 14) without.
+pub(crate) const PIPELINES: [usize; 5] = [1, 2, 4, 12, 14];
 /// Warps per block for 32-wide warps; kernels grid-stride rows, so wave64 is also correct.
 const WARPS_PER_CTA: usize = 8;
 
