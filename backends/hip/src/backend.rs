@@ -466,7 +466,7 @@ impl HipBackend {
                 0,
             ]
         };
-        self.prepare_on_device(sp, format, xp, act, total, cols, order)?;
+        self.prepare_on_device(sp, format, xp, act, (total, cols), order)?;
         Ok(act)
     }
 
@@ -593,7 +593,7 @@ impl HipBackend {
         let ms = self.dev.api.time_ms(&mut || {
             for _ in 0..reps {
                 let (sp, f, cols) = (&m.split, m.desc.format, m.desc.cols);
-                self.prepare_on_device(sp, f, xp, act, x.len(), cols, order)?;
+                self.prepare_on_device(sp, f, xp, act, (x.len(), cols), order)?;
                 self.run_matvec(m, act, yp, n, mb)?;
             }
             Ok(())
@@ -603,15 +603,15 @@ impl HipBackend {
 
     /// The device part of `prepare` (x already uploaded to `xp`): FWHT-256 in place for
     /// rotated formats, then quantization into the Q8 buffers `act[0..3]` or the f32
-    /// interleave into `act[3]`. Re-running it re-rotates x, which only timing does.
+    /// interleave into `act[3]` in activation order `order` ([`act_order`]); `dims` = (total
+    /// elements, columns of the matrix). Re-running it re-rotates x, which only timing does.
     fn prepare_on_device(
         &self,
         sp: &Split,
         format: FormatId,
         xp: u64,
         act: [u64; 4],
-        total: usize,
-        cols: usize,
+        (total, cols): (usize, usize),
         order: u32,
     ) -> Result<(), HipError> {
         let nu = u32_of(cols / 32, format)?;
