@@ -160,13 +160,25 @@ LB_DEV void lb_ld_stream8(const void* p, lb_u32& a, lb_u32& b) {
     b = ((const lb_u32*)p)[1];
 }
 #else
+// LB_LD_W picks the cache operator: 0 (default) .cs (evict-first in L1 and L2), 1 .cg (L2
+// only: the weights never take L1 lines from the activations), 2 .L1::no_allocate.
+#ifndef LB_LD_W
+#define LB_LD_W 0
+#endif
+#if LB_LD_W == 1
+#define LB_LD_OP ".cg"
+#elif LB_LD_W == 2
+#define LB_LD_OP ".L1::no_allocate"
+#else
+#define LB_LD_OP ".cs"
+#endif
 LB_DEV lb_i32x4 lb_ld_stream16(const void* p) {
     lb_i32x4 r;
-    asm("ld.global.cs.v4.s32 {%0, %1, %2, %3}, [%4];" : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));
+    asm("ld.global" LB_LD_OP ".v4.s32 {%0, %1, %2, %3}, [%4];" : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));
     return r;
 }
 LB_DEV void lb_ld_stream8(const void* p, lb_u32& a, lb_u32& b) {
-    asm("ld.global.cs.v2.u32 {%0, %1}, [%2];" : "=r"(a), "=r"(b) : "l"(p));
+    asm("ld.global" LB_LD_OP ".v2.u32 {%0, %1}, [%2];" : "=r"(a), "=r"(b) : "l"(p));
 }
 #endif
 // Warp-collective int8 tensor-core MMA, m16n8k32 (D = A B + c, s32; mma.sync, sm_80+), on

@@ -31,13 +31,16 @@
 // 16 B each in unit order, then the last 16 of every unit, so a warp's 16-byte loads are
 // contiguous), one f32 scale ad per unit and one extra word ae per unit (Q8_1: f32 of the f16
 // `s`; Q8_K: the two 16-element quant sums as i16 halves). With `order` = 1 each half is stored
-// in lb_codebook16 order (the 2-bit formats' kernels), else in element order.
+// in lb_codebook16 order (ROCmFP2's kernels and the 2-bit tensor-core ones), with `order` = 2
+// transposed (word g of a half, byte k = element 4k + g: the ternary dp4a kernels, DecTern;
+// Q8_0 then also stores the unit's integer quant sum as its extra word), else in element order.
 
 // The preparation kernels and the bandwidth probe: the base module (-DLB_SELECT -DLB_BASE).
 #if !defined(LB_SELECT) || defined(LB_BASE)
 LB_DEV void lb_store_quant(lb_i8* aq, lb_u64 i, lb_u32 nu, lb_u32 order, lb_i8 q) {
     lb_u64 k = (lb_u64)nu * 32, col = i / k, w = i % k, b = w >> 5, j = w & 31u;
-    lb_u64 p = order == 1 ? (lb_u64)lb_codebook4_pos((int)(j & 15u)) : (j & 15u);
+    lb_u64 e = j & 15u;
+    lb_u64 p = order == 1 ? (lb_u64)lb_codebook4_pos((int)e) : order == 2 ? 4 * (e & 3) + (e >> 2) : e;
     aq[col * k + (j >> 4) * (nu * 16ull) + b * 16 + p] = q;
 }
 
@@ -56,12 +59,13 @@ LB_KERNEL void lb_quantize_q8(const float* x, lb_i8* aq, float* ad, lb_u32* ae, 
     // INT_MIN, whose low byte is 0 (an f32-subnormal block: 1/d overflows to inf).
     float rq = lb_roundf(v * id);
     lb_i32 q = (lb_i8)(lb_fabsf(rq) < 2147483648.0f ? (lb_i32)rq : (lb_i32)0x80000000u);
-    float sum = q81 ? lb_shfl_xor(lb_sum16((float)q), 16) + lb_sum16((float)q) : 0.0f;
+    float sum = q81 || order == 2 ? lb_shfl_xor(lb_sum16((float)q), 16) + lb_sum16((float)q) : 0.0f;
     if (i < total) {
         lb_store_quant(aq, i, nu, order, (lb_i8)q);
         if ((i & 31u) == 0) {
             ad[i >> 5] = lb_f16_to_f32(lb_f32_to_f16(d));
             if (q81) ae[i >> 5] = lb_as_u32(lb_f16_to_f32(lb_f32_to_f16(sum * d)));
+            else if (order == 2) ae[i >> 5] = (lb_u32)(lb_i32)sum;  // DecTern's sum(a), exact
         }
     }
 }
@@ -276,8 +280,9 @@ struct Mat {
 // literal, which NVRTC keeps in a uniform register and copies into a vector register before
 // almost every PRMT (ptxas gives the PRMT the copy as its destination); 1: the literal through
 // lb_opaque (the same copies). LB_LUT8_TAB is ROCmFP3's (default 2: no copies, 1.3% faster on
-// the H200), LB_CB_TAB the 2-bit codebook decoders' (default 2, measured with LB_CB_SEL = 2:
-// together 11-12% faster for the ternary formats; docs/BENCHMARKS.md, session 10).
+// the H200), LB_CB_TAB the 2-bit codebook decoders' (ROCmFP2's and the tensor-core fragments';
+// default 2, measured with LB_CB_SEL = 2 when the ternary n = 1 decoders still used the
+// table: together 11-12% faster for them; docs/BENCHMARKS.md, session 10).
 #ifndef LB_CB_TAB
 #define LB_CB_TAB 2
 #endif
@@ -496,23 +501,54 @@ struct DecFp2 {
 // Ternary codes {-1, 0, +1, +2} with an f16 scale per group of G units: PQ2_0 and PTQ1_0
 // (repacked to PQ2_0's codes, G = 4, Q8_0 activations) and TQ2_0 (repacked, G = 8, Q8_K);
 // dw * (da * sumi).
+//
+// The value of code c is c - 1, so sumi = sum(c * a) - sum(a): no table. With the activations
+// in the transposed order (lb_quantize_q8's order 2: word g of a half, byte k = element 4k + g)
+// the masks line up with them directly: (p >> 2g) & 0x03030303 is word g's codes. Two masks per
+// shift serve two words: & 0x0c0c0c0c gives 4c, summed in a second chain whose total (a
+// multiple of 4) is shifted down exactly. Per unit: 10 integer ops and 8 IDP, against 10
+// selector ops, 8 PRMT and 8 IDP for the table lookup. sum(a) is the activations' extra word:
+// the integer quant sum (order 2 with Q8_0) or the two i16 half sums (Q8_K).
 template <int G>
 struct DecTern {
-    lb_u32 p0, p1, sc, z;
+    lb_u32 p0, p1, sc;
     lb_i32 w[8];
     float dw;
     LB_DEVM void fetch(const Mat& m, lb_u64 row, lb_u32 b, lb_u32 nu) {
         lb_u64 u = row * nu + b;
         lb_ld_stream8(m.q + u * 8, p0, p1);
         sc = ((const lb_u16*)m.g)[u / G];
-        z = m.z;
     }
     LB_DEVM void decode() {
-        lb_codes2(lb_table<LB_CB_TAB>(0x020100FFu, z), p0, p1, w);
+        const lb_u32 p[2] = {p0, p1};
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            lb_u32 v = p[h], v4 = p[h] >> 4;
+            w[4 * h + 0] = (lb_i32)(v & 0x03030303u);   // codes of word 0 (elements 4k)
+            w[4 * h + 1] = (lb_i32)(v & 0x0c0c0c0cu);   // 4 x codes of word 1
+            w[4 * h + 2] = (lb_i32)(v4 & 0x03030303u);  // codes of word 2
+            w[4 * h + 3] = (lb_i32)(v4 & 0x0c0c0c0cu);  // 4 x codes of word 3
+        }
         dw = lb_h2f(sc);
     }
     LB_DEVM void load(const Mat& m, lb_u64 row, lb_u32 b, lb_u32 nu) { fetch(m, row, b, nu); decode(); }
-    LB_DEVM float dot(const ActQ8& a) const { return dw * (a.d * lb_dotf<8>(w, a.a)); }
+    // Q8_K (TQ2_0): the two i16 half sums; Q8_0 in order 2: the sum itself.
+    LB_DEVM static lb_i32 act_sum(lb_u32 e) {
+        if constexpr (G == 8) return (lb_i32)(short)(e & 0xffffu) + ((lb_i32)e >> 16);
+        else return (lb_i32)e;
+    }
+    LB_DEVM float dot(const ActQ8& a) const {
+        lb_i32 s1 = 0x4b400000 - act_sum(a.e), s4 = 0;  // lb_dotf's magic start
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            s1 = lb_dot4(w[4 * h + 0], a.a[4 * h + 0], s1);
+            s4 = lb_dot4(w[4 * h + 1], a.a[4 * h + 1], s4);
+            s1 = lb_dot4(w[4 * h + 2], a.a[4 * h + 2], s1);
+            s4 = lb_dot4(w[4 * h + 3], a.a[4 * h + 3], s4);
+        }
+        float sumi = lb_as_float((lb_u32)(s1 + (s4 >> 2))) - 12582912.0f;
+        return dw * (a.d * sumi);
+    }
 };
 
 // Q4_K against Q8_K, repacked: q = the unit's 32 nibbles in Q4_0 order, s = (scale, min) of the
@@ -768,29 +804,32 @@ LB_DEV void lb_mv(const Mat& m, const ActPtrs& ap, float* y, lb_u32 rows, lb_u32
 
 // The tensor-core kernels lb_mv_<stem>_<NC>_mma_m<MT>b<RB>s<S> (NC = 8 or 16 columns, 16 MT
 // rows per block, RB staged code bytes per row and stage, S stages; Fr: the fragment decoder,
-// ACC: units chained per epilogue). The same parameters as every matvec kernel, but aq and ad
+// ACC: units chained per epilogue, AH: units ahead for the small per-unit loads, see
+// lowbit_mma.h). The pq2 stem takes AH = 3 (10% faster at n = 8 on the H200), the others 1 (3
+// moved them by -6% to +2%; docs/BENCHMARKS.md, session 11). The same parameters as every matvec kernel, but aq and ad
 // are the reordered activations of lb_mma_acts (af, adf). NVIDIA only (the host never picks
 // them on AMD).
-#define LB_MVQ(fmt, Fr, ACC, NC, MT, RB, S)                                                         \
+#define LB_MVQ(fmt, Fr, ACC, AH, NC, MT, RB, S)                                                     \
     LB_KERNEL void lb_mv_##fmt##_##NC##_mma_m##MT##b##RB##s##S(                                   \
         const lb_u8* q, const lb_u8* s, const lb_u8* g, const lb_u8* r, const lb_i8* aq,           \
         const float* ad, const lb_u32* ae, const float* x, float* y, lb_u32 rows, lb_u32 nu,       \
         lb_u32 ncols) {                                                                            \
         Mat m = {q, s, g, r, 0u};                                                                  \
-        lb_mvq<NC, MT, RB, S, ACC, Fr>(m, (const lb_u32*)aq, ad, y, rows, nu, ncols);              \
+        lb_mvq<NC, MT, RB, S, ACC, LB_MMA_AH(AH), Fr>(m, (const lb_u32*)aq, ad, y, rows, nu, ncols); \
     }
 // The variants (backend.rs MMA_VARIANTS): (MT, RB, S) = (2, 64, 2), (1, 64, 3), (1, 64, 2),
 // (1, 128, 2) for NC = 8; NC = 16 only (1, 64, 2) (static shared memory: 48 KiB per block).
-#define LB_MVQ_ALL(fmt, Fr, ACC)                                                                    \
-    LB_MVQ(fmt, Fr, ACC, 8, 2, 64, 2) LB_MVQ(fmt, Fr, ACC, 8, 1, 64, 3)                            \
-    LB_MVQ(fmt, Fr, ACC, 8, 1, 64, 2) LB_MVQ(fmt, Fr, ACC, 8, 1, 128, 2)                           \
-    LB_MVQ(fmt, Fr, ACC, 16, 1, 64, 2)
+#define LB_MVQ_ALL(fmt, Fr, ACC, AH)                                                                \
+    LB_MVQ(fmt, Fr, ACC, AH, 8, 2, 64, 2) LB_MVQ(fmt, Fr, ACC, AH, 8, 1, 64, 3)                    \
+    LB_MVQ(fmt, Fr, ACC, AH, 8, 1, 64, 2) LB_MVQ(fmt, Fr, ACC, AH, 8, 1, 128, 2)                   \
+    LB_MVQ(fmt, Fr, ACC, AH, 16, 1, 64, 2)
 
 // NC = 1: the pipelined skeleton, else the staged one (a template, so only the chosen one is
 // instantiated). U = P (1, 2, 4): P deep with the activations in the ring; U = 10 + P (12,
 // 14): weights only (activations loaded when used). Deeper rings lost to register pressure on
 // the H200 (docs/BENCHMARKS.md, sessions 6 and 8: weights-only P = 8 and 16 were 5-70%
-// slower than the defaults) and are not instantiated.
+// slower than the defaults) and are not instantiated; so did weights P deep with the
+// activations one step ahead (a ring of two: 2-50% slower, session 11).
 template <int NC, int R, int U, class Dec, class Act, bool ROWSCALE>
 LB_DEV void lb_mv_any(const Mat& m, const ActPtrs& ap, float* y, lb_u32 rows, lb_u32 nu, lb_u32 ncols) {
     if constexpr (NC == 1) lb_mv1<R, (U > 10 ? U - 10 : U), (U < 10), Dec, Act, ROWSCALE>(m, ap, y, rows, nu);
@@ -828,13 +867,13 @@ LB_DEV void lb_mv_any(const Mat& m, const ActPtrs& ap, float* y, lb_u32 rows, lb
 #if !defined(LB_SELECT) || defined(LB_STEM_q8_0)
 LB_MV_Q8(q8_0, DecQ8_0)
 #if defined(LB_MMA)
-LB_MVQ_ALL(q8_0, FrQ8_0, 1)
+LB_MVQ_ALL(q8_0, FrQ8_0, 1, 1)
 #endif
 #endif
 #if !defined(LB_SELECT) || defined(LB_STEM_q4_0)
 LB_MV_Q8(q4_0, DecQ4_0)
 #if defined(LB_MMA)
-LB_MVQ_ALL(q4_0, FrQ4_0, 1)
+LB_MVQ_ALL(q4_0, FrQ4_0, 1, 1)
 #endif
 #endif
 #if !defined(LB_SELECT) || defined(LB_STEM_q4_1)
@@ -843,37 +882,37 @@ LB_MV_Q8(q4_1, DecQ4_1)
 #if !defined(LB_SELECT) || defined(LB_STEM_mxfp4)
 LB_MV_Q8(mxfp4, DecMxfp4)
 #if defined(LB_MMA)
-LB_MVQ_ALL(mxfp4, FrMxfp4, 1)
+LB_MVQ_ALL(mxfp4, FrMxfp4, 1, 1)
 #endif
 #endif
 #if !defined(LB_SELECT) || defined(LB_STEM_nvfp4)
 LB_MV_Q8(nvfp4, DecNvfp4)
 #if defined(LB_MMA)
-LB_MVQ_ALL(nvfp4, FrNvfp4, 1)
+LB_MVQ_ALL(nvfp4, FrNvfp4, 1, 1)
 #endif
 #endif
 #if !defined(LB_SELECT) || defined(LB_STEM_rocmfp2)
 LB_MV_Q8(rocmfp2, DecFp2)
 #if defined(LB_MMA)
-LB_MVQ_ALL(rocmfp2, FrFp2, 1)
+LB_MVQ_ALL(rocmfp2, FrFp2, 1, 1)
 #endif
 #endif
 #if !defined(LB_SELECT) || defined(LB_STEM_rocmfp3)
 LB_MV_Q8(rocmfp3, DecFp3)
 #if defined(LB_MMA)
-LB_MVQ_ALL(rocmfp3, FrFp3, 1)
+LB_MVQ_ALL(rocmfp3, FrFp3, 1, 1)
 #endif
 #endif
 #if !defined(LB_SELECT) || defined(LB_STEM_pq2)
 LB_MV_Q8(pq2, DecTern<4>)
 #if defined(LB_MMA)
-LB_MVQ_ALL(pq2, FrTern<4>, 1)
+LB_MVQ_ALL(pq2, FrTern<4>, 1, 3)
 #endif
 #endif
 #if !defined(LB_SELECT) || defined(LB_STEM_tq2_0)
 LB_MV_Q8(tq2_0, DecTern<8>)
 #if defined(LB_MMA)
-LB_MVQ_ALL(tq2_0, FrTern<8>, 8)
+LB_MVQ_ALL(tq2_0, FrTern<8>, 8, 1)
 #endif
 #endif
 #if !defined(LB_SELECT) || defined(LB_STEM_q4_k)

@@ -247,13 +247,24 @@ LB_KERNEL void lb_mma_acts(const lb_i8* aq, const float* ad, lb_u32* af, float* 
 #endif  // LB_BASE
 
 // ------------------------------------------------------------------ the skeleton ------------
-// One warp's state: the B words and activation scales of the next unit (a ring of two,
-// indexed by the unit's parity: the unit loop is unrolled over a stage, whose unit count is
-// even) and the accumulators of its 16 MT rows x NC columns, all in registers (every method
+// How many units ahead a warp loads the small per-unit values (B words, activation scales:
+// L2 hits, which the MMA otherwise waits for; ncu, session 11): AH per kernel (the stem's
+// choice in lowbit_kernels.hip, LB_MVQ_ALL), a ring of AH + 1 slots; a stage's unit count (4
+// or 8 in the default variants) must be a multiple of the ring, else the ring is 2. The tuning
+// definition LB_MMA_AHEAD (e.g. 3 or 7) overrides every stem's AH.
+#if defined(LB_MMA_AHEAD)
+#define LB_MMA_AH(ah) (LB_MMA_AHEAD)
+#else
+#define LB_MMA_AH(ah) (ah)
+#endif
+
+// One warp's state: the B words and activation scales of the next units (a ring of D, indexed
+// by the unit's position modulo D: the unit loop is unrolled over a stage, whose unit count
+// is a multiple of D) and the accumulators of its 16 MT rows x NC columns, all in registers (every method
 // force-inlined, every index a compile-time constant after unrolling). The weight codes and
 // scales of C units per row are staged by cp.async. Lane-indexed arrays have LB_SIM entries:
 // one on the device, 32 in the host emulation (where one thread plays the warp).
-template <int NC, int MT, int RB, int S, int ACC, class Fr>
+template <int NC, int MT, int RB, int S, int ACC, int AH, class Fr>
 struct MvqWarp {
     static constexpr int NT = NC / 8;
     static constexpr lb_i32 MAGIC = 0x4b400000;
@@ -268,11 +279,13 @@ struct MvqWarp {
     static constexpr int STAGE = ROWS * (RB + (SSTAGE ? SBR : 0));  // bytes per stage
     static_assert(C % 2 == 0 && CPR >= 4 && (ROWS * CPR) % 32 == 0, "stage shape");
     static_assert(C % Fr::G == 0 && (SSTAGE || ACC % C == 0), "scale staging");
+    static constexpr int D = C % (AH + 1) == 0 ? AH + 1 : 2;  // small ring
+    static_assert(C % D == 0, "small ring");
     struct Small {
         lb_u32 b[NT][2];  // B words of column g of each tile
         float da[NT][2];  // activation scales of columns 2t, 2t + 1
     };
-    Small ring[2][LB_SIM];
+    Small ring[D][LB_SIM];
     float acc[LB_SIM][MT][NT][4];
     lb_i32 chain[LB_SIM][MT][NT][4];
     lb_u8* stages;  // this warp's S stages: ROWS x RB code bytes, then ROWS x SBR scale bytes
@@ -441,15 +454,24 @@ struct MvqWarp {
             }
     }
 
-    // The C units of stage `st` starting at unit u0 (those below ue), one unit's small loads
+    // The C units of stage `st` starting at unit u0 (those below ue), D - 1 units' small loads
     // ahead.
     template <int J>
     LB_DEVM void units(lb_u32 st, lb_u32 u0, lb_u32 ue) {
         if constexpr (J < C) {
             const lb_u32 u = u0 + J;
-            if (u + 1 < ue) fetch_small<(J + 1) % 2>(u + 1);
-            if (u < ue) step<J % 2>(st, J, u);
+            if (u + D - 1 < ue) fetch_small<(J + D - 1) % D>(u + D - 1);
+            if (u < ue) step<J % D>(st, J, u);
             units<J + 1>(st, u0, ue);
+        }
+    }
+
+    // The small values of units ub .. ub + D - 2 (those below ue) into slots 0 .. D - 2.
+    template <int K>
+    LB_DEVM void prologue_small(lb_u32 ub, lb_u32 ue) {
+        if constexpr (K < D - 1) {
+            if (ub + K < ue) fetch_small<K>(ub + K);
+            prologue_small<K + 1>(ub, ue);
         }
     }
 
@@ -464,7 +486,7 @@ struct MvqWarp {
             if ((lb_u32)k < nst) issue(k, ub + k * C);
             else lb_cp_commit();
         }
-        fetch_small<0>(ub);
+        prologue_small<0>(ub, ue);
         for (lb_u32 i = 0; i < nst; i++) {
             const lb_u32 nx = i + S - 1;
             if (nx < nst) issue(nx % S, ub + nx * C);
@@ -484,11 +506,11 @@ struct MvqWarp {
 // accumulator before one epilogue (legal when neither the weight nor the activation scale
 // changes within ACC units: TQ2_0, whose f16 d and Q8_K d both cover 8 units); the warps'
 // unit ranges are then multiples of ACC (and of a stage's units).
-template <int NC, int MT, int RB, int S, int ACC, class Fr>
+template <int NC, int MT, int RB, int S, int ACC, int AH, class Fr>
 LB_DEV void lb_mvq(const Mat& m, const lb_u32* af, const float* adf, float* y, lb_u32 rows, lb_u32 nu,
                    lb_u32 ncols) {
     static_assert(ACC == 1 || !Fr::SPLIT, "chained units need one scale per unit");
-    typedef MvqWarp<NC, MT, RB, S, ACC, Fr> W;
+    typedef MvqWarp<NC, MT, RB, S, ACC, AH, Fr> W;
     constexpr int NT = NC / 8;
     constexpr int E = MT * NT * 4 * 32;  // a warp's partial sums, [mt][tt][i][lane]
     constexpr int Q = W::C > ACC ? W::C : ACC;

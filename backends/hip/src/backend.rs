@@ -451,6 +451,7 @@ impl HipBackend {
         format: FormatId,
         x: &[f32],
         cols: usize,
+        order: u32,
     ) -> Result<[u64; 4], HipError> {
         let total = x.len();
         let xp = ensure(&mut ws.x, &self.dev, total * 4)?;
@@ -465,7 +466,7 @@ impl HipBackend {
                 0,
             ]
         };
-        self.prepare_on_device(sp, format, xp, act, total, cols)?;
+        self.prepare_on_device(sp, format, xp, act, (total, cols), order)?;
         Ok(act)
     }
 
@@ -481,6 +482,11 @@ impl HipBackend {
             self.forced_units.load(std::sync::atomic::Ordering::Relaxed),
         );
         kernel_choice(&m.split, n, forced, m.desc.cols / 32, self.tensor_cores())
+    }
+
+    /// The activation order (`lb_quantize_q8`'s `order`) the kernel for `n` columns of `m` reads.
+    fn act_order(&self, m: &HipMatrix, n: usize) -> u32 {
+        act_order(&m.split, self.choice(m, n).mma_order.is_some())
     }
 
     /// The reordered-activation buffers a tensor-core kernel needs for `n` columns of `m`
@@ -579,13 +585,15 @@ impl HipBackend {
         let mut y = vec![0f32; n * m.desc.rows];
         self.matmul(m, x, n, &mut y)?; // validates, warms up
         let mut ws = self.ws.lock().unwrap_or_else(|p| p.into_inner());
-        let act = self.prepare(&mut ws, &m.split, m.desc.format, x, m.desc.cols)?;
+        let order = self.act_order(m, n);
+        let act = self.prepare(&mut ws, &m.split, m.desc.format, x, m.desc.cols, order)?;
         let yp = ensure(&mut ws.y, &self.dev, n * m.desc.rows * 4)?;
         let mb = self.mma_buffers(&mut ws, m, n)?;
         let xp = ws.x.as_ref().map_or(0, |b| b.ptr);
         let ms = self.dev.api.time_ms(&mut || {
             for _ in 0..reps {
-                self.prepare_on_device(&m.split, m.desc.format, xp, act, x.len(), m.desc.cols)?;
+                let (sp, f, cols) = (&m.split, m.desc.format, m.desc.cols);
+                self.prepare_on_device(sp, f, xp, act, (x.len(), cols), order)?;
                 self.run_matvec(m, act, yp, n, mb)?;
             }
             Ok(())
@@ -595,15 +603,16 @@ impl HipBackend {
 
     /// The device part of `prepare` (x already uploaded to `xp`): FWHT-256 in place for
     /// rotated formats, then quantization into the Q8 buffers `act[0..3]` or the f32
-    /// interleave into `act[3]`. Re-running it re-rotates x, which only timing does.
+    /// interleave into `act[3]` in activation order `order` ([`act_order`]); `dims` = (total
+    /// elements, columns of the matrix). Re-running it re-rotates x, which only timing does.
     fn prepare_on_device(
         &self,
         sp: &Split,
         format: FormatId,
         xp: u64,
         act: [u64; 4],
-        total: usize,
-        cols: usize,
+        (total, cols): (usize, usize),
+        order: u32,
     ) -> Result<(), HipError> {
         let nu = u32_of(cols / 32, format)?;
         let blocks = |per: usize| u32::try_from(total.div_ceil(per)).map_err(|_| too_large(format));
@@ -611,7 +620,7 @@ impl HipBackend {
             let segs = u32_of(total / 256, format)?;
             self.launch("lb_fwht256", [segs as u32, 1], &mut [xp, self.signs.ptr, segs])?;
         }
-        let order = u64::from(sp.codebook_order);
+        let order = u64::from(order);
         match sp.act {
             ActFormat::F32 => {
                 let total4 = total / 4;
@@ -669,7 +678,8 @@ impl HipBackend {
             format,
             op: "matmul on the HIP backend",
         }))?;
-        let act = self.prepare(&mut ws, &sp, format, x, x.len())?;
+        let order = act_order(&sp, false);
+        let act = self.prepare(&mut ws, &sp, format, x, x.len(), order)?;
         let mut qi = vec![0i8; x.len()];
         let mut d = vec![0f32; x.len() / 32];
         let mut e = vec![0u32; x.len() / 32];
@@ -678,7 +688,11 @@ impl HipBackend {
         self.dev.api.download(bytemuck::cast_slice_mut(&mut e), act[2])?;
         // Undo the half-unit interleave (and the codebook order) of one column.
         let nu = x.len() / 32;
-        let pos = |j: usize| if sp.codebook_order { codebook_pos(&self.dev, j) } else { j };
+        let pos = |j: usize| match order {
+            1 => codebook_pos(&self.dev, j),
+            2 => 4 * (j & 3) + (j >> 2),
+            _ => j,
+        };
         let q = (0..x.len())
             .map(|i| {
                 let (b, j) = (i / 32, i % 32);
@@ -686,6 +700,17 @@ impl HipBackend {
             })
             .collect();
         Ok((q, d, e))
+    }
+}
+
+/// The activation order a kernel of split `sp` reads (`lb_quantize_q8`'s `order`): 2
+/// (transposed, with integer sums) for the ternary dp4a kernels, 1 (lb_codebook16 order) for
+/// the other 2-bit kernels and the tensor-core ones, else 0 (element order).
+pub(crate) fn act_order(sp: &Split, mma: bool) -> u32 {
+    if sp.transposed_dp4a && !mma {
+        2
+    } else {
+        u32::from(sp.codebook_order)
     }
 }
 
@@ -797,7 +822,7 @@ impl Backend for HipBackend {
         }
         self.dev.bind()?;
         let mut ws = self.ws.lock().unwrap_or_else(|p| p.into_inner());
-        let act = self.prepare(&mut ws, &m.split, format, x, cols)?;
+        let act = self.prepare(&mut ws, &m.split, format, x, cols, self.act_order(m, n))?;
         let yp = ensure(&mut ws.y, &self.dev, n * rows * 4)?;
         let mb = self.mma_buffers(&mut ws, m, n)?;
         self.run_matvec(m, act, yp, n, mb)?;

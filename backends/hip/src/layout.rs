@@ -62,6 +62,10 @@ pub(crate) struct Split {
     pub act: ActFormat,
     /// Activation quants stored in lb_codebook16 order (the 2-bit kernels).
     pub codebook_order: bool,
+    /// The dp4a kernels take the activations transposed instead (lb_quantize_q8's order 2,
+    /// with the integer quant sums: the ternary formats' table-free DecTern); the tensor-core
+    /// kernels still take `codebook_order`.
+    pub transposed_dp4a: bool,
     /// Code bytes per unit.
     pub unit_q: usize,
     /// Scale bytes per unit.
@@ -119,6 +123,7 @@ pub(crate) fn split(format: FormatId) -> Option<Split> {
         stem,
         act: format.info().activation,
         codebook_order: false,
+        transposed_dp4a: false,
         unit_q,
         unit_s,
         group: 1,
@@ -131,6 +136,7 @@ pub(crate) fn split(format: FormatId) -> Option<Split> {
     let sl = |s, q, g| Repack::Slices { s, q, g };
     let tern = |stem, group, repack| Split {
         codebook_order: true,
+        transposed_dp4a: true,
         group,
         group_bytes: 2,
         ..base(stem, 8, 0, repack)

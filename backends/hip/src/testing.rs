@@ -47,16 +47,20 @@ pub fn mma_variant_codes() -> Vec<usize> {
 /// interleaved f32).
 pub type DeviceActs = (Vec<i8>, Vec<f32>, Vec<u32>, Vec<f32>);
 
-/// The activations of the columns of `x` (each `cols` long) in the device layout, from the
-/// core's [`PreparedActivations`]; `codebook_pos` maps an element of a half unit (0..16) to its
-/// stored position for the 2-bit kernels (the vendor's lb_codebook4_pos).
+/// The activations of the columns of `x` (each `cols` long) in the device layout a kernel reads
+/// (`mma`: a tensor-core one), from the core's [`PreparedActivations`]; `codebook_pos` maps an
+/// element of a half unit (0..16) to its stored position for the 2-bit kernels in codebook
+/// order (the vendor's lb_codebook4_pos). In the transposed order (the ternary dp4a kernels)
+/// Q8_0's extra word is the unit's integer quant sum.
 pub fn activations(
     format: FormatId,
     x: &[f32],
     cols: usize,
     codebook_pos: fn(usize) -> usize,
+    mma: bool,
 ) -> Result<DeviceActs, String> {
     let sp = layout::split(format).ok_or("unsupported format")?;
+    let order = crate::backend::act_order(&sp, mma);
     let nu = cols / 32;
     let (mut aq, mut ad, mut ae, mut xt) =
         (vec![0i8; x.len()], vec![], vec![], vec![0f32; x.len()]);
@@ -64,7 +68,12 @@ pub fn activations(
         let act = PreparedActivations::new(format, col).map_err(|e| e.to_string())?;
         let mut put = |q: &[i8], d: f32, e: u32, b: usize| {
             for (j, &v) in q.iter().enumerate() {
-                let p = if sp.codebook_order { codebook_pos(j % 16) } else { j % 16 };
+                let e = j % 16;
+                let p = match order {
+                    1 => codebook_pos(e),
+                    2 => 4 * (e & 3) + (e >> 2),
+                    _ => e,
+                };
                 aq[c * cols + (j / 16) * nu * 16 + b * 16 + p] = v;
             }
             ad.push(d);
@@ -73,7 +82,8 @@ pub fn activations(
         match &act {
             PreparedActivations::Q8_0(blocks) => {
                 for (b, blk) in blocks.iter().enumerate() {
-                    put(&blk.qs, blk.d.to_f32(), 0, b);
+                    let sum: i32 = blk.qs.iter().map(|&q| i32::from(q)).sum();
+                    put(&blk.qs, blk.d.to_f32(), if order == 2 { sum as u32 } else { 0 }, b);
                 }
             }
             PreparedActivations::Q8_1(blocks) => {

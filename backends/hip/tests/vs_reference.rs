@@ -211,6 +211,11 @@ fn device_quantizers_are_bit_exact() {
                     for j in 0..32 {
                         assert_eq!(q[b * 32 + j], blk[2 + j] as i8, "{format} block {b} elem {j}");
                     }
+                    // The ternary kernels' transposed order also carries the quant sum.
+                    if matches!(format, FormatId::Pq2_0 | FormatId::Ptq1_0) {
+                        let sum: i32 = blk[2..].iter().map(|&v| i32::from(v as i8)).sum();
+                        assert_eq!(e[b] as i32, sum, "{format} block {b} quant sum");
+                    }
                 }
             }
             lowbit_core::registry::ActFormat::Q8_1 => {
@@ -338,8 +343,6 @@ fn host_emulation_matches_reference() {
                 let mut yr = vec![0f32; n * rows];
                 ReferenceBackend.matmul(&rm, &x, n, &mut yr).unwrap();
                 let terms = abs_terms(format, &w, rows, k, &x, n);
-                let (aq, ad, ae, xt) =
-                    lowbit_hip::testing::activations(format, &x, k, pos).unwrap();
                 let units: &[usize] = if n == 1 { &[1, 2, 4, 12, 14] } else { &[1] };
                 // The defaults, every tensor-core variant (n >= 5, where a format has them),
                 // then every forced (rows per warp, pipeline).
@@ -351,6 +354,9 @@ fn host_emulation_matches_reference() {
                     // warp per block covers a block's rows with this one.
                     let (name, nc, rpb, order) =
                         lowbit_hip::testing::kernel(format, n, k, (r, u)).unwrap();
+                    let (aq, ad, ae, xt) =
+                        lowbit_hip::testing::activations(format, &x, k, pos, order.is_some())
+                            .unwrap();
                     // A tensor-core kernel reads the activations as lb_mma_acts reorders them
                     // (run here over its grid like any kernel); the others as prepared.
                     let (af, adf) = match order {
