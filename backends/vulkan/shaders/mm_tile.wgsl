@@ -15,9 +15,14 @@
 // several workgroups to every multiprocessor. With BPT = 1 the workgroup stores its sums in y;
 // with BPT > 1 binding 4 is a partial-sum buffer ((column, split) major, y_stride rows each)
 // that sum_parts.wgsl adds up in a second dispatch (kernels.rs `Kernel::k_split`).
+// Units: the loop's "blocks" are what the activation file's tile_nb() counts a row: weight
+// blocks for act_q8t.wgsl; 64-element quarters of a 256-element block for act_q8kt.wgsl,
+// 8-element words for act_f32t.wgsl (fetch_w, decode_w, load_a and block_dot then take unit
+// indices: wi = row * tile_nb() + unit).
 // What must not live here: format arithmetic.
-// Requires: NCOLS a multiple of 4 (<= 8), TPR dividing the chunk (act_q8t.wgsl tile_ch),
-// RPT <= 4 (build.rs' shape sets).
+// Requires: NCOLS a multiple of 4 (<= 8), TPR dividing the chunk (the activation file's
+// tile_ch), RPT <= 4 (build.rs' shape sets); the activation file declares tile_m, an array
+// of at least WG vec4<f32> in workgroup memory, which the final sums reuse.
 
 @group(0) @binding(1) var<storage, read> w_scales: array<u32>;
 @group(0) @binding(4) var<storage, read_write> y: array<f32>;
@@ -32,19 +37,21 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wgid: 
     let row0 = (group * teams + lid / TPR) * RPT;
     let first = lid % TPR;
     let ch = tile_ch();
-    // This workgroup's blocks of the row: whole chunks, kb0 .. kb1 - 1.
-    let kper = ((pc.nb + splits - 1u) / splits + ch - 1u) / ch * ch;
+    // Units (blocks, or parts of blocks) of a row.
+    let nb = tile_nb();
+    // This workgroup's units of the row: whole chunks, kb0 .. kb1 - 1.
+    let kper = ((nb + splits - 1u) / splits + ch - 1u) / ch * ch;
     let kb0 = ks * kper;
-    let kb1 = min(kb0 + kper, pc.nb);
+    let kb1 = min(kb0 + kper, nb);
     var acc: array<f32, 32>;
     // First block index of each of this thread's rows (rows past the end read the last one).
     var base: array<u32, 4>;
     for (var r = 0u; r < RPT; r++) {
-        base[r] = min(row0 + r, pc.rows - 1u) * pc.nb;
+        base[r] = min(row0 + r, pc.rows - 1u) * nb;
     }
     var raw: array<WRaw, 4>;
     for (var r = 0u; r < RPT; r++) {
-        raw[r] = fetch_w(base[r] + min(kb0 + first, pc.nb - 1u));
+        raw[r] = fetch_w(base[r] + min(kb0 + first, nb - 1u));
     }
     var next = tile_fetch(lid, kb0);
     // Every thread runs every chunk and step (the same count for the whole workgroup, so the
@@ -59,11 +66,11 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wgid: 
             let cur = raw;
             // The next step's words in flight while this step is computed.
             for (var r = 0u; r < RPT; r++) {
-                raw[r] = fetch_w(base[r] + min(s0 + TPR + first, pc.nb - 1u));
+                raw[r] = fetch_w(base[r] + min(s0 + TPR + first, nb - 1u));
             }
             let bs = s0 + first;
             let valid = bs < kb1;
-            let b = min(bs, pc.nb - 1u);
+            let b = min(bs, nb - 1u);
             var w: array<WBlock, 4>;
             for (var r = 0u; r < RPT; r++) {
                 w[r] = decode_w(cur[r], base[r] + b);

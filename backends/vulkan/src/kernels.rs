@@ -138,6 +138,11 @@ pub fn tile_shader(format: FormatId) -> Option<&'static str> {
         F::Nvfp4 => "mm_nvfp4_t",
         F::Pq2_0 => "mm_pq2_0_t",
         F::Ptq1_0 => "mm_ptq1_0_t",
+        F::Tq2_0 => "mm_tq2_0_t",
+        F::Q4K => "mm_q4_k_t",
+        F::Q6K => "mm_q6_k_t",
+        F::Hfp4G32 | F::Mfp4G32 => "mm_hfp4_t",
+        F::Mfp4G32P => "mm_mfp4p_t",
         _ => return None,
     })
 }
@@ -159,6 +164,8 @@ pub fn default_tile_shape(format: FormatId) -> Shape {
     match format {
         F::Mxfp4 => (8, 2, 1),
         F::Nvfp4 | F::Pq2_0 | F::Ptq1_0 => (4, 2, 2),
+        F::Tq2_0 | F::Q4K | F::Q6K => (8, 2, 1),
+        F::Hfp4G32 | F::Mfp4G32 | F::Mfp4G32P => (8, 4, 1),
         _ => (16, 4, 1),
     }
 }
