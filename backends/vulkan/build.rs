@@ -67,7 +67,7 @@ const MATMUL_KERNELS: [(&str, &[&str], Shapes); 34] = [
     ("mm_pq2_0_t", &["mm_pq2_0", "act_q8t", "mm_tile"], Shapes::TileShort),
     ("mm_ptq1_0_t", &["mm_ptq1_0", "act_q8t", "mm_tile"], Shapes::TileShort),
     // Tiled kernels of the 256-element Q8_K formats (units: quarters of a block,
-    // act_q8kt.wgsl) and of the HFP4 family (units: 8-element words, f32 activations,
+    // act_q8kt.wgsl) and of the HFP4 family (units: half blocks, f32 activations,
     // act_f32t.wgsl).
     ("mm_tq2_0_t", &["mm_tq2_0t", "act_q8kt", "mm_tile"], Shapes::TileK),
     ("mm_q4_k_t", &["mm_q4_kt", "q4_k_fn", "act_q8kt", "mm_tile"], Shapes::TileK),
@@ -112,7 +112,7 @@ enum Shapes {
     TileShort,
     /// The tiled kernels of the Q8_K formats (act_q8kt.wgsl: chunks of 32 quarter-blocks).
     TileK,
-    /// The tiled kernels of the HFP4 family (act_f32t.wgsl: chunks of 64 words).
+    /// The tiled kernels of the HFP4 family (act_f32t.wgsl: chunks of 32 half-blocks).
     TileF,
 }
 
@@ -172,9 +172,18 @@ fn matmul_shapes(set: Shapes, ncols: u32) -> &'static [(u32, u32, u32)] {
         (Shapes::TileShort, _) => {
             &[(8, 2, 1), (8, 2, 2), (4, 2, 1), (4, 2, 2), (4, 2, 4), (8, 4, 2), (8, 4, 4)]
         }
-        (Shapes::TileK, _) => &[(16, 2, 1), (16, 4, 1), (8, 2, 1), (8, 4, 1), (4, 2, 1), (8, 2, 2)],
+        (Shapes::TileK, _) => &[
+            (16, 2, 1),
+            (16, 4, 1),
+            (8, 2, 1),
+            (8, 4, 1),
+            (4, 2, 1),
+            (8, 2, 2),
+            (8, 1, 1),
+            (16, 1, 1),
+        ],
         (Shapes::TileF, _) => {
-            &[(16, 4, 1), (8, 4, 1), (32, 4, 1), (16, 2, 1), (8, 2, 1), (16, 4, 2)]
+            &[(16, 4, 1), (8, 4, 1), (16, 2, 1), (8, 2, 1), (32, 2, 1), (4, 2, 1)]
         }
     }
 }

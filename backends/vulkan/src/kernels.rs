@@ -165,7 +165,6 @@ pub fn default_tile_shape(format: FormatId) -> Shape {
         F::Mxfp4 => (8, 2, 1),
         F::Nvfp4 | F::Pq2_0 | F::Ptq1_0 => (4, 2, 2),
         F::Tq2_0 | F::Q4K | F::Q6K => (8, 2, 1),
-        F::Hfp4G32 | F::Mfp4G32 | F::Mfp4G32P => (8, 4, 1),
         _ => (16, 4, 1),
     }
 }
