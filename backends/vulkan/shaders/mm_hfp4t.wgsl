@@ -1,10 +1,10 @@
 // HFP4G32 / MFP4G32 / MFP4G32P weights x f32 activations, tiled 8-column kernel (mm_tile.wgsl
 // + act_f32t.wgsl; build.rs appends hfp4_fn.wgsl and factor_ue8m0.wgsl or factor_e4m3.wgsl;
 // the other variants are mm_hfp4.wgsl's, whose comment has the device layout and method).
-// Units are halves of a block (16 elements, two code words): each is decoded once (hfp4_word,
-// times 2^-14) for all columns; per unit and column s = sum(v' x), term = (s * 2^14) * block_factor
-// (exact rescaling unless s is an f32 subnormal); y = sum of terms * row scale (row_factor,
-// once per thread's partial).
+// Units are halves of a block (16 elements, two code words): each is decoded once
+// (hfp4_word, times 2^-14) for all columns; per unit and column s = sum(v' x),
+// term = (s * 2^14) * block_factor (exact rescaling unless s is an f32 subnormal);
+// y = sum of terms * row scale (row_factor, once per thread's partial).
 @group(0) @binding(0) var<storage, read> w_words: array<vec2<u32>>;
 
 struct WRaw {
@@ -30,7 +30,8 @@ fn decode_w(raw: WRaw, wu: u32) -> WBlock {
 }
 
 fn block_dot(w: WBlock, a: F16x, wu: u32, col: u32, u: u32) -> f32 {
-    let s = (dot(w.v[0], a.v[0]) + dot(w.v[1], a.v[1])) + (dot(w.v[2], a.v[2]) + dot(w.v[3], a.v[3]));
+    let s = (dot(w.v[0], a.v[0]) + dot(w.v[1], a.v[1]))
+        + (dot(w.v[2], a.v[2]) + dot(w.v[3], a.v[3]));
     return (s * 16384.0) * w.f;
 }
 

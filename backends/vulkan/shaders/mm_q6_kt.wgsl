@@ -53,13 +53,14 @@ fn decode_w(raw: WRaw, wu: u32) -> WBlock {
     let f = vec4<u32>(0x0F0F0F0Fu);
     let t = vec4<u32>(0x03030303u);
     let g = 8u * ((wu >> 1u) & 1u) + (wu & 1u);
+    let s4 = vec4<u32>(4u);
     let q = array<vec4<u32>, 4>(
-        q6t_centre((raw.wl & f) | ((raw.h & t) << vec4<u32>(4u))),
-        q6t_centre((raw.w2 & f) | (((raw.h >> vec4<u32>(2u)) & t) << vec4<u32>(4u))),
-        q6t_centre(((raw.wl >> vec4<u32>(4u)) & f) | (((raw.h >> vec4<u32>(4u)) & t) << vec4<u32>(4u))),
-        q6t_centre(((raw.w2 >> vec4<u32>(4u)) & f) | (((raw.h >> vec4<u32>(6u)) & t) << vec4<u32>(4u))));
-    let sc = vec4<i32>(q6t_scale(raw.sc, g), q6t_scale(raw.sc, g + 2u), q6t_scale(raw.sc, g + 4u),
-        q6t_scale(raw.sc, g + 6u));
+        q6t_centre((raw.wl & f) | ((raw.h & t) << s4)),
+        q6t_centre((raw.w2 & f) | (((raw.h >> vec4<u32>(2u)) & t) << s4)),
+        q6t_centre(((raw.wl >> s4) & f) | (((raw.h >> s4) & t) << s4)),
+        q6t_centre(((raw.w2 >> s4) & f) | (((raw.h >> vec4<u32>(6u)) & t) << s4)));
+    let sc = vec4<i32>(q6t_scale(raw.sc, g), q6t_scale(raw.sc, g + 2u),
+        q6t_scale(raw.sc, g + 4u), q6t_scale(raw.sc, g + 6u));
     return WBlock(q, sc, f16_of(raw.s, wu >> 2u));
 }
 

@@ -1,15 +1,15 @@
 // mm_tile.wgsl: the tiled matmul entry point for the 8-column variants (kernels named `*_t`;
-// kernels.rs `tile_shader`), an alternative to mm_body.wgsl for formats with Q8_0 / Q8_1
-// activations: the same format file interface (fetch_w, decode_w, load_a, block_dot; see
-// mm_body.wgsl) with act_q8t.wgsl's chunked activations. A team of TPR consecutive threads
-// owns RPT rows (RPT <= 4); in each step its threads take TPR consecutive blocks of those
-// rows (thread k: block k), so one load instruction of a team reads one contiguous run of
-// each row, and the teams of a subgroup read the same activation words of
-// workgroup memory (one broadcast). Each weight block is decoded once and used for all NCOLS
-// columns; a thread keeps RPT * NCOLS accumulators, the step's raw words and the next step's
-// in flight, and one activation block of the next chunk (the chunk is staged with one barrier
-// pair per TILE_CH blocks, not per step as act_q8s.wgsl does). Partial sums of a (row, column)
-// are summed through workgroup memory at the end.
+// kernels.rs `tile_shader`), an alternative to mm_body.wgsl: the same format file interface
+// (fetch_w, decode_w, load_a, block_dot; see mm_body.wgsl) with chunked activations
+// (act_q8t.wgsl for Q8_0 / Q8_1, act_q8kt.wgsl for Q8_K, act_f32t.wgsl for f32). A team of
+// TPR consecutive threads owns RPT rows (RPT <= 4); in each step its threads take TPR
+// consecutive blocks of those rows (thread k: block k), so one load instruction of a team
+// reads one contiguous run of each row, and the teams of a subgroup read the same activation
+// words of workgroup memory (one broadcast). Each weight block is decoded once and used for
+// all NCOLS columns; a thread keeps RPT * NCOLS accumulators, the step's raw words and the
+// next step's in flight, and one activation block of the next chunk (the chunk is staged with
+// one barrier pair per TILE_CH blocks, not per step as act_q8s.wgsl does). Partial sums of a
+// (row, column) are summed through workgroup memory at the end.
 // K split: here BPT is not blocks a step but the number of workgroups that share a row group,
 // each taking one range of whole chunks of the row, so that a matrix of few rows still gives
 // several workgroups to every multiprocessor. With BPT = 1 the workgroup stores its sums in y;
@@ -17,12 +17,12 @@
 // that sum_parts.wgsl adds up in a second dispatch (kernels.rs `Kernel::k_split`).
 // Units: the loop's "blocks" are what the activation file's tile_nb() counts a row: weight
 // blocks for act_q8t.wgsl; 64-element quarters of a 256-element block for act_q8kt.wgsl,
-// 16-element halves for act_f32t.wgsl (fetch_w, decode_w, load_a and block_dot then take unit
-// indices: wi = row * tile_nb() + unit).
+// 16-element halves of a 32-element block for act_f32t.wgsl (fetch_w, decode_w, load_a and
+// block_dot then take unit indices: wi = row * tile_nb() + unit).
 // What must not live here: format arithmetic.
-// Requires: NCOLS = 8, TPR dividing the chunk (the activation file's
-// tile_ch), RPT <= 4 (build.rs' shape sets); the activation file declares tile_m, an array
-// of at least WG vec4<f32> in workgroup memory, which the final sums reuse.
+// Requires: NCOLS = 8, TPR dividing the chunk (the activation file's tile_ch), RPT <= 4
+// (build.rs' shape sets); the activation file declares tile_m, an array of at least WG
+// vec4<f32> in workgroup memory, which the final sums reuse.
 
 @group(0) @binding(1) var<storage, read> w_scales: array<u32>;
 @group(0) @binding(4) var<storage, read_write> y: array<f32>;
