@@ -20,19 +20,19 @@ use std::path::{Path, PathBuf};
 /// Matmul kernels: (kernel name, WGSL files in order, shape set). common.wgsl is appended to
 /// every kernel. Kernels on `mm_body` define a format's block access and dot product only.
 /// Names ending in `_f` are the fused 1-column kernels (act_q8f.wgsl), compiled for n = 1 only.
-const MATMUL_KERNELS: [(&str, &[&str], Shapes); 29] = [
+const MATMUL_KERNELS: [(&str, &[&str], Shapes); 34] = [
     ("mm_q8_0", &["mm_q8_0"], Shapes::Small),
     ("mm_q4_0", &["mm_q4_0"], Shapes::Small),
     ("mm_q4_1", &["mm_q4_1"], Shapes::Small),
     ("mm_rocmfp2", &["mm_rocmfp2", "act_q8", "mm_body"], Shapes::Small),
-    ("mm_hfp4", &["mm_hfp4", "factor_ue8m0"], Shapes::Hfp4),
-    ("mm_mfp4p", &["mm_hfp4", "factor_e4m3"], Shapes::Hfp4),
+    ("mm_hfp4", &["mm_hfp4", "hfp4_fn", "factor_ue8m0"], Shapes::Hfp4),
+    ("mm_mfp4p", &["mm_hfp4", "hfp4_fn", "factor_e4m3"], Shapes::Hfp4),
     ("mm_rocmfp3", &["mm_rocmfp3", "act_q8", "mm_body"], Shapes::Small),
     ("mm_mxfp4", &["mm_mxfp4", "act_q8", "mm_body"], Shapes::Small),
     ("mm_nvfp4", &["mm_nvfp4", "act_q8", "mm_body"], Shapes::Mid),
     ("mm_pq2_0", &["mm_pq2_0", "act_q8", "mm_body"], Shapes::Large),
     ("mm_ptq1_0", &["mm_ptq1_0", "act_q8", "mm_body"], Shapes::Large),
-    ("mm_q4_k", &["mm_q4_k", "act_q8k", "mm_body"], Shapes::Large),
+    ("mm_q4_k", &["mm_q4_k", "q4_k_fn", "act_q8k", "mm_body"], Shapes::Large),
     ("mm_q6_k", &["mm_q6_k", "act_q8k", "mm_body"], Shapes::Large),
     ("mm_tq2_0", &["mm_tq2_0", "act_q8k", "mm_body"], Shapes::Large),
     // Fused (opt-in): the workgroup quantizes its one activation column itself (1-column
@@ -66,6 +66,14 @@ const MATMUL_KERNELS: [(&str, &[&str], Shapes); 29] = [
     ("mm_nvfp4_t", &["mm_nvfp4", "act_q8t", "mm_tile"], Shapes::TileShort),
     ("mm_pq2_0_t", &["mm_pq2_0", "act_q8t", "mm_tile"], Shapes::TileShort),
     ("mm_ptq1_0_t", &["mm_ptq1_0", "act_q8t", "mm_tile"], Shapes::TileShort),
+    // Tiled kernels of the 256-element Q8_K formats (units: quarters of a block,
+    // act_q8kt.wgsl) and of the HFP4 family (units: half blocks, f32 activations,
+    // act_f32t.wgsl).
+    ("mm_tq2_0_t", &["mm_tq2_0t", "act_q8kt", "mm_tile"], Shapes::TileK),
+    ("mm_q4_k_t", &["mm_q4_kt", "q4_k_fn", "act_q8kt", "mm_tile"], Shapes::TileK),
+    ("mm_q6_k_t", &["mm_q6_kt", "act_q8kt", "mm_tile"], Shapes::TileK),
+    ("mm_hfp4_t", &["mm_hfp4t", "hfp4_fn", "factor_ue8m0", "act_f32t", "mm_tile"], Shapes::TileF),
+    ("mm_mfp4p_t", &["mm_hfp4t", "hfp4_fn", "factor_e4m3", "act_f32t", "mm_tile"], Shapes::TileF),
 ];
 
 /// Helper kernels: (name, files, workgroup size).
@@ -102,6 +110,10 @@ enum Shapes {
     /// The tiled kernels of formats with 2 or 4 activation blocks a weight block (chunks of
     /// 16 or 8 blocks): `TPR <= 8`.
     TileShort,
+    /// The tiled kernels of the Q8_K formats (act_q8kt.wgsl: chunks of 32 quarter-blocks).
+    TileK,
+    /// The tiled kernels of the HFP4 family (act_f32t.wgsl: chunks of 32 half-blocks).
+    TileF,
 }
 
 /// (threads per row, rows per thread, blocks per thread and step) of every matmul variant, for
@@ -159,6 +171,19 @@ fn matmul_shapes(set: Shapes, ncols: u32) -> &'static [(u32, u32, u32)] {
         ],
         (Shapes::TileShort, _) => {
             &[(8, 2, 1), (8, 2, 2), (4, 2, 1), (4, 2, 2), (4, 2, 4), (8, 4, 2), (8, 4, 4)]
+        }
+        (Shapes::TileK, _) => &[
+            (16, 2, 1),
+            (16, 4, 1),
+            (8, 2, 1),
+            (8, 4, 1),
+            (4, 2, 1),
+            (8, 2, 2),
+            (8, 1, 1),
+            (16, 1, 1),
+        ],
+        (Shapes::TileF, _) => {
+            &[(16, 4, 1), (8, 4, 1), (16, 2, 1), (8, 2, 1), (32, 2, 1), (4, 2, 1)]
         }
     }
 }

@@ -59,3 +59,8 @@ fn q8_block(col: u32, b: u32, i: u32) -> Q8 {
 fn row_factor(row: u32) -> f32 {
     return 1.0;
 }
+
+// Units of a row (mm_tile.wgsl): its weight blocks.
+fn tile_nb() -> u32 {
+    return pc.nb;
+}

@@ -1,5 +1,5 @@
 // HFP4G32 / MFP4G32 / MFP4G32P weights x f32 activations (MFP4: rotated by fwht256.wgsl
-// first); build.rs appends factor_ue8m0.wgsl or factor_e4m3.wgsl (`block_factor`).
+// first); build.rs appends hfp4_fn.wgsl and factor_ue8m0.wgsl or factor_e4m3.wgsl (`block_factor`).
 // Device layout (repack.rs `hfp4_words`): codes = four words per block, word i holding elements
 // 8i..8i+7: half h (bits 16h..16h+15) holds elements 8i + 2j + h (j = 0..3), the magnitude
 // bits (code & 7) of element j at bits 3j..3j+2 of the half and its sign (code >> 3) at bit
@@ -21,21 +21,6 @@
 @group(0) @binding(2) var<storage, read> act_f: array<vec4<f32>>;
 @group(0) @binding(4) var<storage, read_write> y: array<f32>;
 @group(0) @binding(1) var<storage, read> w_scales: array<u32>;
-
-// Elements 8i..8i+7 of a code word (layout above) times 2^-14, as two vec4 (elements 0..3
-// and 4..7 of the word).
-fn hfp4_word(w: u32) -> array<vec4<f32>, 2> {
-    let p0 = unpack2x16float(((w << 9u) & 0x0E000E00u) | ((w << 3u) & 0x80008000u));
-    let p1 = unpack2x16float(((w << 6u) & 0x0E000E00u) | ((w << 2u) & 0x80008000u));
-    let p2 = unpack2x16float(((w << 3u) & 0x0E000E00u) | ((w << 1u) & 0x80008000u));
-    let p3 = unpack2x16float(w & 0x8E008E00u);
-    return array<vec4<f32>, 2>(vec4<f32>(p0, p1), vec4<f32>(p2, p3));
-}
-
-// The exponent byte of block wi.
-fn hfp4_exp(wi: u32) -> u32 {
-    return (w_scales[wi >> 2u] >> ((wi & 3u) * 8u)) & 0xFFu;
-}
 
 @compute @workgroup_size(WG)
 fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wgid: vec3<u32>) {

@@ -21,22 +21,6 @@ fn decode_w(raw: vec4<u32>, wi: u32) -> vec4<u32> {
     return raw;
 }
 
-// Byte i (< 12) of the packed scales (h.y, h.z, h.w).
-fn k4_byte(h: vec4<u32>, i: u32) -> u32 {
-    return (h[1u + i / 4u] >> ((i % 4u) * 8u)) & 0xFFu;
-}
-
-// (scale, min) of sub-block j: ggml get_scale_min_k4.
-fn k4_scale_min(h: vec4<u32>, j: u32) -> vec2<i32> {
-    if (j < 4u) {
-        return vec2<i32>(i32(k4_byte(h, j) & 63u), i32(k4_byte(h, j + 4u) & 63u));
-    }
-    let lo = k4_byte(h, j + 4u);
-    let sc = (lo & 0x0Fu) | ((k4_byte(h, j - 4u) >> 6u) << 4u);
-    let mn = (lo >> 4u) | ((k4_byte(h, j) >> 6u) << 4u);
-    return vec2<i32>(i32(sc), i32(mn));
-}
-
 fn block_dot(w: vec4<u32>, a: Q8K, wi: u32, col: u32, b: u32) -> f32 {
     let m = vec4<u32>(0x0F0F0F0Fu);
     var isum = 0;

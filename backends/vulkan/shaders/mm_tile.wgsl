@@ -1,23 +1,28 @@
 // mm_tile.wgsl: the tiled matmul entry point for the 8-column variants (kernels named `*_t`;
-// kernels.rs `tile_shader`), an alternative to mm_body.wgsl for formats with Q8_0 / Q8_1
-// activations: the same format file interface (fetch_w, decode_w, load_a, block_dot; see
-// mm_body.wgsl) with act_q8t.wgsl's chunked activations. A team of TPR consecutive threads
-// owns RPT rows (RPT <= 4); in each step its threads take TPR consecutive blocks of those
-// rows (thread k: block k), so one load instruction of a team reads one contiguous run of
-// each row, and the teams of a subgroup read the same activation words of
-// workgroup memory (one broadcast). Each weight block is decoded once and used for all NCOLS
-// columns; a thread keeps RPT * NCOLS accumulators, the step's raw words and the next step's
-// in flight, and one activation block of the next chunk (the chunk is staged with one barrier
-// pair per TILE_CH blocks, not per step as act_q8s.wgsl does). Partial sums of a (row, column)
-// are summed through workgroup memory at the end.
+// kernels.rs `tile_shader`), an alternative to mm_body.wgsl: the same format file interface
+// (fetch_w, decode_w, load_a, block_dot; see mm_body.wgsl) with chunked activations
+// (act_q8t.wgsl for Q8_0 / Q8_1, act_q8kt.wgsl for Q8_K, act_f32t.wgsl for f32). A team of
+// TPR consecutive threads owns RPT rows (RPT <= 4); in each step its threads take TPR
+// consecutive blocks of those rows (thread k: block k), so one load instruction of a team
+// reads one contiguous run of each row, and the teams of a subgroup read the same activation
+// words of workgroup memory (one broadcast). Each weight block is decoded once and used for
+// all NCOLS columns; a thread keeps RPT * NCOLS accumulators, the step's raw words and the
+// next step's in flight, and one activation block of the next chunk (the chunk is staged with
+// one barrier pair per TILE_CH blocks, not per step as act_q8s.wgsl does). Partial sums of a
+// (row, column) are summed through workgroup memory at the end.
 // K split: here BPT is not blocks a step but the number of workgroups that share a row group,
 // each taking one range of whole chunks of the row, so that a matrix of few rows still gives
 // several workgroups to every multiprocessor. With BPT = 1 the workgroup stores its sums in y;
 // with BPT > 1 binding 4 is a partial-sum buffer ((column, split) major, y_stride rows each)
 // that sum_parts.wgsl adds up in a second dispatch (kernels.rs `Kernel::k_split`).
+// Units: the loop's "blocks" are what the activation file's tile_nb() counts a row: weight
+// blocks for act_q8t.wgsl; 64-element quarters of a 256-element block for act_q8kt.wgsl,
+// 16-element halves of a 32-element block for act_f32t.wgsl (fetch_w, decode_w, load_a and
+// block_dot then take unit indices: wi = row * tile_nb() + unit).
 // What must not live here: format arithmetic.
-// Requires: NCOLS a multiple of 4 (<= 8), TPR dividing the chunk (act_q8t.wgsl tile_ch),
-// RPT <= 4 (build.rs' shape sets).
+// Requires: NCOLS = 8, TPR dividing the chunk (the activation file's tile_ch), RPT <= 4
+// (build.rs' shape sets); the activation file declares tile_m, an array of at least WG
+// vec4<f32> in workgroup memory, which the final sums reuse.
 
 @group(0) @binding(1) var<storage, read> w_scales: array<u32>;
 @group(0) @binding(4) var<storage, read_write> y: array<f32>;
@@ -32,19 +37,21 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wgid: 
     let row0 = (group * teams + lid / TPR) * RPT;
     let first = lid % TPR;
     let ch = tile_ch();
-    // This workgroup's blocks of the row: whole chunks, kb0 .. kb1 - 1.
-    let kper = ((pc.nb + splits - 1u) / splits + ch - 1u) / ch * ch;
+    // Units (blocks, or parts of blocks) of a row.
+    let nb = tile_nb();
+    // This workgroup's units of the row: whole chunks, kb0 .. kb1 - 1.
+    let kper = ((nb + splits - 1u) / splits + ch - 1u) / ch * ch;
     let kb0 = ks * kper;
-    let kb1 = min(kb0 + kper, pc.nb);
+    let kb1 = min(kb0 + kper, nb);
     var acc: array<f32, 32>;
     // First block index of each of this thread's rows (rows past the end read the last one).
     var base: array<u32, 4>;
     for (var r = 0u; r < RPT; r++) {
-        base[r] = min(row0 + r, pc.rows - 1u) * pc.nb;
+        base[r] = min(row0 + r, pc.rows - 1u) * nb;
     }
     var raw: array<WRaw, 4>;
     for (var r = 0u; r < RPT; r++) {
-        raw[r] = fetch_w(base[r] + min(kb0 + first, pc.nb - 1u));
+        raw[r] = fetch_w(base[r] + min(kb0 + first, nb - 1u));
     }
     var next = tile_fetch(lid, kb0);
     // Every thread runs every chunk and step (the same count for the whole workgroup, so the
@@ -59,11 +66,11 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wgid: 
             let cur = raw;
             // The next step's words in flight while this step is computed.
             for (var r = 0u; r < RPT; r++) {
-                raw[r] = fetch_w(base[r] + min(s0 + TPR + first, pc.nb - 1u));
+                raw[r] = fetch_w(base[r] + min(s0 + TPR + first, nb - 1u));
             }
             let bs = s0 + first;
             let valid = bs < kb1;
-            let b = min(bs, pc.nb - 1u);
+            let b = min(bs, nb - 1u);
             var w: array<WBlock, 4>;
             for (var r = 0u; r < RPT; r++) {
                 w[r] = decode_w(cur[r], base[r] + b);
@@ -79,26 +86,44 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wgid: 
             }
         }
     }
-    // Sum each (row, column)'s TPR partials, four columns a pass, through tile_m.
-    for (var r = 0u; r < RPT; r++) {
-        let f = row_factor(min(row0 + r, pc.rows - 1u));
-        for (var h = 0u; h < NCOLS; h += 4u) {
-            workgroupBarrier();
-            let i = r * NCOLS + h;
-            tile_m[lid] = vec4<f32>(acc[i], acc[i + 1u], acc[i + 2u], acc[i + 3u]) * f;
-            workgroupBarrier();
-            for (var o = lid; o < teams * 4u; o += WG) {
-                let tm = o / 4u;
-                var s = 0.0;
-                for (var k = 0u; k < TPR; k++) {
-                    s += tile_m[tm * TPR + k][o % 4u];
-                }
-                let row = (group * teams + tm) * RPT + r;
-                let c = h + o % 4u;
-                if (row < pc.rows && c < pc.n) {
-                    y[((pc.act_col + c) * splits + ks) * pc.y_stride + pc.y_off + row] = s;
-                }
-            }
+    // Sum each (row, column)'s TPR partials, four columns a pass, through tile_m. Written out
+    // per (row, half) with constant indices into acc (NCOLS = 8), so that acc stays in
+    // registers (a loop here, whose barriers keep it rolled, indexed acc at run time and
+    // put it in local memory).
+    tile_sum(lid, group, ks, 0u, 0u, vec4<f32>(acc[0], acc[1], acc[2], acc[3]));
+    tile_sum(lid, group, ks, 0u, 4u, vec4<f32>(acc[4], acc[5], acc[6], acc[7]));
+    if (RPT > 1u) {
+        tile_sum(lid, group, ks, 1u, 0u, vec4<f32>(acc[8], acc[9], acc[10], acc[11]));
+        tile_sum(lid, group, ks, 1u, 4u, vec4<f32>(acc[12], acc[13], acc[14], acc[15]));
+    }
+    if (RPT > 2u) {
+        tile_sum(lid, group, ks, 2u, 0u, vec4<f32>(acc[16], acc[17], acc[18], acc[19]));
+        tile_sum(lid, group, ks, 2u, 4u, vec4<f32>(acc[20], acc[21], acc[22], acc[23]));
+    }
+    if (RPT > 3u) {
+        tile_sum(lid, group, ks, 3u, 0u, vec4<f32>(acc[24], acc[25], acc[26], acc[27]));
+        tile_sum(lid, group, ks, 3u, 4u, vec4<f32>(acc[28], acc[29], acc[30], acc[31]));
+    }
+}
+
+// One pass of the final sums: row r of each team, columns h..h + 3, v = this thread's
+// partials of them. Every thread calls it (uniform control flow: it has barriers).
+fn tile_sum(lid: u32, group: u32, ks: u32, r: u32, h: u32, v: vec4<f32>) {
+    let teams = WG / TPR;
+    let row0 = (group * teams + lid / TPR) * RPT;
+    workgroupBarrier();
+    tile_m[lid] = v * row_factor(min(row0 + r, pc.rows - 1u));
+    workgroupBarrier();
+    for (var o = lid; o < teams * 4u; o += WG) {
+        let tm = o / 4u;
+        var s = 0.0;
+        for (var k = 0u; k < TPR; k++) {
+            s += tile_m[tm * TPR + k][o % 4u];
+        }
+        let row = (group * teams + tm) * RPT + r;
+        let c = h + o % 4u;
+        if (row < pc.rows && c < pc.n) {
+            y[((pc.act_col + c) * BPT + ks) * pc.y_stride + pc.y_off + row] = s;
         }
     }
 }

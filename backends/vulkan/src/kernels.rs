@@ -138,6 +138,11 @@ pub fn tile_shader(format: FormatId) -> Option<&'static str> {
         F::Nvfp4 => "mm_nvfp4_t",
         F::Pq2_0 => "mm_pq2_0_t",
         F::Ptq1_0 => "mm_ptq1_0_t",
+        F::Tq2_0 => "mm_tq2_0_t",
+        F::Q4K => "mm_q4_k_t",
+        F::Q6K => "mm_q6_k_t",
+        F::Hfp4G32 | F::Mfp4G32 => "mm_hfp4_t",
+        F::Mfp4G32P => "mm_mfp4p_t",
         _ => return None,
     })
 }
@@ -145,20 +150,23 @@ pub fn tile_shader(format: FormatId) -> Option<&'static str> {
 /// Whether a format's 8-column calls (5 to 8 columns) use its tiled kernel ([`tile_shader`])
 /// by default: every format that has one. On an NVIDIA H200 at n = 8 (docs/BENCHMARKS.md,
 /// session 10) it was faster than the staged, column-split or plain kernel at 16384x16384 for
-/// all eight (1.03x Q4_0 .. 2.6x PTQ1_0) and at 14336x4096 for six (ROCmFP3 7% and MXFP4 2%
-/// slower there).
+/// all eight formats tiled then (1.03x Q4_0 .. 2.6x PTQ1_0) and at 14336x4096 for six
+/// (ROCmFP3 7% and MXFP4 2% slower there); in session 11 for TQ2_0, Q4_K, Q6_K (2.3-4.0x)
+/// and the HFP4 family (1.7x) at both sizes.
 pub fn tile_default(format: FormatId) -> bool {
     tile_shader(format).is_some()
 }
 
 /// The default shape of a tiled kernel ([`tile_shader`]): (threads per row, rows per thread,
 /// K split), the fastest of session 10's sweep on an H200 at n = 8 (lowest time summed
-/// relative to each shape's best over 16384x16384 and 14336x4096).
+/// relative to each shape's best over 16384x16384 and 14336x4096; session 11's for TQ2_0,
+/// Q4_K, Q6_K and the HFP4 family, whose shapes count quarter and half blocks).
 pub fn default_tile_shape(format: FormatId) -> Shape {
     use FormatId as F;
     match format {
         F::Mxfp4 => (8, 2, 1),
         F::Nvfp4 | F::Pq2_0 | F::Ptq1_0 => (4, 2, 2),
+        F::Tq2_0 | F::Q4K | F::Q6K => (8, 2, 1),
         _ => (16, 4, 1),
     }
 }

@@ -41,14 +41,16 @@
 //!   column a thread, so each decodes a block once for all its rows (PQ2_0's staged kernel
 //!   decodes it again per column); 1.25-1.34x faster at n = 8 on an H200.
 //! * In their 8-column variant (calls of 5 to 8 columns) Q8_0, Q4_0, ROCmFP2, ROCmFP3, MXFP4,
-//!   NVFP4, PQ2_0 and PTQ1_0 use tiled kernels (`mm_tile.wgsl`; `LOWBIT_VK_TILE=0` or
+//!   NVFP4, PQ2_0, PTQ1_0, TQ2_0, Q4_K, Q6_K and the HFP4 family use tiled kernels
+//!   (`mm_tile.wgsl`; the Q8_K formats' units are quarter blocks, `act_q8kt.wgsl`, the HFP4
+//!   family's half blocks of f32 activations, `act_f32t.wgsl`; `LOWBIT_VK_TILE=0` or
 //!   [`VulkanOptions::tile`] turns them off, and they need the staged kernels' workgroup
 //!   memory): the workgroup stages a chunk of K of all eight activation columns in workgroup
 //!   memory once per chunk, each thread keeps at most 4 rows (32 accumulators; 64-128
 //!   registers on an H200 against 131-255 before) and decodes each block once for all
 //!   columns; some shapes split K over several workgroups and add the partial sums in a
 //!   second dispatch (`sum_parts.wgsl`). 1.02-2.6x faster at n = 8 on an H200
-//!   (docs/BENCHMARKS.md, session 10).
+//!   (docs/BENCHMARKS.md, session 10; the Q8_K and HFP4 formats: session 11).
 //! * Opt-in (`LOWBIT_VK_FUSED=1` or [`VulkanOptions::fused`]), n = 1 with K <= 16384 for Q8_0
 //!   and Q4_0: a fused kernel whose every workgroup quantizes the activation column itself
 //!   (the same bytes as the quantizer dispatch) into workgroup memory, so the call is one
