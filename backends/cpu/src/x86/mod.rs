@@ -44,6 +44,7 @@ mod legacy512;
 mod nvfp4_512;
 mod pq2x4;
 mod q3k512;
+mod q4_0pack;
 mod q4_0x16;
 mod q8_512;
 mod q8x16;
@@ -123,10 +124,10 @@ pub(crate) fn extras(isa: Isa, format: FormatId) -> crate::kernels::Extras {
             }
         }
     };
-    // The prefill GEMM unpacks canonical rows, and Q4_1 in `legacy512`'s packed layout (the
-    // only repack it knows).
+    // The prefill GEMM unpacks canonical rows, Q4_1 in `legacy512`'s packed layout and Q4_0 in
+    // `q4_0pack`'s lane order (the only repacks it knows).
     if matches!(isa, Isa::Avx512 | Isa::Avx512Vnni)
-        && (e.repack.is_none() || format == FormatId::Q4_1)
+        && (e.repack.is_none() || matches!(format, FormatId::Q4_1 | FormatId::Q4_0))
     {
         e.gemm = gemm512::kernel(format, isa == Isa::Avx512Vnni);
     }
