@@ -38,6 +38,8 @@
 //! kernels (`super::q4_0x16`, `super::z512::Q4_0`), other formats.
 
 #![allow(clippy::incompatible_msrv)]
+// Dword, lane and sub-group indices address several arrays at once.
+#![allow(clippy::needless_range_loop)]
 
 use std::arch::x86_64::*;
 
