@@ -1,8 +1,9 @@
 //! AVX-512 (F/BW/VL) "one row per register" kernels for MXFP4 and IQ4_NL (against Q8_0
 //! activations) and TQ2_0, Q2_K, Q4_K, Q5_K and Q6_K (against Q8_K activations), and the
-//! drivers of every format in this layout. Q4_0 runs [`Q4_0`] (four lanes per block, also the
-//! dot of MXFP4, IQ4_NL and NVFP4) for one column and the one-block-per-lane type of
-//! `super::q4_0x16` for 2..=16; Q8_0 likewise `super::q8x16` for 3..=16 (and 2 on long rows);
+//! drivers of every format in this layout. Q4_0 rows are repacked at upload into lane order
+//! and run `super::q4_0pack`'s types: [`Q4_0`]'s arithmetic (four lanes per block, also the
+//! dot of MXFP4, IQ4_NL and NVFP4) for one column and `super::q4_0x16`'s one block per lane
+//! for 2..=16; Q8_0 likewise `super::q8x16` for 3..=16 (and 2 on long rows);
 //! PQ2_0 runs `super::pq2x4`'s one-activation-block-per-lane type;
 //! tiles of 2..16 columns on long rows take `super::zseg`'s segmented driver.
 //!
