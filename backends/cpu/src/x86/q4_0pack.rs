@@ -16,8 +16,9 @@
 //! bytes `0..32`: the 16 scales, lane `l` holding block [`lane_block`]`(l)`'s `d`; bytes
 //! `32 + 64k .. 96 + 64k` (`k` = 0..4): vector `Y_k`, whose i32 lane `l` is dword `k` (nibble
 //! bytes `4k..4k + 4`) of block `lane_block(l)`: exactly the registers `Q4_0x16`'s transpose
-//! made. A partial last group (`nb % 16` blocks) stays canonical and is decoded from a
-//! zero-padded copy by `Q4_0x16`'s canonical decode ([`Lanes::decode_tail`]). Whole groups of a
+//! made. A partial last group (`nb % 16` blocks) stays canonical: [`Q4_0Pk16`] decodes it from
+//! a zero-padded copy with `Q4_0x16`'s canonical decode ([`Lanes::decode_tail`]), [`Q4_0Pk4`]
+//! runs it in `super::z512::Q4_0`'s 4-block groups ([`Lanes::dot_tail1`]). Whole groups of a
 //! row of whole groups lie at multiples of 32 bytes from a 64-byte-aligned matrix, so no 256-bit
 //! half of a load crosses a cache line.
 //!
@@ -30,9 +31,9 @@
 //! lanes (`super::q4_0x16::transpose4`) puts sub-group `i`'s into lane `4t + u` of vector `i`.
 //! The scale products are computed once per group in lane order and moved to sub-group `i`'s
 //! lanes by a `vpermps`. Each accumulator lane then receives the same FMAs in the same order
-//! as in `super::z512::Q4_0` (sub-groups past the row's end add `fma(0, 0, acc) = acc`: zero
-//! codes and scales from the padding, zero records), so results are the same bits, as are
-//! [`Q4_0Pk16`]'s and `Q4_0x16`'s.
+//! as in `super::z512::Q4_0` (the partial last group is `Q4_0`'s own code), so results are the
+//! same bits, as are [`Q4_0Pk16`]'s and `Q4_0x16`'s (whose partial last group gets zero codes
+//! and scales from the padding and zero records, as before).
 //!
 //! What must not live here: the drivers (`super::z512`, `super::zseg`), the canonical-layout
 //! kernels (`super::q4_0x16`, `super::z512::Q4_0`), other formats.
@@ -42,10 +43,11 @@
 #![allow(clippy::needless_range_loop)]
 
 use std::arch::x86_64::*;
+use std::ptr;
 
 use super::ext::ActSlice;
 use super::q4_0x16::{lane_block, lane_records, lane_records_fast, transpose4, Q4_0x16};
-use super::z512::{ld, ldps, Lanes, V64};
+use super::z512::{dot_v, ld, ldps, Lanes, Q4_0, V64};
 
 /// Blocks per lane-order group.
 pub(crate) const GROUP_BLOCKS: usize = 16;
@@ -159,13 +161,20 @@ impl Lanes for Q4_0Pk16 {
 }
 
 /// Q4_0 in lane order for one column, with `super::z512::Q4_0`'s arithmetic (see the module
-/// doc). Record (13 vectors per group of 16 blocks): vectors 0..8 as `Q4_0x16`'s, vector
-/// `8 + u` the `-8 * asum` of dword `u` of each lane's block (its low and high quads), vector
-/// 12 the activation scales (lane `l`: block [`lane_block`]`(l)`).
+/// doc); run by `super::z512`'s single-column driver only (its partial last group goes through
+/// [`Lanes::dot_tail1`]). Record (16 vectors per group of 16 blocks) of a whole group: vectors
+/// 0..8 as `Q4_0x16`'s, vector `8 + u` the `-8 * asum` of dword `u` of each lane's block (its
+/// low and high quads), vector 12 the activation scales (lane `l`: block
+/// [`lane_block`]`(l)`), 13..16 unused. Of a row's partial last group (canonical bytes): the
+/// records of `super::z512::Q4_0` for its four 4-block sub-groups (4 vectors each), which
+/// [`Lanes::dot_tail1`] runs with `Q4_0`'s decode and dot straight from the row, as the
+/// canonical kernel did (4-block groups, the last one zero-padded). The tail of a short row
+/// (K = 576: 18 blocks, one whole group and 2 blocks) then costs what it did before, not a
+/// 16-block transpose and four sub-group FMAs.
 pub(crate) struct Q4_0Pk4;
 
 /// Record vectors of [`Q4_0Pk4`] per group.
-const PK4_REC: usize = 13;
+const PK4_REC: usize = 16;
 
 impl Lanes for Q4_0Pk4 {
     const BB: usize = 18;
@@ -176,6 +185,13 @@ impl Lanes for Q4_0Pk4 {
     fn prep(act: ActSlice<'_>, nb: usize, j: usize, g: usize, rec: &mut [V64]) {
         rec.iter_mut().for_each(|r| *r = V64([0; 64]));
         if rec.len() != PK4_REC {
+            return;
+        }
+        if GROUP_BLOCKS * (g + 1) > nb {
+            // The partial last group: `Q4_0`'s records of its 4-block sub-groups.
+            for (i, r) in rec.chunks_exact_mut(4).enumerate() {
+                Q4_0::prep(act, nb, j, 4 * g + i, r);
+            }
             return;
         }
         let mut x = [V64([0; 64]); 10];
@@ -202,7 +218,7 @@ impl Lanes for Q4_0Pk4 {
         let mut x = [V64([0; 64]); 10];
         let r = rec.as_mut_ptr();
         // SAFETY: the features are the caller's; `x` holds the 10 vectors `lane_records_fast`
-        // writes, `rec` the 13 written here (length checked above); aligned `V64` stores.
+        // writes, `rec` the 16 (13 written here; length checked above); aligned `V64` stores.
         unsafe {
             lane_records_fast::<3>(act, nb, j, g, &mut x);
             let one = _mm512_set1_epi8(1);
@@ -232,14 +248,35 @@ impl Lanes for Q4_0Pk4 {
     }
 
     #[inline(always)]
-    unsafe fn decode_tail(p: *const u8) -> Self::W {
-        // SAFETY: forwarded from the caller (the zero-padded canonical copy).
-        unsafe { Q4_0x16::decode(p) }
+    unsafe fn dot_tail1<const V: bool>(
+        p: *const u8,
+        tail: usize,
+        a: *const V64,
+        mut acc: __m512,
+    ) -> __m512 {
+        // SAFETY: whole 4-block sub-groups (72 bytes) are read inside the `tail` readable
+        // bytes at `p`, a partial one from a zero-padded copy of its bytes; sub-group `i < 4`
+        // reads record vectors `4i .. 4i + 4` of the 16 at `a` (caller); features forwarded.
+        unsafe {
+            let m = tail / 18;
+            for i in 0..m.div_ceil(4) {
+                let q = p.add(72 * i);
+                let w = if 4 * i + 4 <= m {
+                    Q4_0::decode(q)
+                } else {
+                    let mut buf = [0u8; 72];
+                    ptr::copy_nonoverlapping(q, buf.as_mut_ptr(), 18 * (m - 4 * i));
+                    Q4_0::decode(buf.as_ptr())
+                };
+                acc = dot_v::<Q4_0, V>(&w, a.add(4 * i), acc);
+            }
+            acc
+        }
     }
 
     #[inline(always)]
     unsafe fn dot(w: &Self::W, a: *const V64, acc: __m512) -> __m512 {
-        // SAFETY: reads the 13 record vectors (caller); register-only operations. Per dword
+        // SAFETY: reads record vectors 0..13 of the 16 (caller); register-only operations. Per dword
         // lane the exact `sum(c * a) - 8 * asum`: two `vpmaddubsw` (pairs <= 2 * 15 * 128)
         // summed in i16 (< 2^15), one `vpmaddwd` by ones.
         unsafe {
@@ -257,7 +294,7 @@ impl Lanes for Q4_0Pk4 {
 
     #[inline(always)]
     unsafe fn dot_vnni(w: &Self::W, a: *const V64, acc: __m512) -> __m512 {
-        // SAFETY: reads the 13 record vectors (caller); register-only operations; VNNI is
+        // SAFETY: reads record vectors 0..13 of the 16 (caller); register-only operations; VNNI is
         // available (caller).
         unsafe {
             let mut s = [_mm512_setzero_si512(); 4];
@@ -276,7 +313,7 @@ impl Lanes for Q4_0Pk4 {
 /// of the lane-order product).
 ///
 /// # Safety
-/// `a` points at [`Q4_0Pk4`]'s 13 record vectors; AVX-512F is available.
+/// `a` points at [`Q4_0Pk4`]'s 16 record vectors; AVX-512F is available.
 #[inline(always)]
 unsafe fn scale4(s: [__m512i; 4], dw: __m512, a: *const V64, mut acc: __m512) -> __m512 {
     // SAFETY: reads record vector 12 (caller); register-only operations.
@@ -354,8 +391,9 @@ mod tests {
     /// replaced give on the canonical rows, plain AVX-512 and VNNI alike: one column (the
     /// four-lanes-per-block arithmetic) and 2..=16 (one block per lane; on 14432-long rows the
     /// segmented driver), with and without the once-per-call records, on rows of whole
-    /// 16-block groups, rows with a partial last group (451 = 28 * 16 + 3 blocks, 129, 35),
-    /// rows shorter than one group (3 blocks) and row counts that leave partial row groups.
+    /// 16-block groups, rows with a partial last group of every sub-group count (451 = 28 * 16 +
+    /// 3 blocks, 129, 35, 18 (K = 576), 31, 28, 24), rows shorter than one group (3 blocks) and
+    /// row counts that leave partial row groups.
     /// The prefill GEMM's lane-order unpack is checked in `super::gemm512`.
     #[test]
     fn lane_order_kernels_are_the_canonical_ones_bit_for_bit() {
@@ -366,6 +404,8 @@ mod tests {
         let mut rng = Rng(77);
         for (rows, k) in
             [(37, 14336 + 96), (21, 4096 + 32), (9, 14336), (6, 512), (7, 1120), (5, 96)]
+                .into_iter()
+                .chain([(11, 576), (3, 992), (4, 896), (6, 768)])
         {
             let w = matrix(&mut rng, rows, k);
             let rb = k / 32 * 18;

@@ -154,6 +154,34 @@ pub(crate) trait Lanes {
         // SAFETY: forwarded from the caller.
         unsafe { Self::decode(p) }
     }
+    /// `acc` plus the contribution of a row's partial last group (the `tail < GB * BB` bytes
+    /// at `p`) for the one column whose record is at `a`, as [`drive1`] runs it. The default
+    /// decodes a zero-padded copy ([`Lanes::decode_tail`]) and runs [`dot_v`]; a format may
+    /// take the tail another way (`super::q4_0pack::Q4_0Pk4`: in its canonical 4-block groups)
+    /// as long as its records for the partial group match.
+    ///
+    /// # Safety
+    /// `p .. p + tail` is readable, `a` points at `REC` readable vectors; the AVX-512 set of
+    /// [`entry`] is available (`V`: of [`entry_vnni`]).
+    #[inline(always)]
+    unsafe fn dot_tail1<const V: bool>(
+        p: *const u8,
+        tail: usize,
+        a: *const V64,
+        acc: __m512,
+    ) -> __m512
+    where
+        Self: Sized,
+    {
+        // SAFETY: copies the `tail <= TAIL_BYTES` readable bytes at `p` (caller) into the
+        // buffer, which `decode_tail` may read whole; the rest is forwarded from the caller.
+        unsafe {
+            let mut buf = [0u8; TAIL_BYTES];
+            ptr::copy_nonoverlapping(p, buf.as_mut_ptr(), tail);
+            let d = Self::decode_tail(buf.as_ptr());
+            dot_v::<Self, V>(&d, a, acc)
+        }
+    }
     /// `acc` plus this group's contribution for the column whose record is at `a`.
     ///
     /// # Safety
@@ -405,10 +433,7 @@ unsafe fn drive1<F: Lanes, const R: usize, const V: bool>(
                 let tail = (nb - full * F::GB) * F::BB;
                 let a = recs.as_ptr().add(full * F::REC);
                 for i in 0..R {
-                    let mut buf = [0u8; TAIL_BYTES];
-                    ptr::copy_nonoverlapping(rp[i].add(full * gbytes), buf.as_mut_ptr(), tail);
-                    let d = F::decode_tail(buf.as_ptr());
-                    acc[i] = dot_v::<F, V>(&d, a, acc[i]);
+                    acc[i] = F::dot_tail1::<V>(rp[i].add(full * gbytes), tail, a, acc[i]);
                 }
             }
             for i in 0..here {
