@@ -60,7 +60,8 @@ pub(crate) struct Extras {
     /// Run once per matmul call after the activations are quantized.
     pub prep: Option<PrepFn>,
     /// Runs calls of more than [`MAX_TILE`] columns instead of the tiled kernel (only on the
-    /// canonical row layout: formats with a `repack` have none).
+    /// canonical row layout, or on a repacked one that its unpack knows: Q4_1 and Q4_0 under
+    /// AVX-512).
     pub gemm: Option<GemmKernel>,
 }
 

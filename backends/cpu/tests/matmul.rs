@@ -720,6 +720,41 @@ fn repacked_matrices_stay_with_their_kernel() {
     }
 }
 
+/// Q4_0 is stored in lane order under AVX-512 (x86/q4_0pack.rs: every kernel there, the n = 1
+/// and 2..16-column tiles and the prefill GEMM, reads it) and canonical under AVX2 and scalar;
+/// a matrix repacked by one AVX-512 table is refused by the other (its kernel has another name).
+/// Within the reference bound at n = 1, 4, 16 and 40 (the GEMM), on rows of whole 16-block
+/// groups, rows with a partial last group and rows shorter than one group, with row counts that
+/// leave partial row groups. (Bit for bit against the canonical-layout kernels:
+/// x86/q4_0pack.rs's unit test.)
+#[test]
+fn q4_0_lane_order_upload() {
+    let all = backends();
+    let mut rng = Rng(4040);
+    let (rows, k) = (13, 32 * 35);
+    let w = random_matrix(&mut rng, FormatId::Q4_0, rows, k);
+    let desc = MatrixDesc { format: FormatId::Q4_0, rows, cols: k };
+    for up in &all {
+        let m = up.upload(desc, &w).unwrap();
+        let avx512 = matches!(up.isa(), Isa::Avx512 | Isa::Avx512Vnni);
+        assert_eq!(m.repacked_for().is_some(), avx512, "{}", up.name());
+        assert_eq!(m.bytes() == &w[..], !avx512, "{}", up.name());
+        for run in &all {
+            let mut y = vec![0f32; rows];
+            let x = random_acts(&mut rng, 1, k);
+            let ok = run.matmul(&m, &x, 1, &mut y).is_ok();
+            let same_kernel =
+                up.table().kernel_name(FormatId::Q4_0) == run.table().kernel_name(FormatId::Q4_0);
+            assert_eq!(ok, same_kernel || !avx512, "{} -> {}", up.name(), run.name());
+        }
+        for (i, (rows, k)) in
+            [(13, 32 * 35), (6, 512), (9, 14336 + 96), (5, 96)].into_iter().enumerate()
+        {
+            check_case(up, FormatId::Q4_0, rows, k, &[1, 4, 16, 40], 4100 + i as u64);
+        }
+    }
+}
+
 /// The formats whose 2..16-column tiles take a K-segmented driver on long rows (x86/zseg.rs
 /// for the `z512` layout, `body512_seg` in x86/rocmfpx/body.rs).
 const SEGMENTED_FORMATS: [FormatId; 16] = [

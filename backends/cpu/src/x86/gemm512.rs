@@ -161,7 +161,7 @@ fn gemm_format(format: FormatId) -> Option<GemmFormat> {
         })
     }
     match format {
-        FormatId::Q4_0 => g::<Q4_0>(),
+        FormatId::Q4_0 => Some(GemmFormat { unpack: unpack_q4_0_lanes, ..g::<Q4_0>()? }),
         FormatId::Q5_0 => g::<Q5_0>(),
         FormatId::Q8_0 => g::<Q8_0>(),
         FormatId::Iq4Nl => g::<Iq4Nl>(),
@@ -336,6 +336,39 @@ unsafe fn unpack_q4_1_packed(row: &[u8], codes: &mut [u8], scales: &mut [f32], m
             store2(codes.as_mut_ptr().add(32 * b), lo, hi);
         }
     }
+}
+
+/// Q4_0 rows in `super::q4_0pack`'s lane order (the only layout Q4_0 has under AVX-512): each
+/// whole group of 16 blocks is put back in canonical order ([`super::q4_0pack::canonical_group`])
+/// and unpacked as canonical blocks; a partial last group is canonical already.
+///
+/// # Safety
+/// AVX-512 F/BW/VL are available; lengths as [`UnpackFn`] says.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,sse4.1")]
+unsafe fn unpack_q4_0_lanes(row: &[u8], codes: &mut [u8], scales: &mut [f32], mins: &mut [f32]) {
+    use super::q4_0pack::{canonical_group, GROUP_BLOCKS, GROUP_BYTES};
+    let full = row.len() / GROUP_BYTES;
+    for (g, chunk) in row.chunks_exact(GROUP_BYTES).enumerate() {
+        let mut packed = [0u8; GROUP_BYTES];
+        packed.copy_from_slice(chunk);
+        let group = canonical_group(&packed);
+        let (b0, b1) = (g * GROUP_BLOCKS, (g + 1) * GROUP_BLOCKS);
+        // SAFETY: features as the caller states; `group` is 16 whole blocks, and the slices
+        // hold their 512 codes and 16 scales (`row`'s blocks `b0..b1`; caller's lengths).
+        unsafe {
+            unpack_row::<Q4_0>(&group, &mut codes[32 * b0..32 * b1], &mut scales[b0..b1], mins)
+        };
+    }
+    let b0 = full * GROUP_BLOCKS;
+    // SAFETY: as above, for the canonical blocks after the whole groups.
+    unsafe {
+        unpack_row::<Q4_0>(
+            &row[full * GROUP_BYTES..],
+            &mut codes[32 * b0..],
+            &mut scales[b0..],
+            mins,
+        )
+    };
 }
 
 /// Q5_1: `d, m` (f16), `qh` (u32, bit `i` = bit 4 of element `i`), 16 nibble bytes; codes
@@ -954,6 +987,46 @@ unsafe fn tile_body<const CG: usize, const SQ: usize, const MIN: bool, const V: 
             for i in 0..R {
                 _mm512_storeu_ps(acc[c * R + i].as_mut_ptr(), facc[i][c]);
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The GEMM's unpack of Q4_0 rows in `super::q4_0pack`'s lane order gives the same codes
+    /// and scales as the canonical unpack of the same rows (so the GEMM's results are the
+    /// canonical ones, bit for bit), for rows of whole 16-block groups, with a partial last
+    /// group, and shorter than one group.
+    #[test]
+    fn q4_0_lane_order_unpack_is_the_canonical_one() {
+        if !crate::isa::Isa::Avx512.available() {
+            return;
+        }
+        for nb in [16, 128, 451, 35, 3] {
+            let mut row: Vec<u8> = (0..18 * nb).map(|i| (i * 131 + i / 5) as u8).collect();
+            for b in row.chunks_exact_mut(18) {
+                // Finite scales (exponent below 31).
+                b[1] &= 0x7B;
+            }
+            let mut packed = row.clone();
+            super::super::q4_0pack::repack_row(&mut packed);
+            let (mut c0, mut c1) = (vec![0u8; 32 * nb], vec![1u8; 32 * nb]);
+            let (mut s0, mut s1) = (vec![0f32; nb], vec![1f32; nb]);
+            let mut m = vec![0f32; nb];
+            // SAFETY: AVX-512 F/BW/VL were detected above; the buffers hold `nb` blocks' codes
+            // and scales.
+            unsafe {
+                unpack_row::<Q4_0>(&row, &mut c0, &mut s0, &mut m);
+                unpack_q4_0_lanes(&packed, &mut c1, &mut s1, &mut m);
+            }
+            assert_eq!(c0, c1, "nb = {nb}");
+            assert_eq!(
+                s0.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+                s1.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+                "nb = {nb}"
+            );
         }
     }
 }

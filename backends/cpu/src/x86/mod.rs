@@ -5,7 +5,8 @@
 //! family); `legacy512` (AVX-512 Q4_1, Q5_0, Q5_1, Q8_1), `legacy2` (AVX2
 //! Q4_1), `float` and `float2` (AVX-512 and AVX2 F32, F16, BF16). In `z512`'s layout, AVX-512
 //! only: `iq512` (IQ1_S, IQ1_M, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ4_XS), `q3k512`
-//! (Q3_K), `tq1_512` (TQ1_0, PTQ1_0), `nvfp4_512` (NVFP4), `q4_0x16` (Q4_0, 2..16 columns),
+//! (Q3_K), `tq1_512` (TQ1_0, PTQ1_0), `nvfp4_512` (NVFP4), `q4_0x16` (Q4_0, 2..16 columns;
+//! `q4_0pack` runs it and the one-column form on rows repacked into lane order at upload),
 //! `q8x16` (Q8_0, 2..16 columns)
 //! and `pq2x4` (PQ2_0), whose lanes each hold a whole (activation) block; `zseg` is the
 //! K-segmented driver of this layout for 2..16 columns on long rows. `Isa::Avx512Vnni` runs the
@@ -44,6 +45,7 @@ mod legacy512;
 mod nvfp4_512;
 mod pq2x4;
 mod q3k512;
+mod q4_0pack;
 mod q4_0x16;
 mod q8_512;
 mod q8x16;
@@ -123,10 +125,10 @@ pub(crate) fn extras(isa: Isa, format: FormatId) -> crate::kernels::Extras {
             }
         }
     };
-    // The prefill GEMM unpacks canonical rows, and Q4_1 in `legacy512`'s packed layout (the
-    // only repack it knows).
+    // The prefill GEMM unpacks canonical rows, Q4_1 in `legacy512`'s packed layout and Q4_0 in
+    // `q4_0pack`'s lane order (the only repacks it knows).
     if matches!(isa, Isa::Avx512 | Isa::Avx512Vnni)
-        && (e.repack.is_none() || format == FormatId::Q4_1)
+        && (e.repack.is_none() || matches!(format, FormatId::Q4_1 | FormatId::Q4_0))
     {
         e.gemm = gemm512::kernel(format, isa == Isa::Avx512Vnni);
     }

@@ -33,6 +33,10 @@
 //! Memory safety: a full group's decode reads bytes `0..288` of the group only (the scales
 //! at `18b`, the 16 code bytes at `18b + 2`).
 //!
+//! The AVX-512 tables run this type's arithmetic on rows repacked into its register order at
+//! upload (`super::q4_0pack::Q4_0Pk16`, same bits); the canonical decode here serves a row's
+//! partial last group, `super::q8x16` and `super::pq2x4`, and the tests.
+//!
 //! What must not live here: the drivers (`super::z512`, `super::zseg`), other formats.
 
 #![allow(clippy::incompatible_msrv)]

@@ -1,8 +1,9 @@
 //! AVX-512 (F/BW/VL) "one row per register" kernels for MXFP4 and IQ4_NL (against Q8_0
 //! activations) and TQ2_0, Q2_K, Q4_K, Q5_K and Q6_K (against Q8_K activations), and the
-//! drivers of every format in this layout. Q4_0 runs [`Q4_0`] (four lanes per block, also the
-//! dot of MXFP4, IQ4_NL and NVFP4) for one column and the one-block-per-lane type of
-//! `super::q4_0x16` for 2..=16; Q8_0 likewise `super::q8x16` for 3..=16 (and 2 on long rows);
+//! drivers of every format in this layout. Q4_0 rows are repacked at upload into lane order
+//! and run `super::q4_0pack`'s types: [`Q4_0`]'s arithmetic (four lanes per block, also the
+//! dot of MXFP4, IQ4_NL and NVFP4) for one column and `super::q4_0x16`'s one block per lane
+//! for 2..=16; Q8_0 likewise `super::q8x16` for 3..=16 (and 2 on long rows);
 //! PQ2_0 runs `super::pq2x4`'s one-activation-block-per-lane type;
 //! tiles of 2..16 columns on long rows take `super::zseg`'s segmented driver.
 //!
@@ -142,6 +143,45 @@ pub(crate) trait Lanes {
     /// # Safety
     /// `p .. p + GB * BB` is readable; the AVX-512 set of [`entry`] is available.
     unsafe fn decode(p: *const u8) -> Self::W;
+    /// Decodes a row's partial last group from the zero-padded copy of its bytes at `p`
+    /// (`GB * BB` readable bytes). The default is [`Lanes::decode`]; a format whose upload
+    /// repack leaves the partial group canonical (`super::q4_0pack`) decodes that here.
+    ///
+    /// # Safety
+    /// As [`Lanes::decode`].
+    #[inline(always)]
+    unsafe fn decode_tail(p: *const u8) -> Self::W {
+        // SAFETY: forwarded from the caller.
+        unsafe { Self::decode(p) }
+    }
+    /// `acc` plus the contribution of a row's partial last group (the `tail < GB * BB` bytes
+    /// at `p`) for the one column whose record is at `a`, as [`drive1`] runs it. The default
+    /// decodes a zero-padded copy ([`Lanes::decode_tail`]) and runs [`dot_v`]; a format may
+    /// take the tail another way (`super::q4_0pack::Q4_0Pk4`: in its canonical 4-block groups)
+    /// as long as its records for the partial group match.
+    ///
+    /// # Safety
+    /// `p .. p + tail` is readable, `a` points at `REC` readable vectors; the AVX-512 set of
+    /// [`entry`] is available (`V`: of [`entry_vnni`]).
+    #[inline(always)]
+    unsafe fn dot_tail1<const V: bool>(
+        p: *const u8,
+        tail: usize,
+        a: *const V64,
+        acc: __m512,
+    ) -> __m512
+    where
+        Self: Sized,
+    {
+        // SAFETY: copies the `tail <= TAIL_BYTES` readable bytes at `p` (caller) into the
+        // buffer, which `decode_tail` may read whole; the rest is forwarded from the caller.
+        unsafe {
+            let mut buf = [0u8; TAIL_BYTES];
+            ptr::copy_nonoverlapping(p, buf.as_mut_ptr(), tail);
+            let d = Self::decode_tail(buf.as_ptr());
+            dot_v::<Self, V>(&d, a, acc)
+        }
+    }
     /// `acc` plus this group's contribution for the column whose record is at `a`.
     ///
     /// # Safety
@@ -319,9 +359,9 @@ unsafe fn drive<F: Lanes, const R: usize, const CT: usize, const V: bool>(
                             tail,
                         );
                     }
-                    let mut dec = [F::decode(buf[0].as_ptr()); R];
+                    let mut dec = [F::decode_tail(buf[0].as_ptr()); R];
                     for i in 1..R {
-                        dec[i] = F::decode(buf[i].as_ptr());
+                        dec[i] = F::decode_tail(buf[i].as_ptr());
                     }
                     let mut a = ap;
                     for jj in 0..CT {
@@ -393,10 +433,7 @@ unsafe fn drive1<F: Lanes, const R: usize, const V: bool>(
                 let tail = (nb - full * F::GB) * F::BB;
                 let a = recs.as_ptr().add(full * F::REC);
                 for i in 0..R {
-                    let mut buf = [0u8; TAIL_BYTES];
-                    ptr::copy_nonoverlapping(rp[i].add(full * gbytes), buf.as_mut_ptr(), tail);
-                    let d = F::decode(buf.as_ptr());
-                    acc[i] = dot_v::<F, V>(&d, a, acc[i]);
+                    acc[i] = F::dot_tail1::<V>(rp[i].add(full * gbytes), tail, a, acc[i]);
                 }
             }
             for i in 0..here {
@@ -606,7 +643,39 @@ unsafe fn entry_v<F: Lanes, const V: bool>(
     }
 }
 
+/// Q4_0 weights, repacked at upload into lane order (`super::q4_0pack`, [`extras`]): 2..=16
+/// columns one block per lane (`Q4_0Pk16`), one column four lanes per block (`Q4_0Pk4`,
+/// [`Q4_0`]'s arithmetic). Results are the same bits as those of the canonical-layout types
+/// they replaced (`super::q4_0x16::Q4_0x16`, [`Q4_0`]; tested in `super::q4_0pack`).
 fn run_q4_0<const V: bool>(
+    format: FormatId,
+    w: &[u8],
+    rb: usize,
+    acts: &Acts,
+    cols: Range<usize>,
+    out: &mut [f32],
+) -> Result<(), Error> {
+    use super::q4_0pack::{Q4_0Pk16, Q4_0Pk4};
+    if acts.n > 1 {
+        // 2..=16 columns: one block per lane (`super::q4_0x16`), a third less time at n = 4
+        // and half at n = 8 and 16 (than `super::avx512`'s paired-row body, which wide tiles
+        // ran before: 4096 x 14336, one thread, `kcols` minimum of 6, 2026-12-01, µs: n = 8
+        // 12476 -> 7774, n = 16 21409 -> 10413); single columns keep the four-lanes-per-block
+        // arithmetic, which streamed long rows faster (4096 x 14336, one thread, 2026-12-01:
+        // 2263 vs 2934 µs).
+        return run_q8_0::<Q4_0Pk16, V>(format, w, rb, acts, cols, out);
+    }
+    run_q8_0::<Q4_0Pk4, V>(format, w, rb, acts, cols, out)
+}
+
+/// The canonical-layout Q4_0 kernel the lane-order one replaced (n = 1: [`Q4_0`], 2..=16:
+/// `super::q4_0x16::Q4_0x16`), on canonical rows: the oracle of `super::q4_0pack`'s
+/// bit-for-bit test.
+///
+/// # Safety
+/// AVX-512 F/BW/VL, AVX2, FMA and F16C are available, and VNNI when `V`.
+#[cfg(test)]
+pub(super) unsafe fn run_q4_0_canonical<const V: bool>(
     format: FormatId,
     w: &[u8],
     rb: usize,
@@ -616,22 +685,25 @@ fn run_q4_0<const V: bool>(
 ) -> Result<(), Error> {
     use super::q4_0x16::Q4_0x16;
     if acts.n > 1 {
-        // 2..=16 columns: one block per lane (`super::q4_0x16`), a third less time at n = 4
-        // and half at n = 8 and 16 (than `super::avx512`'s paired-row body, which wide tiles
-        // ran before: 4096 x 14336, one thread, `kcols` minimum of 6, 2026-12-01, µs: n = 8
-        // 12476 -> 7774, n = 16 21409 -> 10413); single columns keep the four-lanes-per-block form, which streamed long rows faster
-        // (4096 x 14336, one thread, 2026-12-01: 2263 vs 2934 µs).
         return run_q8_0::<Q4_0x16, V>(format, w, rb, acts, cols, out);
     }
-    let ck = super::check_q8_0(format, w, rb, acts, &cols, out, Q4_0::BB)?;
-    // SAFETY: reachable only through `kernel` (V = false), which `KernelTable::new` reaches
-    // only for `Isa::Avx512` / `Isa::Avx512Vnni` after `available()` detected the features,
-    // or `kernel_vnni` (V = true), reached only for `Isa::Avx512Vnni` after
-    // `Isa::Avx512Vnni.available()` also detected AVX-512 VNNI; `check_q8_0` checked the
-    // lengths (the activation records are built inside `dispatch`).
-    let shared = shared_recs::<Q4_0>(acts, ck.nb, &cols);
-    unsafe { entry_v::<Q4_0, V>(w, rb, ck.nb, ActSlice::Q8_0(ck.a, ck.ad), shared, cols, out) };
-    Ok(())
+    run_q8_0::<Q4_0, V>(format, w, rb, acts, cols, out)
+}
+
+/// The Q4_0 kernel on lane-order rows (as the table's), for `super::q4_0pack`'s test.
+///
+/// # Safety
+/// As [`run_q4_0_canonical`].
+#[cfg(test)]
+pub(super) unsafe fn run_q4_0_lanes<const V: bool>(
+    format: FormatId,
+    w: &[u8],
+    rb: usize,
+    acts: &Acts,
+    cols: Range<usize>,
+    out: &mut [f32],
+) -> Result<(), Error> {
+    run_q4_0::<V>(format, w, rb, acts, cols, out)
 }
 
 /// Whether Q8_0 calls of `n` (at most 16) columns of `k` elements run one block per lane
@@ -674,7 +746,14 @@ fn run_q8_0<F: Lanes + 'static, const V: bool>(
 ) -> Result<(), Error> {
     let ck = super::check_q8_0(format, w, rb, acts, &cols, out, F::BB)?;
     let shared = shared_recs::<F>(acts, ck.nb, &cols);
-    // SAFETY: as in `run_q4_0`.
+    // SAFETY: reachable only through `kernel` (V = false), which `KernelTable::new` reaches
+    // only for `Isa::Avx512` / `Isa::Avx512Vnni` after `available()` detected the features,
+    // or `kernel_vnni` (V = true), reached only for `Isa::Avx512Vnni` after
+    // `Isa::Avx512Vnni.available()` also detected AVX-512 VNNI (or the test hooks above,
+    // whose callers state the same); `check_q8_0` checked the lengths (the activation records
+    // are built inside `dispatch`). Q4_0's lane-order types read rows that the table's
+    // `repack` rewrote at upload (`CpuBackend::matmul` refuses a matrix repacked for
+    // another kernel).
     unsafe { entry_v::<F, V>(w, rb, ck.nb, ActSlice::Q8_0(ck.a, ck.ad), shared, cols, out) };
     Ok(())
 }
@@ -699,7 +778,7 @@ fn run_ext_v<F: Lanes + 'static, const C: u8, const V: bool>(
     out: &mut [f32],
 ) -> Result<(), Error> {
     let s = ext::check::<C>(format, w, rb, acts, &cols, out)?;
-    // SAFETY: as in `run_q4_0`; `ext::check` checked the lengths for weight code `C`, whose
+    // SAFETY: as in `run_q8_0`; `ext::check` checked the lengths for weight code `C`, whose
     // block size is `F::BB` (`F::GB` blocks per group, a partial last group padded).
     let shared = shared_recs::<F>(acts, s.nb, &cols);
     unsafe { entry_v::<F, V>(w, rb, s.nb, s.act, shared, cols, out) };
@@ -770,13 +849,13 @@ fn layout_le4<F: Lanes + 'static, const QK: usize>(acts: &Acts) -> Option<Layout
     layout::<F, QK>(acts)
 }
 
-/// [`layout_le4`] for Q4_0's kernel: the records of [`Q4_0`] for one column, of
-/// `super::q4_0x16::Q4_0x16` for 2..=4 (as `run_q4_0` picks).
+/// [`layout_le4`] for Q4_0's kernel: the records of `super::q4_0pack::Q4_0Pk4` for one
+/// column, of `super::q4_0pack::Q4_0Pk16` for 2..=16 (as `run_q4_0` picks).
 fn layout_q4_0(acts: &Acts) -> Option<Layout> {
     if acts.n == 1 {
-        layout_le4::<Q4_0, 32>(acts)
+        layout_le4::<super::q4_0pack::Q4_0Pk4, 32>(acts)
     } else {
-        layout_le4::<super::q4_0x16::Q4_0x16, 32>(acts)
+        layout_le4::<super::q4_0pack::Q4_0Pk16, 32>(acts)
     }
 }
 
@@ -839,7 +918,10 @@ pub(crate) fn extras(format: FormatId) -> Extras {
         FormatId::Iq1M => layout::<super::iq512::Iq1M, 256>,
         _ => return Extras::default(),
     };
-    Extras { repack: None, prep: Some(prep), gemm: None }
+    // Q4_0's kernels read lane-order rows (`super::q4_0pack`).
+    let repack: Option<crate::kernels::RepackFn> =
+        (format == FormatId::Q4_0).then_some(super::q4_0pack::repack_row);
+    Extras { repack, prep: Some(prep), gemm: None }
 }
 
 /// The once-per-call activation hook of `format`'s `Isa::Avx512Vnni` kernel: [`extras`], with

@@ -145,9 +145,9 @@ pub(super) unsafe fn drive_seg<F: Lanes, const R: usize, const CT: usize, const 
                                     tail,
                                 );
                             }
-                            let mut dec = [F::decode(buf[0].as_ptr()); R];
+                            let mut dec = [F::decode_tail(buf[0].as_ptr()); R];
                             for i in 1..R {
-                                dec[i] = F::decode(buf[i].as_ptr());
+                                dec[i] = F::decode_tail(buf[i].as_ptr());
                             }
                             let mut a = ap;
                             for jj in 0..CT {
