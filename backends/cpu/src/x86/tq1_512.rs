@@ -11,8 +11,8 @@
 //! iff `q >= 86`, `>= 512` iff `q >= 171`). Five planes of 64 byte slots hold the 256 elements
 //! (slot `b` of plane `n`: element `b + 32n` for `b < 32`, `160 + (b - 32) + 16n` for
 //! `b < 48`, `240 + (b - 48) + 4n` for `b < 52, n < 4`; every other slot meets a zero
-//! activation). Record: the activations in those slots, the exact activation sum of each i32
-//! lane, `d_a`. Per column: `madd(sum_n maddubs(u_n, a_n), 1) - asum` = exact
+//! activation). Record: the activations in those slots, minus the exact activation sum of each
+//! i32 lane (`-asum`), `d_a`. Per column: `madd(sum_n maddubs(u_n, a_n), 1) + (-asum)` = exact
 //! `sum((u - 1) a)` per lane (i16 lanes <= 5 * 2 * 2 * 127 < 2^15), one `vcvtdq2ps`, one FMA
 //! by `d * d_a`: the bound of [`super::z512`] holds with **c = 1**.
 //!
@@ -22,9 +22,9 @@
 //! Slot `b` of plane `n` holds element `b + 16n` (`b < 16`), `80 + (b - 16) + 8n` (`b < 24`)
 //! or `120 + (b - 24) + 2n` (`b < 26`, `n < 4`). Every i32 lane of a plane then lies in one
 //! Q8_0 activation block, and planes 0 and 1, 2 and 3 map lanes to the same blocks, so the
-//! record holds the five activation planes, three exact per-lane activation sums and three
-//! per-lane activation-scale vectors (planes {0, 1}, {2, 3}, {4}). Per column: three
-//! `madd(maddubs + maddubs, 1) - asum` i32 vectors (i16 lanes <= 2 * 2 * 2 * 127), each
+//! record holds the five activation planes, three negated exact per-lane activation sums and
+//! three per-lane activation-scale vectors (planes {0, 1}, {2, 3}, {4}). Per column: three
+//! `madd(maddubs + maddubs, 1) + (-asum)` i32 vectors (i16 lanes <= 2 * 2 * 2 * 127), each
 //! converted exactly, `t = s_0 d_a0 + s_1 d_a1 + s_2 d_a2` (one product, two FMAs), then
 //! `acc + t * d_w(lane)` (one FMA): every lane's integers are exact per group and each term
 //! meets at most 4 roundings per group, so c = 1 holds here too.
@@ -141,7 +141,11 @@ static PACKED_LUT: PackedLut = {
 };
 
 /// The 256-entry lookup of row `r` of [`PACKED_LUT`] for every byte of `x`: two `vpermi2b`
-/// (each indexes a 128-entry half by the low 7 bits) and a blend on bit 7 (`hi`).
+/// (each indexes a 128-entry half by the low 7 bits) and a blend on bit 7 (`hi`). Two
+/// merge-masked `vpermi2b` instead (the upper half for `hi`, then the lower half for the
+/// rest) measured no faster: the compiler makes the second mask by one more byte compare,
+/// which competes with the permutes and `vpdpbusd` as the blend did not (docs/BENCHMARKS.md
+/// "Session 11 (t1)").
 ///
 /// # Safety
 /// AVX-512 F/BW and VBMI are available.
@@ -234,7 +238,7 @@ impl<const VB: bool> Lanes for Tq1<VB> {
             }
         }
         for (l, s) in sums.iter().enumerate() {
-            rec[5].put_i32(l, *s);
+            rec[5].put_i32(l, -*s);
             rec[6].put_f32(l, blk.d);
         }
     }
@@ -259,7 +263,7 @@ impl<const VB: bool> Lanes for Tq1<VB> {
             for n in 0..5 {
                 p = _mm512_add_epi16(p, _mm512_maddubs_epi16(one, ld(r, n)));
             }
-            _mm512_store_si512(r.add(5).cast(), _mm512_madd_epi16(p, _mm512_set1_epi16(1)));
+            _mm512_store_si512(r.add(5).cast(), _mm512_madd_epi16(p, _mm512_set1_epi16(-1)));
             _mm512_store_ps(r.add(6).cast(), _mm512_set1_ps(blk.d));
         }
     }
@@ -281,7 +285,7 @@ impl<const VB: bool> Lanes for Tq1<VB> {
             let m = |n: usize| _mm512_maddubs_epi16(w.0[n], ld(a, n));
             let p = _mm512_add_epi16(_mm512_add_epi16(m(0), m(1)), _mm512_add_epi16(m(2), m(3)));
             let p = _mm512_add_epi16(p, m(4));
-            let s = _mm512_sub_epi32(_mm512_madd_epi16(p, _mm512_set1_epi16(1)), ld(a, 5));
+            let s = _mm512_add_epi32(_mm512_madd_epi16(p, _mm512_set1_epi16(1)), ld(a, 5));
             _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), scaled(w.1, a, 6), acc)
         }
     }
@@ -291,7 +295,7 @@ impl<const VB: bool> Lanes for Tq1<VB> {
         // SAFETY: reads the 7 record vectors (caller); register-only operations; VNNI is
         // available (caller).
         unsafe {
-            let mut s = _mm512_sub_epi32(_mm512_setzero_si512(), ld(a, 5));
+            let mut s = ld(a, 5);
             for n in 0..5 {
                 s = _mm512_dpbusd_epi32(s, w.0[n], ld(a, n));
             }
@@ -425,7 +429,7 @@ impl<const VB: bool> Lanes for Ptq1<VB> {
                 }
             }
             for l in 0..16 {
-                rec[5 + grp].put_i32(l, sums[l]);
+                rec[5 + grp].put_i32(l, -sums[l]);
                 rec[8 + grp].put_f32(l, d[usize::from(PTQ1_LANE_QB[grp][l])]);
             }
         }
@@ -442,7 +446,8 @@ impl<const VB: bool> Lanes for Ptq1<VB> {
         unsafe {
             let one = _mm512_set1_epi8(1);
             let m = |n: usize| _mm512_maddubs_epi16(one, ld(r, n));
-            let ones = _mm512_set1_epi16(1);
+            // Negated sums: `madd` by -1 (i16 pair sums <= 2 * 2 * 128, exact).
+            let ones = _mm512_set1_epi16(-1);
             let s01 = _mm512_madd_epi16(_mm512_add_epi16(m(0), m(1)), ones);
             let s23 = _mm512_madd_epi16(_mm512_add_epi16(m(2), m(3)), ones);
             let s4 = _mm512_madd_epi16(m(4), ones);
@@ -485,7 +490,7 @@ impl<const VB: bool> Lanes for Ptq1<VB> {
             let s01 = _mm512_madd_epi16(_mm512_add_epi16(m(0), m(1)), ones);
             let s23 = _mm512_madd_epi16(_mm512_add_epi16(m(2), m(3)), ones);
             let s4 = _mm512_madd_epi16(m(4), ones);
-            let c = |s: __m512i, k: usize| _mm512_cvtepi32_ps(_mm512_sub_epi32(s, ld(a, 5 + k)));
+            let c = |s: __m512i, k: usize| _mm512_cvtepi32_ps(_mm512_add_epi32(s, ld(a, 5 + k)));
             scale3(w.1, [c(s01, 0), c(s23, 1), c(s4, 2)], a, acc)
         }
     }
@@ -495,10 +500,7 @@ impl<const VB: bool> Lanes for Ptq1<VB> {
         // SAFETY: reads the 11 record vectors (caller); register-only operations; VNNI is
         // available (caller).
         unsafe {
-            let z = _mm512_setzero_si512();
-            let d = |k: usize, n: usize| {
-                _mm512_dpbusd_epi32(_mm512_sub_epi32(z, ld(a, 5 + k)), w.0[n], ld(a, n))
-            };
+            let d = |k: usize, n: usize| _mm512_dpbusd_epi32(ld(a, 5 + k), w.0[n], ld(a, n));
             let s01 = _mm512_dpbusd_epi32(d(0, 0), w.0[1], ld(a, 1));
             let s23 = _mm512_dpbusd_epi32(d(1, 2), w.0[3], ld(a, 3));
             let s4 = d(2, 4);

@@ -1125,9 +1125,13 @@ impl Lanes for Q4_0 {
 /// `2 * ((i / 32) % 4)` of byte `32 * (i / 128) + i % 32`, `d` f16 at byte 64; layout from
 /// ggml `block_tq2_0`, as in the core). Register: the 64 code bytes shifted by 0, 2, 4, 6 and
 /// masked to 0..=3 (plane `s` holds elements `32s..32s+32` and `128+32s..`). Record: the four
-/// matching activation planes, `asum` (lane `l`: the sum of the 16 activations that meet lane
-/// `l`, so every lane is an exact sum of its own terms), `d_a` in every lane. Per column: `madd(sum_s maddubs(c_s, a_s), 1) - asum` =
-/// exact `sum((c - 1) * a)` (i16 lanes <= 4 * 2 * 3 * 128 < 2^15).
+/// matching activation planes, `-asum` (lane `l`: minus the sum of the 16 activations that
+/// meet lane `l`, so every lane is an exact sum of its own terms), `d_a` in every lane. Per
+/// column: `madd(sum_s maddubs(c_s, a_s), 1) + (-asum)` = exact `sum((c - 1) * a)` (i16 lanes
+/// <= 4 * 2 * 3 * 128 < 2^15); under VNNI the four `vpdpbusd` start from `-asum` (stored
+/// negated since session 11, so no subtraction is left per block and column: one 512-bit
+/// operation of about 15 fewer, a change within this VM's noise, docs/BENCHMARKS.md "Session
+/// 11 (t1)").
 pub(crate) struct Tq2;
 
 impl Lanes for Tq2 {
@@ -1149,7 +1153,7 @@ impl Lanes for Tq2 {
                 .flat_map(|s| (0..4).map(move |e| (s, 4 * l + e)))
                 .map(|(s, b)| i32::from(rec[s].0[b] as i8))
                 .sum();
-            rec[4].put_i32(l, sum);
+            rec[4].put_i32(l, -sum);
         }
         for l in 0..16 {
             rec[5].put_f32(l, blk.d);
@@ -1173,7 +1177,8 @@ impl Lanes for Tq2 {
                 p = _mm512_add_epi16(p, _mm512_maddubs_epi16(one, v));
                 _mm512_store_si512(r.add(s).cast(), v);
             }
-            _mm512_store_si512(r.add(4).cast(), _mm512_madd_epi16(p, _mm512_set1_epi16(1)));
+            // `-asum` = `madd(p, -1)` (i16 pair sums of at most 2 * 4 * 128, exact).
+            _mm512_store_si512(r.add(4).cast(), _mm512_madd_epi16(p, _mm512_set1_epi16(-1)));
             _mm512_store_ps(r.add(5).cast(), _mm512_set1_ps(blk.d));
         }
     }
@@ -1207,7 +1212,7 @@ impl Lanes for Tq2 {
                 _mm512_maddubs_epi16(w.0[3], ld(a, 3)),
             );
             let p = _mm512_add_epi16(p01, p23);
-            let s = _mm512_sub_epi32(_mm512_madd_epi16(p, _mm512_set1_epi16(1)), ld(a, 4));
+            let s = _mm512_add_epi32(_mm512_madd_epi16(p, _mm512_set1_epi16(1)), ld(a, 4));
             _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), super::tq1_512::scaled(w.1, a, 5), acc)
         }
     }
@@ -1217,7 +1222,7 @@ impl Lanes for Tq2 {
         // SAFETY: reads the 6 record vectors (caller); register-only operations; VNNI is
         // available (caller).
         unsafe {
-            let mut s = _mm512_sub_epi32(_mm512_setzero_si512(), ld(a, 4));
+            let mut s = ld(a, 4);
             for k in 0..4 {
                 s = _mm512_dpbusd_epi32(s, w.0[k], ld(a, k));
             }
