@@ -604,10 +604,10 @@ unsafe fn one_col8(w: &[u8], rb: usize, lut: &LutBf, p: &PassBf, out: &mut [f32]
                     xb = xb.add(64);
                 }
             }
-            for i in 0..R {
+            for (i, a) in acc.iter().enumerate() {
                 let row = g0 + i;
                 let scale = row_scale(&w[row * rb..(row + 1) * rb]);
-                out[row] = _mm512_reduce_add_ps(_mm512_add_ps(acc[i][0], acc[i][1])) * scale;
+                out[row] = _mm512_reduce_add_ps(_mm512_add_ps(a[0], a[1])) * scale;
             }
             g0 += R;
         }
