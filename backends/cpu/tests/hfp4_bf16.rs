@@ -238,6 +238,42 @@ fn every_tile_width_with_a_tail_group() {
     }
 }
 
+/// One column with two parts and whole groups of 4 blocks (`one_col8`: rows in groups of 8,
+/// the rest by the general body): row counts that fill groups of 8 exactly, leave 1..7 rows
+/// over, and span several range-check runs (64 rows), with some rows forced onto the f32
+/// fallback (huge block exponents) between runs of good ones.
+#[test]
+fn one_column_in_groups_of_eight() {
+    let Some(cpu) = bf16_backend() else { return };
+    let mut rng = Rng(91);
+    for format in FAMILY {
+        for k in ks(format, [1024, 2048]) {
+            if k < 1024 {
+                continue;
+            }
+            for rows in [8, 15, 27, 70, 137] {
+                let w = random_matrix(&mut rng, format, rows, k);
+                let x: Vec<f32> = (0..k).map(|_| rng.normal()).collect();
+                check(&cpu, format, &w, rows, k, &x, "groups of 8");
+            }
+            // UE8M0: rows 3, 20 and 66 hold a block exponent beyond bf16 (the fallback);
+            // E4M3: every legal byte, subnormals included.
+            let rows = 75;
+            let w = crafted(&mut rng, format, rows, k, |r, b| {
+                if format == FormatId::Mfp4G32P {
+                    ((r * 31 + b * 7) % 0x7f) as u8
+                } else if (r == 3 || r == 20 || r == 66) && b == 1 {
+                    254
+                } else {
+                    100 + ((r * 13 + b) % 40) as u8
+                }
+            });
+            let x: Vec<f32> = (0..k).map(|_| rng.normal()).collect();
+            check(&cpu, format, &w, rows, k, &x, "groups of 8, fallback rows");
+        }
+    }
+}
+
 #[test]
 fn the_bf16_kernel_is_selected_only_under_vnni() {
     let Some(cpu) = bf16_backend() else { return };

@@ -21,6 +21,12 @@
 //! order. The tables (`E2M1 * factor`, per scale byte, built once) are exact in bf16: a 2-bit
 //! significand times a power of two (UE8M0) or a 4-bit one (E4M3); -0 is stored as +0.
 //!
+//! **Bodies.** One column with two parts and whole groups runs [`one_col8`]: rows in groups
+//! of 8 share each load of the column's parts (the loads, not the `vdpbf16ps`, bounded the
+//! 4-row body: a 64-byte table, the parts and a code load per row-block), each row's block is
+//! decoded and at once dotted, and a row's 4 scale bytes come in one `u32`. Everything else
+//! (three parts, tail blocks, leftover rows, 2..16 columns) runs the general [`body`].
+//!
 //! **Activations.** Per call each column is split into `P` bf16 parts, `x = p0 + p1 (+ p2)`
 //! with `p_i = RNE_bf16(x - p0 - ... - p_{i-1})` (each residual exact in f32): three parts are
 //! exact for a normal `x`; two leave `|x - p0 - p1| <= 2^-16 |x|`. `P = 2` only for `K >= 1024`.
@@ -80,6 +86,11 @@ const GROUP: usize = 4;
 /// Header offsets of the row's weight range `q`, `h` (i16 LE, see the module doc).
 const META_Q: usize = 8;
 const META_H: usize = 10;
+
+/// Most rows whose ranges are checked ([`row_ok`]) before they run: the check reads each
+/// row's first line, which the body then reads while it is still cached (checking every row
+/// of a task first read them all twice from memory).
+const ROW_RUN: usize = 64;
 
 /// Smallest `K` that runs with two activation parts (see the module doc's bound).
 pub(crate) const K_TWO_PARTS: usize = 1024;
@@ -378,7 +389,8 @@ fn run_staged(
     while r0 < rows {
         let good = row_ok(&w[r0 * rb..(r0 + 1) * rb], format, k, range);
         let mut r1 = r0 + 1;
-        while r1 < rows && row_ok(&w[r1 * rb..(r1 + 1) * rb], format, k, range) == good {
+        let lim = (r0 + ROW_RUN).min(rows);
+        while r1 < lim && row_ok(&w[r1 * rb..(r1 + 1) * rb], format, k, range) == good {
             r1 += 1;
         }
         if good {
@@ -509,6 +521,13 @@ unsafe fn entry(w: &[u8], rb: usize, lut: &LutBf, p: &PassBf, out: &mut [f32]) {
             // SAFETY: forwarded from the caller.
             unsafe {
                 match p.ncp {
+                    1 if $p == 2 && p.nb % GROUP == 0 => {
+                        let rows8 = w.len() / rb / 8 * 8;
+                        let (w8, wr) = w.split_at(rows8 * rb);
+                        let (o8, or) = out.split_at_mut(rows8);
+                        one_col8(w8, rb, lut, p, o8);
+                        body::<$p, $p, 4, 1>(wr, rb, lut, p, or)
+                    }
                     1 => body::<$p, $p, 4, 1>(w, rb, lut, p, out),
                     2 => body::<$p, 1, 2, 2>(w, rb, lut, p, out),
                     3 => body::<$p, 1, 2, 3>(w, rb, lut, p, out),
@@ -525,6 +544,73 @@ unsafe fn entry(w: &[u8], rb: usize, lut: &LutBf, p: &PassBf, out: &mut [f32]) {
         go!(2)
     } else {
         go!(3)
+    }
+}
+
+/// The one-column body for two parts and whole groups (`p.nb % 4 == 0`): rows in groups of 8
+/// sharing each load of the column's parts, each row's block decoded and at once dotted with
+/// both parts, the 8 rows' scale bytes read once per group (a `u32` each). The same `vdpbf16ps`
+/// per accumulator in the same order as [`body`] with one column (`A = P = 2`), so the same
+/// bits; rows past the last whole group of 8 are left to the caller.
+///
+/// # Safety
+/// As [`entry`], with `p.ncp == 1`, `p.parts == 2`, `p.nb % 4 == 0` and `out.len() == rows`.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512bf16")]
+unsafe fn one_col8(w: &[u8], rb: usize, lut: &LutBf, p: &PassBf, out: &mut [f32]) {
+    const R: usize = 8;
+    let nrows = w.len() / rb;
+    let groups = p.nb / GROUP;
+    // Prefetch into L2 one row group ahead (as `body`).
+    let pf = R * rb;
+    let lb = lut.0.as_ptr().cast::<u8>();
+    // SAFETY: weight reads: 68-byte groups at `16 + 68 g` (`g < nb / 4`) of rows `< nrows`
+    // (`nrows` a multiple of 8), inside `w`; table reads at `64 e` (`e < 256`) inside `lut`;
+    // activation reads: 64 words per block, `64 nb` words in all, inside `p.x` (one column,
+    // two parts, one slice); prefetches never fault; the caller guarantees the features.
+    unsafe {
+        let mut g0 = 0;
+        while g0 + R <= nrows {
+            let rp: [*const u8; R] =
+                core::array::from_fn(|i| w.as_ptr().add((g0 + i) * rb + HEADER));
+            let mut acc = [[_mm512_setzero_ps(); 2]; R];
+            let mut xb = p.x.as_ptr();
+            for g in 0..groups {
+                let off = 68 * g;
+                let mut q = [_mm512_setzero_si512(); R];
+                let mut sc = [0u32; R];
+                for i in 0..R {
+                    let src = rp[i].add(off);
+                    _mm_prefetch::<_MM_HINT_T1>(src.wrapping_add(pf).cast());
+                    _mm_prefetch::<_MM_HINT_T1>(src.wrapping_add(pf + 67).cast());
+                    q[i] = _mm512_loadu_si512(src.cast());
+                    sc[i] = src.add(64).cast::<u32>().read_unaligned();
+                }
+                for t in 0..GROUP {
+                    let x0: __m512bh = core::mem::transmute(_mm512_loadu_si512(xb.cast()));
+                    let x1: __m512bh = core::mem::transmute(_mm512_loadu_si512(xb.add(32).cast()));
+                    for i in 0..R {
+                        let e = ((sc[i] >> (8 * t)) & 255) as usize;
+                        let tb = _mm512_load_si512(lb.add(e << 6).cast());
+                        let idx = match t {
+                            0 => q[i],
+                            1 => _mm512_srli_epi16::<4>(q[i]),
+                            2 => _mm512_srli_epi16::<8>(q[i]),
+                            _ => _mm512_srli_epi16::<12>(q[i]),
+                        };
+                        let wv: __m512bh = core::mem::transmute(_mm512_permutexvar_epi16(idx, tb));
+                        acc[i][0] = _mm512_dpbf16_ps(acc[i][0], wv, x0);
+                        acc[i][1] = _mm512_dpbf16_ps(acc[i][1], wv, x1);
+                    }
+                    xb = xb.add(64);
+                }
+            }
+            for (i, a) in acc.iter().enumerate() {
+                let row = g0 + i;
+                let scale = row_scale(&w[row * rb..(row + 1) * rb]);
+                out[row] = _mm512_reduce_add_ps(_mm512_add_ps(a[0], a[1])) * scale;
+            }
+            g0 += R;
+        }
     }
 }
 
