@@ -57,7 +57,7 @@ impl Block for BlockTq2_0 {
     const FORMAT: FormatId = FORMAT;
     const ELEMS: usize = 256;
 
-    /// `out[i] = (code_i - 1) as f32 * d`, bit-exact with gguf-py ([`decode_ternary`]).
+    /// `out[i] = (code_i - 1) as f32 * d`, bit-exact with gguf-py (`decode_ternary`).
     fn decode(&self, out: &mut [f32]) -> Result<()> {
         decode_ternary(self, out)
     }

@@ -35,16 +35,6 @@ pub struct BlockIq2S {
 }
 assert_block_size!(BlockIq2S, FormatId::Iq2S);
 
-impl BlockIq2S {
-    /// Grid entry and sign byte of the `g`-th group of 8 weights (0..32).
-    #[inline]
-    fn group(&self, g: usize) -> (u64, u8) {
-        let g = g & 31;
-        let hi = (usize::from(self.qh[g / 4]) >> (2 * (g % 4))) & 3;
-        (IQ2S_GRID[usize::from(self.qs[g]) | hi << 8], self.qs[32 + g])
-    }
-}
-
 impl Iq2Groups for BlockIq2S {
     fn d(&self) -> f16 {
         self.d
@@ -52,8 +42,11 @@ impl Iq2Groups for BlockIq2S {
     fn scale_bytes(&self) -> &[u8; 8] {
         &self.scales
     }
+    #[inline]
     fn group_at(&self, g: usize) -> (u64, u8) {
-        self.group(g)
+        let g = g & 31;
+        let hi = (usize::from(self.qh[g / 4]) >> (2 * (g % 4))) & 3;
+        (IQ2S_GRID[usize::from(self.qs[g]) | hi << 8], self.qs[32 + g])
     }
 }
 
@@ -61,8 +54,8 @@ impl Block for BlockIq2S {
     const FORMAT: FormatId = FormatId::Iq2S;
     const ELEMS: usize = 256;
 
-    /// Bit-exact with gguf-py (the IQ2_XS decode, [`decode_groups`]); NaN/inf `d` ->
-    /// [`Error::NonFiniteScale`] at offset 0.
+    /// Bit-exact with gguf-py (the IQ2_XS decode, `decode_groups`); NaN/inf `d` ->
+    /// [`crate::Error::NonFiniteScale`] at offset 0.
     fn decode(&self, out: &mut [f32]) -> Result<()> {
         decode_groups(self, out)
     }

@@ -31,15 +31,6 @@ pub struct BlockIq2Xs {
 }
 assert_block_size!(BlockIq2Xs, FormatId::Iq2Xs);
 
-impl BlockIq2Xs {
-    /// Grid entry and sign byte of the `g`-th group of 8 weights (0..32).
-    #[inline]
-    fn group(&self, g: usize) -> (u64, u8) {
-        let q = le16(self.qs[g & 31]);
-        (IQ2XS_GRID[usize::from(q & 511)], KSIGNS_IQ2XS[usize::from(q >> 9)])
-    }
-}
-
 /// The per-format parts of IQ2_XS and IQ2_S, which share their scales, decode and dot product:
 /// an f16 `d`, sixteen 4-bit scales in `scales[8]` (low nibble first) and 32 groups of 8
 /// weights, each a grid entry and a sign byte.
@@ -65,8 +56,10 @@ impl Iq2Groups for BlockIq2Xs {
     fn scale_bytes(&self) -> &[u8; 8] {
         &self.scales
     }
+    #[inline]
     fn group_at(&self, g: usize) -> (u64, u8) {
-        self.group(g)
+        let q = le16(self.qs[g & 31]);
+        (IQ2XS_GRID[usize::from(q & 511)], KSIGNS_IQ2XS[usize::from(q >> 9)])
     }
 }
 
@@ -115,7 +108,7 @@ impl Block for BlockIq2Xs {
     const FORMAT: FormatId = FormatId::Iq2Xs;
     const ELEMS: usize = 256;
 
-    /// Bit-exact with gguf-py ([`decode_groups`]); NaN/inf `d` -> [`Error::NonFiniteScale`] at
+    /// Bit-exact with gguf-py (`decode_groups`); NaN/inf `d` -> [`Error::NonFiniteScale`] at
     /// offset 0.
     fn decode(&self, out: &mut [f32]) -> Result<()> {
         decode_groups(self, out)

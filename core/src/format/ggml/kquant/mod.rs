@@ -2,7 +2,7 @@
 //! scales, decoded bit-exactly and dotted against Q8_K activations.
 //!
 //! One file per format holds its `#[repr(C)]` block type (exact `ggml-common.h` layout), its
-//! [`Block`](crate::block::Block) impl and its reference dot product; [`scales`] holds the
+//! [`Block`] impl and its reference dot product; [`scales`] holds the
 //! shared 6-bit scale unpacking. What must not live here: encoders (ggml's K-quant encoders are
 //! not offered, see `registry.rs`), SIMD kernels, and the Q8_K encoder (`q8_k.rs`).
 //!
