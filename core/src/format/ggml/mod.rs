@@ -5,6 +5,7 @@
 
 pub mod iq;
 pub mod kquant;
+mod legacy;
 pub mod mxfp4;
 pub mod nvfp4;
 pub mod q4_0;

@@ -136,14 +136,25 @@ pub(crate) fn decode_row(src: &[u8], dst: &mut [f32]) -> Result<()> {
 }
 
 pub(crate) fn encode_row(src: &[f32], opts: &EncodeOptions<'_>, dst: &mut [u8]) -> Result<()> {
+    encode_reference_blocks(src, opts, dst, encode_block_reference)
+}
+
+/// The MXFP4 / NVFP4 `encode_row`: the reference rule only (another gives
+/// [`Error::Unsupported`] naming the format), each block of `N` values through `encode`.
+pub(crate) fn encode_reference_blocks<B: Block, const N: usize>(
+    src: &[f32],
+    opts: &EncodeOptions<'_>,
+    dst: &mut [u8],
+    encode: fn(&[f32; N]) -> B,
+) -> Result<()> {
     if opts.rule != Rule::Reference {
-        return Err(Error::Unsupported { format: FORMAT, op: "encode with this rule" });
+        return Err(Error::Unsupported { format: B::FORMAT, op: "encode with this rule" });
     }
-    for (x, out) in src.chunks_exact(32).zip(dst.chunks_exact_mut(BlockMxfp4::BYTES)) {
-        let x: &[f32; 32] = x
+    for (x, out) in src.chunks_exact(N).zip(dst.chunks_exact_mut(B::BYTES)) {
+        let x: &[f32; N] = x
             .try_into()
-            .map_err(|_| Error::Unsupported { format: FORMAT, op: "encode a partial block" })?;
-        out.copy_from_slice(bytemuck::bytes_of(&encode_block_reference(x)));
+            .map_err(|_| Error::Unsupported { format: B::FORMAT, op: "encode a partial block" })?;
+        out.copy_from_slice(bytemuck::bytes_of(&encode(x)));
     }
     Ok(())
 }

@@ -15,10 +15,10 @@
 
 use half::f16;
 
-use super::mxfp4::{best_index, KVALUES_MXFP4};
+use super::mxfp4::{best_index, encode_reference_blocks, KVALUES_MXFP4};
 use crate::assert_block_size;
 use crate::block::{read_block, Block};
-use crate::codec::{ActRow, EncodeOptions, Rule};
+use crate::codec::{ActRow, EncodeOptions};
 use crate::error::{Error, Result};
 use crate::registry::FormatId;
 use crate::scalar::{f32_to_ue4m3, try_ue4m3_to_f32_half};
@@ -98,16 +98,7 @@ pub(crate) fn decode_row(src: &[u8], dst: &mut [f32]) -> Result<()> {
 }
 
 pub(crate) fn encode_row(src: &[f32], opts: &EncodeOptions<'_>, dst: &mut [u8]) -> Result<()> {
-    if opts.rule != Rule::Reference {
-        return Err(Error::Unsupported { format: FORMAT, op: "encode with this rule" });
-    }
-    for (x, out) in src.chunks_exact(64).zip(dst.chunks_exact_mut(BlockNvfp4::BYTES)) {
-        let x: &[f32; 64] = x
-            .try_into()
-            .map_err(|_| Error::Unsupported { format: FORMAT, op: "encode a partial block" })?;
-        out.copy_from_slice(bytemuck::bytes_of(&encode_block_reference(x)));
-    }
-    Ok(())
+    encode_reference_blocks(src, opts, dst, encode_block_reference)
 }
 
 /// Reference dot product with Q8_0 activations (ggml's `vec_dot_type` for NVFP4: one NVFP4

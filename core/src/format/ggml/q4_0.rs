@@ -14,12 +14,13 @@
 use half::f16;
 
 use crate::assert_block_size;
-use crate::block::{check_block_out, decode_blocks, read_block, Block};
+use crate::block::{decode_blocks, Block};
 use crate::codec::{ActRow, EncodeOptions};
 use crate::error::Result;
 use crate::registry::FormatId;
 
-use super::q8::{c_f32_to_i32, check_block_in, encode_blocks, finite_f16, store_f16};
+use super::legacy::{code4, decode_symmetric, dot_q8_0, encode_symmetric, pack4, Legacy32};
+use super::q8::{check_block_in, encode_blocks, finite_f16};
 
 const FORMAT: FormatId = FormatId::Q4_0;
 
@@ -43,12 +44,7 @@ impl BlockQ4_0 {
     /// The 4-bit code of element `j` (0..32), 0..=15.
     #[inline]
     pub fn code(&self, j: usize) -> u8 {
-        let b = self.qs[j % 16];
-        if j < 16 {
-            b & 0x0F
-        } else {
-            b >> 4
-        }
+        code4(&self.qs, j)
     }
 
     /// ggml's `quantize_row_q4_0_ref` on one block of 32 finite values.
@@ -63,22 +59,18 @@ impl BlockQ4_0 {
     /// gives [`Error::OutOfRange`](crate::Error::OutOfRange); `x.len() != 32` gives [`Error::Length`](crate::Error::Length).
     pub fn encode(x: &[f32]) -> Result<Self> {
         check_block_in::<Self>(x)?;
-        let (mut amax, mut max, mut imax) = (0f32, 0f32, 0usize);
-        for (i, &v) in x.iter().enumerate() {
-            if amax < v.abs() {
-                amax = v.abs();
-                max = v;
-                imax = i;
-            }
-        }
-        let d = max / -8.0;
-        let id = if d != 0.0 { 1.0 / d } else { 0.0 };
-        let mut b = BlockQ4_0 { d: store_f16(d, FORMAT, imax)?, qs: [0; 16] };
-        let code = |v: f32| (c_f32_to_i32(v * id + 8.5) as i8).min(15) as u8;
-        for (j, q) in b.qs.iter_mut().enumerate() {
-            *q = code(x[j]) | (code(x[j + 16]) << 4);
-        }
-        Ok(b)
+        let (d, codes) = encode_symmetric(x, FORMAT, 8)?;
+        Ok(BlockQ4_0 { d, qs: pack4(&codes) })
+    }
+}
+
+impl Legacy32 for BlockQ4_0 {
+    const OFFSET: i32 = 8;
+    fn code_at(&self, j: usize) -> u8 {
+        self.code(j)
+    }
+    fn checked_scales(&self) -> Result<(f32, f32)> {
+        Ok((self.scale()?, 0.0))
     }
 }
 
@@ -88,12 +80,7 @@ impl Block for BlockQ4_0 {
 
     /// `w = (float)(q - 8) * d` in f32 (exact).
     fn decode(&self, out: &mut [f32]) -> Result<()> {
-        check_block_out::<Self>(out)?;
-        let d = self.scale()?;
-        for (j, o) in out.iter_mut().enumerate() {
-            *o = (i32::from(self.code(j)) - 8) as f32 * d;
-        }
-        Ok(())
+        decode_symmetric(self, out)
     }
 }
 
@@ -116,15 +103,7 @@ pub(crate) fn encode_row(src: &[f32], _opts: &EncodeOptions<'_>, dst: &mut [u8])
 /// Weight blocks with a non-finite `d` give [`Error::NonFiniteScale`](crate::Error::NonFiniteScale) with the offset in `w`;
 /// activation scales are used as stored.
 pub(crate) fn dot_row(w: &[u8], act: ActRow<'_>) -> Result<f32> {
-    let a = act.q8_0(FORMAT)?;
-    let mut sumf = 0f32;
-    for (i, ab) in a.iter().enumerate() {
-        let wb: BlockQ4_0 = read_block(w, i);
-        let dw = wb.scale().map_err(|e| e.at(i * BlockQ4_0::BYTES))?;
-        let sumi: i32 = (0..32).map(|j| (i32::from(wb.code(j)) - 8) * i32::from(ab.qs[j])).sum();
-        sumf += sumi as f32 * dw * ab.d.to_f32();
-    }
-    Ok(sumf)
+    dot_q8_0::<BlockQ4_0>(w, act, |sumi, dw, da| sumi * dw * da)
 }
 
 #[cfg(test)]

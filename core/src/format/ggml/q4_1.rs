@@ -14,12 +14,13 @@
 use half::f16;
 
 use crate::assert_block_size;
-use crate::block::{check_block_out, decode_blocks, read_block, Block};
+use crate::block::{decode_blocks, Block};
 use crate::codec::{ActRow, EncodeOptions};
 use crate::error::Result;
 use crate::registry::FormatId;
 
-use super::q8::{argmax_abs, c_f32_to_i32, check_block_in, encode_blocks, finite_f16, store_f16};
+use super::legacy::{affine_scales, code4, decode_affine, dot_q8_1, pack4, Legacy32};
+use super::q8::{c_f32_to_i32, check_block_in, encode_blocks, finite_f16};
 
 const FORMAT: FormatId = FormatId::Q4_1;
 
@@ -46,12 +47,7 @@ impl BlockQ4_1 {
     /// The 4-bit code of element `j` (0..32), 0..=15.
     #[inline]
     pub fn code(&self, j: usize) -> u8 {
-        let b = self.qs[j % 16];
-        if j < 16 {
-            b & 0x0F
-        } else {
-            b >> 4
-        }
+        code4(&self.qs, j)
     }
 
     /// ggml's `quantize_row_q4_1_ref` on one block of 32 finite values.
@@ -64,35 +60,21 @@ impl BlockQ4_1 {
     /// [`Error::Length`](crate::Error::Length).
     pub fn encode(x: &[f32]) -> Result<Self> {
         check_block_in::<Self>(x)?;
-        let (min, max) = min_max(x);
-        let d = (max - min) / 15.0;
-        let id = if d != 0.0 { 1.0 / d } else { 0.0 };
-        let big = argmax_abs(x);
-        let mut b = BlockQ4_1 {
-            d: store_f16(d, FORMAT, big)?,
-            m: store_f16(min, FORMAT, big)?,
-            qs: [0; 16],
-        };
-        let code = |v: f32| (c_f32_to_i32((v - min) * id + 0.5) as i8).min(15) as u8;
-        for (j, q) in b.qs.iter_mut().enumerate() {
-            *q = code(x[j]) | (code(x[j + 16]) << 4);
-        }
-        Ok(b)
+        let (d, m, min, id) = affine_scales(x, FORMAT, 15.0)?;
+        let codes: [u8; 32] =
+            core::array::from_fn(|j| (c_f32_to_i32((x[j] - min) * id + 0.5) as i8).min(15) as u8);
+        Ok(BlockQ4_1 { d, m, qs: pack4(&codes) })
     }
 }
 
-/// `(min, max)` as ggml's Q4_1/Q5_1 encoders find them (start at ±FLT_MAX, strict compares).
-pub(crate) fn min_max(x: &[f32]) -> (f32, f32) {
-    let (mut min, mut max) = (f32::MAX, -f32::MAX);
-    for &v in x {
-        if v < min {
-            min = v;
-        }
-        if v > max {
-            max = v;
-        }
+impl Legacy32 for BlockQ4_1 {
+    const OFFSET: i32 = 0;
+    fn code_at(&self, j: usize) -> u8 {
+        self.code(j)
     }
-    (min, max)
+    fn checked_scales(&self) -> Result<(f32, f32)> {
+        self.scales()
+    }
 }
 
 impl Block for BlockQ4_1 {
@@ -101,12 +83,7 @@ impl Block for BlockQ4_1 {
 
     /// `w = (float)q * d + m` in f32 (the product is exact, so FMA or not, one rounding).
     fn decode(&self, out: &mut [f32]) -> Result<()> {
-        check_block_out::<Self>(out)?;
-        let (d, m) = self.scales()?;
-        for (j, o) in out.iter_mut().enumerate() {
-            *o = f32::from(self.code(j)) * d + m;
-        }
-        Ok(())
+        decode_affine(self, out)
     }
 }
 
@@ -133,15 +110,7 @@ pub(crate) fn encode_row(src: &[f32], _opts: &EncodeOptions<'_>, dst: &mut [u8])
 /// Weight blocks with a non-finite `d` or `m` give [`Error::NonFiniteScale`](crate::Error::NonFiniteScale) with the offset in
 /// `w`; activation scales are used as stored.
 pub(crate) fn dot_row(w: &[u8], act: ActRow<'_>) -> Result<f32> {
-    let a = act.q8_1(FORMAT)?;
-    let mut sumf = 0f32;
-    for (i, ab) in a.iter().enumerate() {
-        let wb: BlockQ4_1 = read_block(w, i);
-        let (dw, mw) = wb.scales().map_err(|e| e.at(i * BlockQ4_1::BYTES))?;
-        let sumi: i32 = (0..32).map(|j| i32::from(wb.code(j)) * i32::from(ab.qs[j])).sum();
-        sumf += (dw * ab.d.to_f32()) * sumi as f32 + mw * ab.s.to_f32();
-    }
-    Ok(sumf)
+    dot_q8_1::<BlockQ4_1>(w, act)
 }
 
 #[cfg(test)]

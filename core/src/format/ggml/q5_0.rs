@@ -15,12 +15,13 @@
 use half::f16;
 
 use crate::assert_block_size;
-use crate::block::{check_block_out, decode_blocks, read_block, Block};
+use crate::block::{decode_blocks, Block};
 use crate::codec::{ActRow, EncodeOptions};
 use crate::error::Result;
 use crate::registry::FormatId;
 
-use super::q8::{c_f32_to_i32, check_block_in, encode_blocks, finite_f16, store_f16};
+use super::legacy::{code5, decode_symmetric, dot_q8_0, encode_symmetric, pack5, Legacy32};
+use super::q8::{check_block_in, encode_blocks, finite_f16};
 
 const FORMAT: FormatId = FormatId::Q5_0;
 
@@ -37,30 +38,6 @@ pub struct BlockQ5_0 {
     pub qs: [u8; 16],
 }
 assert_block_size!(BlockQ5_0, FORMAT);
-
-/// The 5-bit code of element `j` (0..32) from `qh` and `qs` (shared with Q5_1).
-#[inline]
-pub(crate) fn code5(qh: [u8; 4], qs: &[u8; 16], j: usize) -> u8 {
-    let b = qs[j % 16];
-    let lo = if j < 16 { b & 0x0F } else { b >> 4 };
-    let hi = ((u32::from_le_bytes(qh) >> (j % 32)) & 1) as u8;
-    lo | (hi << 4)
-}
-
-/// Packs 32 five-bit codes into `(qh, qs)` (shared with Q5_1): the C code's
-/// `qs[j] = (q0 & 15) | ((q1 & 15) << 4)` and `qh |= ((q & 0x10) >> 4) << j`.
-#[inline]
-pub(crate) fn pack5(codes: &[u8; 32]) -> ([u8; 4], [u8; 16]) {
-    let mut qs = [0u8; 16];
-    let mut qh = 0u32;
-    for (j, q) in qs.iter_mut().enumerate() {
-        let (c0, c1) = (codes[j], codes[j + 16]);
-        *q = (c0 & 0x0F) | ((c1 & 0x0F) << 4);
-        qh |= u32::from((c0 & 0x10) >> 4) << j;
-        qh |= u32::from((c1 & 0x10) >> 4) << (j + 16);
-    }
-    (qh.to_le_bytes(), qs)
-}
 
 impl BlockQ5_0 {
     /// The scale `d`, or [`Error::NonFiniteScale`](crate::Error::NonFiniteScale) (offset 0) when it is NaN or ±inf.
@@ -83,21 +60,19 @@ impl BlockQ5_0 {
     /// [`Error::OutOfRange`](crate::Error::OutOfRange); `x.len() != 32` gives [`Error::Length`](crate::Error::Length).
     pub fn encode(x: &[f32]) -> Result<Self> {
         check_block_in::<Self>(x)?;
-        let (mut amax, mut max, mut imax) = (0f32, 0f32, 0usize);
-        for (i, &v) in x.iter().enumerate() {
-            if amax < v.abs() {
-                amax = v.abs();
-                max = v;
-                imax = i;
-            }
-        }
-        let d = max / -16.0;
-        let id = if d != 0.0 { 1.0 / d } else { 0.0 };
-        let d = store_f16(d, FORMAT, imax)?;
-        let codes: [u8; 32] =
-            core::array::from_fn(|j| (c_f32_to_i32(x[j] * id + 16.5) as i8).min(31) as u8);
+        let (d, codes) = encode_symmetric(x, FORMAT, 16)?;
         let (qh, qs) = pack5(&codes);
         Ok(BlockQ5_0 { d, qh, qs })
+    }
+}
+
+impl Legacy32 for BlockQ5_0 {
+    const OFFSET: i32 = 16;
+    fn code_at(&self, j: usize) -> u8 {
+        self.code(j)
+    }
+    fn checked_scales(&self) -> Result<(f32, f32)> {
+        Ok((self.scale()?, 0.0))
     }
 }
 
@@ -107,12 +82,7 @@ impl Block for BlockQ5_0 {
 
     /// `w = (float)(q - 16) * d` in f32 (exact).
     fn decode(&self, out: &mut [f32]) -> Result<()> {
-        check_block_out::<Self>(out)?;
-        let d = self.scale()?;
-        for (j, o) in out.iter_mut().enumerate() {
-            *o = (i32::from(self.code(j)) - 16) as f32 * d;
-        }
-        Ok(())
+        decode_symmetric(self, out)
     }
 }
 
@@ -135,15 +105,7 @@ pub(crate) fn encode_row(src: &[f32], _opts: &EncodeOptions<'_>, dst: &mut [u8])
 /// Weight blocks with a non-finite `d` give [`Error::NonFiniteScale`](crate::Error::NonFiniteScale) with the offset in `w`;
 /// activation scales are used as stored.
 pub(crate) fn dot_row(w: &[u8], act: ActRow<'_>) -> Result<f32> {
-    let a = act.q8_0(FORMAT)?;
-    let mut sumf = 0f32;
-    for (i, ab) in a.iter().enumerate() {
-        let wb: BlockQ5_0 = read_block(w, i);
-        let dw = wb.scale().map_err(|e| e.at(i * BlockQ5_0::BYTES))?;
-        let sumi: i32 = (0..32).map(|j| (i32::from(wb.code(j)) - 16) * i32::from(ab.qs[j])).sum();
-        sumf += (dw * ab.d.to_f32()) * sumi as f32;
-    }
-    Ok(sumf)
+    dot_q8_0::<BlockQ5_0>(w, act, |sumi, dw, da| (dw * da) * sumi)
 }
 
 #[cfg(test)]

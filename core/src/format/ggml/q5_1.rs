@@ -15,14 +15,13 @@
 use half::f16;
 
 use crate::assert_block_size;
-use crate::block::{check_block_out, decode_blocks, read_block, Block};
+use crate::block::{decode_blocks, Block};
 use crate::codec::{ActRow, EncodeOptions};
 use crate::error::Result;
 use crate::registry::FormatId;
 
-use super::q4_1::min_max;
-use super::q5_0::{code5, pack5};
-use super::q8::{argmax_abs, c_f32_to_i32, check_block_in, encode_blocks, finite_f16, store_f16};
+use super::legacy::{affine_scales, code5, decode_affine, dot_q8_1, pack5, Legacy32};
+use super::q8::{c_f32_to_i32, check_block_in, encode_blocks, finite_f16};
 
 const FORMAT: FormatId = FormatId::Q5_1;
 
@@ -64,15 +63,20 @@ impl BlockQ5_1 {
     /// [`Error::OutOfRange`](crate::Error::OutOfRange); `x.len() != 32` gives [`Error::Length`](crate::Error::Length).
     pub fn encode(x: &[f32]) -> Result<Self> {
         check_block_in::<Self>(x)?;
-        let (min, max) = min_max(x);
-        let d = (max - min) / 31.0;
-        let id = if d != 0.0 { 1.0 / d } else { 0.0 };
-        let big = argmax_abs(x);
-        let d = store_f16(d, FORMAT, big)?;
-        let m = store_f16(min, FORMAT, big)?;
+        let (d, m, min, id) = affine_scales(x, FORMAT, 31.0)?;
         let codes: [u8; 32] = core::array::from_fn(|j| c_f32_to_i32((x[j] - min) * id + 0.5) as u8);
         let (qh, qs) = pack5(&codes);
         Ok(BlockQ5_1 { d, m, qh, qs })
+    }
+}
+
+impl Legacy32 for BlockQ5_1 {
+    const OFFSET: i32 = 0;
+    fn code_at(&self, j: usize) -> u8 {
+        self.code(j)
+    }
+    fn checked_scales(&self) -> Result<(f32, f32)> {
+        self.scales()
     }
 }
 
@@ -82,12 +86,7 @@ impl Block for BlockQ5_1 {
 
     /// `w = (float)q * d + m` in f32 (the product is exact: one rounding).
     fn decode(&self, out: &mut [f32]) -> Result<()> {
-        check_block_out::<Self>(out)?;
-        let (d, m) = self.scales()?;
-        for (j, o) in out.iter_mut().enumerate() {
-            *o = f32::from(self.code(j)) * d + m;
-        }
-        Ok(())
+        decode_affine(self, out)
     }
 }
 
@@ -112,15 +111,7 @@ pub(crate) fn encode_row(src: &[f32], _opts: &EncodeOptions<'_>, dst: &mut [u8])
 /// Weight blocks with a non-finite `d` or `m` give [`Error::NonFiniteScale`](crate::Error::NonFiniteScale) with the offset in
 /// `w`; activation scales are used as stored.
 pub(crate) fn dot_row(w: &[u8], act: ActRow<'_>) -> Result<f32> {
-    let a = act.q8_1(FORMAT)?;
-    let mut sumf = 0f32;
-    for (i, ab) in a.iter().enumerate() {
-        let wb: BlockQ5_1 = read_block(w, i);
-        let (dw, mw) = wb.scales().map_err(|e| e.at(i * BlockQ5_1::BYTES))?;
-        let sumi: i32 = (0..32).map(|j| i32::from(wb.code(j)) * i32::from(ab.qs[j])).sum();
-        sumf += (dw * ab.d.to_f32()) * sumi as f32 + mw * ab.s.to_f32();
-    }
-    Ok(sumf)
+    dot_q8_1::<BlockQ5_1>(w, act)
 }
 
 #[cfg(test)]

@@ -17,9 +17,9 @@
 
 use half::f16;
 
-use super::tq2_0::{encode_blocks, finite_scale, q8k};
+use super::tq2_0::{decode_ternary, dot_ternary, encode_blocks, Ternary};
 use crate::assert_block_size;
-use crate::block::{read_block, Block};
+use crate::block::Block;
 use crate::codec::{ActRow, EncodeOptions};
 use crate::error::Result;
 use crate::registry::FormatId;
@@ -94,14 +94,19 @@ impl Block for BlockTq1_0 {
     const FORMAT: FormatId = FORMAT;
     const ELEMS: usize = 256;
 
-    /// `out[i] = (code_i - 1) as f32 * d`, bit-exact with gguf-py.
+    /// `out[i] = (code_i - 1) as f32 * d`, bit-exact with gguf-py (`decode_ternary`).
     fn decode(&self, out: &mut [f32]) -> Result<()> {
-        crate::block::check_block_out::<Self>(out)?;
-        let d = finite_scale(FORMAT, self.d, Self::D_OFFSET)?;
-        for (i, o) in out.iter_mut().enumerate() {
-            *o = f32::from(self.code(i) as i8 - 1) * d;
-        }
-        Ok(())
+        decode_ternary(self, out)
+    }
+}
+
+impl Ternary for BlockTq1_0 {
+    const SCALE_OFFSET: usize = Self::D_OFFSET;
+    fn stored_d(&self) -> f16 {
+        self.d
+    }
+    fn code_at(&self, i: usize) -> u8 {
+        self.code(i)
     }
 }
 
@@ -148,18 +153,7 @@ pub(crate) fn encode_row(src: &[f32], opts: &EncodeOptions<'_>, dst: &mut [u8]) 
 /// `|y - y_ref| <= 3 * n_blocks * 2^-24 * Σ|terms|` (c = 3 per 256 elements). A NaN / inf
 /// weight scale is [`crate::Error::NonFiniteScale`].
 pub(crate) fn dot_row(w: &[u8], act: ActRow<'_>) -> Result<f32> {
-    let a = q8k(FORMAT, act)?;
-    let mut acc = 0f32;
-    for (i, y) in a.iter().enumerate() {
-        let x: BlockTq1_0 = read_block(w, i);
-        let dx = finite_scale(FORMAT, x.d, i * BlockTq1_0::BYTES + BlockTq1_0::D_OFFSET)?;
-        let mut sum = 0i32;
-        for (k, q) in y.qs.iter().enumerate() {
-            sum += (i32::from(x.code(k)) - 1) * i32::from(*q);
-        }
-        acc += sum as f32 * (dx * y.d);
-    }
-    Ok(acc)
+    dot_ternary::<BlockTq1_0>(w, act)
 }
 
 #[cfg(test)]

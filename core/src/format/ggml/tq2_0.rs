@@ -57,15 +57,63 @@ impl Block for BlockTq2_0 {
     const FORMAT: FormatId = FORMAT;
     const ELEMS: usize = 256;
 
-    /// `out[i] = (code_i - 1) as f32 * d`, bit-exact with gguf-py.
+    /// `out[i] = (code_i - 1) as f32 * d`, bit-exact with gguf-py (`decode_ternary`).
     fn decode(&self, out: &mut [f32]) -> Result<()> {
-        crate::block::check_block_out::<Self>(out)?;
-        let d = finite_scale(FORMAT, self.d, Self::D_OFFSET)?;
-        for (i, o) in out.iter_mut().enumerate() {
-            *o = f32::from(self.code(i) as i8 - 1) * d;
-        }
-        Ok(())
+        decode_ternary(self, out)
     }
+}
+
+/// The per-format parts of the ternary 256-element blocks (TQ1_0, TQ2_0), which share their
+/// decode and dot product.
+pub(crate) trait Ternary: Block {
+    /// Byte offset of the f16 scale in the block.
+    const SCALE_OFFSET: usize;
+    /// The stored scale.
+    fn stored_d(&self) -> f16;
+    /// The code (0..=2; TQ2_0's 3 reads as 2) of element `i` (< 256).
+    fn code_at(&self, i: usize) -> u8;
+}
+
+impl Ternary for BlockTq2_0 {
+    const SCALE_OFFSET: usize = Self::D_OFFSET;
+    fn stored_d(&self) -> f16 {
+        self.d
+    }
+    fn code_at(&self, i: usize) -> u8 {
+        self.code(i)
+    }
+}
+
+/// Ternary decode: `out[i] = (code_i - 1) as f32 * d` (exact); NaN / inf `d` ->
+/// [`Error::NonFiniteScale`] at its offset in the block.
+pub(crate) fn decode_ternary<B: Ternary>(b: &B, out: &mut [f32]) -> Result<()> {
+    crate::block::check_block_out::<B>(out)?;
+    let d = finite_scale(B::FORMAT, b.stored_d(), B::SCALE_OFFSET)?;
+    for (i, o) in out.iter_mut().enumerate() {
+        *o = f32::from(b.code_at(i) as i8 - 1) * d;
+    }
+    Ok(())
+}
+
+/// Ternary dot with Q8_K activations (ggml `ggml_vec_dot_tq1_0_q8_K_generic`,
+/// `ggml_vec_dot_tq2_0_q8_K_generic`): per block (in order) `sumi = Σ_i (code_i - 1) * q8_i` as
+/// an exact i32 (|sumi| <= 256 * 2 * 128, exact in f32), `d = f32(d_w) * act.d` (one f32
+/// product; ggml's TQ2_0 writes `act.d * d_w`, the same value), `sum += sumi as f32 * d` into
+/// one running f32 sum from +0. A NaN / inf weight scale is [`Error::NonFiniteScale`] with its
+/// offset in `w`.
+pub(crate) fn dot_ternary<B: Ternary>(w: &[u8], act: ActRow<'_>) -> Result<f32> {
+    let a = q8k(B::FORMAT, act)?;
+    let mut sum = 0f32;
+    for (i, y) in a.iter().enumerate() {
+        let x: B = read_block(w, i);
+        let dx = finite_scale(B::FORMAT, x.stored_d(), i * B::BYTES + B::SCALE_OFFSET)?;
+        let mut sumi = 0i32;
+        for (k, q) in y.qs.iter().enumerate() {
+            sumi += (i32::from(x.code_at(k)) - 1) * i32::from(*q);
+        }
+        sum += sumi as f32 * (dx * y.d);
+    }
+    Ok(sum)
 }
 
 /// ggml's ternary reference scale and codes for one 256-block (`quantize_row_tq{1,2}_0_ref`):
@@ -191,18 +239,7 @@ pub(crate) fn encode_row(src: &[f32], opts: &EncodeOptions<'_>, dst: &mut [u8]) 
 /// `|y - y_ref| <= 3 * n_blocks * 2^-24 * Σ|terms|` (c = 3 per 256 elements). A NaN / inf
 /// weight scale is [`Error::NonFiniteScale`].
 pub(crate) fn dot_row(w: &[u8], act: ActRow<'_>) -> Result<f32> {
-    let a = q8k(FORMAT, act)?;
-    let mut sum = 0f32;
-    for (i, y) in a.iter().enumerate() {
-        let x: BlockTq2_0 = read_block(w, i);
-        let dx = finite_scale(FORMAT, x.d, i * BlockTq2_0::BYTES + BlockTq2_0::D_OFFSET)?;
-        let mut sumi = 0i32;
-        for (k, q) in y.qs.iter().enumerate() {
-            sumi += i32::from(*q) * (i32::from(x.code(k)) - 1);
-        }
-        sum += sumi as f32 * (y.d * dx);
-    }
-    Ok(sum)
+    dot_ternary::<BlockTq2_0>(w, act)
 }
 
 /// The Q8_K blocks of an activation row, or [`Error::WrongActivation`].

@@ -122,6 +122,21 @@ pub(super) fn sum16(v: &[f64; 16]) -> f64 {
     (l[0] + l[1]) + (l[2] + l[3])
 }
 
+/// `Σ w max(a - 4s, 0)^2` times `1 - 2^-44`: the tail bound below of FP2 and FP3 alike (the
+/// largest level of both codebooks is `4s`; see [`Prep::tail_below`] and `fast_fp3.rs`, step 2).
+#[inline(always)]
+#[allow(clippy::needless_range_loop)] // indexed form: one vectorized pass
+pub(super) fn tail_below(a: &[f64; 16], w: &[f64; 16], s: f64) -> f64 {
+    let f = 4.0 * s;
+    let mut t = [0f64; 16];
+    for i in 0..16 {
+        let d = a[i] - f;
+        let d = if d > 0.0 { d } else { 0.0 };
+        t[i] = w[i] * (d * d);
+    }
+    sum16(&t) * SHRINK
+}
+
 /// One half: magnitudes and weights.
 struct Prep {
     a: [f64; 16],
@@ -151,16 +166,8 @@ impl Prep {
     /// `w * max(a - 4s, 0)^2` is at most the exhaustive search's term at `s'` (the levels `c s'`
     /// are `<= 4s`; rounding is monotone).
     #[inline(always)]
-    #[allow(clippy::needless_range_loop)] // indexed form: one vectorized pass
     fn tail_below(&self, s: f64) -> f64 {
-        let f = 4.0 * s;
-        let mut t = [0f64; 16];
-        for i in 0..16 {
-            let d = self.a[i] - f;
-            let d = if d > 0.0 { d } else { 0.0 };
-            t[i] = self.w[i] * (d * d);
-        }
-        sum16(&t) * SHRINK
+        tail_below(&self.a, &self.w, s)
     }
 
     /// Tail bound above: every byte with scale `s' >= s` has `S(s') >` the result (terms
@@ -309,7 +316,7 @@ pub(super) fn search_window<M: Model>(p: &M, h: &Half, table: &[f64; NB], c: usi
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::format::rocmfpx::scale_search::scale_table_f64;
+    use crate::format::rocmfpx::scale_search::{lcg, scale_table_f64};
 
     #[test]
     fn tables_and_floor_byte() {
@@ -328,11 +335,6 @@ mod tests {
         }
         assert_eq!(floor_byte(1e300), 126);
         assert_eq!(floor_byte(239.9), 126);
-    }
-
-    fn lcg(state: &mut u64) -> f64 {
-        *state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-        ((*state >> 11) as f64) / ((1u64 << 53) as f64) - 0.5
     }
 
     #[test]

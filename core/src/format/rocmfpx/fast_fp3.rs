@@ -41,7 +41,7 @@
 //!
 //! Degenerate halves: no element with `w_i > 0` and `a_i > 0` means every `S = 0`: byte 0.
 
-use super::fast_fp2::{nearest_byte, search_window, sum16, Model, NB, SHRINK};
+use super::fast_fp2::{nearest_byte, search_window, sum16, tail_below, Model, NB, SHRINK};
 use super::scale_search::{Codebook, Half};
 
 /// One half: magnitudes, weights and the largest active magnitude `M`.
@@ -73,18 +73,10 @@ impl Model for Fp3Prep {
         (sum16(&t0), sum16(&t1))
     }
 
-    /// `Σ w max(a - 4s, 0)^2` times `1 - 2^-44` (module docs, step 2).
+    /// `Σ w max(a - 4s, 0)^2` times `1 - 2^-44` (module docs, step 2), shared with FP2.
     #[inline(always)]
-    #[allow(clippy::needless_range_loop)]
     fn tail_below(&self, s: f64) -> f64 {
-        let f = 4.0 * s;
-        let mut t = [0f64; 16];
-        for i in 0..16 {
-            let d = self.a[i] - f;
-            let d = if d > 0.0 { d } else { 0.0 };
-            t[i] = self.w[i] * (d * d);
-        }
-        sum16(&t) * SHRINK
+        tail_below(&self.a, &self.w, s)
     }
 
     /// `Σ w min(a, max(s - a, 0))^2` times `1 - 2^-44` (module docs, step 3).
@@ -139,12 +131,7 @@ const START: f64 = 0.46;
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::format::rocmfpx::scale_search::{scale_table_f64, search_exhaustive};
-
-    fn lcg(state: &mut u64) -> f64 {
-        *state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-        ((*state >> 11) as f64) / ((1u64 << 53) as f64) - 0.5
-    }
+    use crate::format::rocmfpx::scale_search::{lcg, scale_table_f64, search_exhaustive};
 
     #[test]
     fn matches_exhaustive() {

@@ -123,6 +123,14 @@ pub(crate) fn half_codes(cb: Codebook, h: &Half, s: f64) -> [u8; 16] {
     c
 }
 
+/// The search tests' random numbers: a 64-bit LCG (Knuth's MMIX constants), uniform in
+/// `[-0.5, 0.5)`.
+#[cfg(test)]
+pub(super) fn lcg(state: &mut u64) -> f64 {
+    *state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+    ((*state >> 11) as f64) / ((1u64 << 53) as f64) - 0.5
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -133,11 +141,6 @@ mod tests {
             Codebook::Fp2 => search_fp2(h, table),
             Codebook::Fp3 => search_fp3(h, table),
         }
-    }
-
-    fn lcg(state: &mut u64) -> f64 {
-        *state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-        ((*state >> 11) as f64) / ((1u64 << 53) as f64) - 0.5
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! scales, decoded bit-exactly and dotted against Q8_K activations.
 //!
 //! One file per format holds its `#[repr(C)]` block type (exact `ggml-common.h` layout), its
-//! [`Block`](crate::block::Block) impl and its reference dot product; [`scales`] holds the
+//! [`Block`] impl and its reference dot product; [`scales`] holds the
 //! shared 6-bit scale unpacking. What must not live here: encoders (ggml's K-quant encoders are
 //! not offered, see `registry.rs`), SIMD kernels, and the Q8_K encoder (`q8_k.rs`).
 //!
@@ -36,9 +36,10 @@ pub use q6_k::BlockQ6K;
 
 use half::f16;
 
-use crate::block::decode_blocks;
+use crate::block::{decode_blocks, Block};
 use crate::codec::{ActRow, EncodeOptions};
 use crate::error::{Error, Result};
+use crate::format::ggml::BlockQ8K;
 use crate::registry::FormatId;
 
 /// Elements per K-quant super-block (ggml `QK_K`).
@@ -144,6 +145,36 @@ impl LaneAcc {
             s += l;
         }
         s
+    }
+}
+
+/// The per-format part of the Q3_K..Q6_K reference dot products: one weight block's terms added
+/// to ggml's lane accumulator ([`LaneAcc`]).
+pub(crate) trait LaneDot: Block {
+    /// Adds this block's terms against the activation block `y`; a NaN or infinite stored scale
+    /// gives [`Error::NonFiniteScale`] with its offset in the block.
+    fn add_block(&self, acc: &mut LaneAcc, y: &BlockQ8K) -> Result<()>;
+}
+
+/// The Q3_K..Q6_K dot-product loop: weight and activation blocks in order into one
+/// [`LaneAcc`], then [`LaneAcc::finish`]; a scale error names its byte offset in `w`.
+pub(crate) fn lane_dot<B: LaneDot>(w: &[u8], a: &[BlockQ8K]) -> Result<f32> {
+    let mut acc = LaneAcc::default();
+    for (i, (wb, y)) in w.chunks_exact(B::BYTES).zip(a).enumerate() {
+        let x: B = bytemuck::pod_read_unaligned(wb);
+        x.add_block(&mut acc, y).map_err(|e| e.at(i * B::BYTES))?;
+    }
+    Ok(acc.finish())
+}
+
+/// Q3_K/Q6_K decode: per sub-block of 16, `dl = d * scale` (f32), then per element `dl * q`
+/// (one f32 multiply), as ggml and gguf-py compute it.
+pub(crate) fn decode_sub16(d: f32, scales: &[i8; 16], q: &[i8; QK_K], out: &mut [f32]) {
+    for ((o, qg), &s) in out.chunks_exact_mut(16).zip(q.chunks_exact(16)).zip(scales) {
+        let dl = d * f32::from(s);
+        for (y, &x) in o.iter_mut().zip(qg) {
+            *y = dl * f32::from(x);
+        }
     }
 }
 

@@ -10,7 +10,7 @@
 use half::f16;
 
 use super::scales::q3k_scales;
-use super::{finite_scale, lane_sums, LaneAcc, QK_K};
+use super::{decode_sub16, finite_scale, lane_dot, lane_sums, LaneAcc, LaneDot, QK_K};
 use crate::assert_block_size;
 use crate::block::{check_block_out, Block};
 use crate::error::Result;
@@ -68,15 +68,17 @@ impl Block for BlockQ3K {
     /// multiply), as ggml and gguf-py compute it.
     fn decode(&self, out: &mut [f32]) -> Result<()> {
         check_block_out::<Self>(out)?;
-        let d = self.d_f32()?;
-        let q = self.quants();
-        let sc = q3k_scales(&self.scales);
-        for ((o, qg), &s) in out.chunks_exact_mut(16).zip(q.chunks_exact(16)).zip(&sc) {
-            let dl = d * f32::from(s);
-            for (y, &x) in o.iter_mut().zip(qg) {
-                *y = dl * f32::from(x);
-            }
-        }
+        decode_sub16(self.d_f32()?, &q3k_scales(&self.scales), &self.quants(), out);
+        Ok(())
+    }
+}
+
+impl LaneDot for BlockQ3K {
+    /// See [`dot_row`].
+    fn add_block(&self, acc: &mut LaneAcc, y: &BlockQ8K) -> Result<()> {
+        let dw = self.d_f32()?;
+        let sc = q3k_scales(&self.scales).map(i32::from);
+        acc.add_lanes(dw * y.d, &lane_sums(&self.quants(), &y.qs, &sc));
         Ok(())
     }
 }
@@ -91,15 +93,7 @@ impl Block for BlockQ3K {
 /// `tests/ggml_kquant.rs`). NaN/inf `d` -> [`crate::Error::NonFiniteScale`]; the activation `d`
 /// is used as is.
 pub(crate) fn dot_row(w: &[u8], a: &[BlockQ8K]) -> Result<f32> {
-    let mut acc = LaneAcc::default();
-    for (i, (wb, y)) in w.chunks_exact(BlockQ3K::BYTES).zip(a).enumerate() {
-        let x: BlockQ3K = bytemuck::pod_read_unaligned(wb);
-        let dw = x.d_f32().map_err(|e| e.at(i * BlockQ3K::BYTES))?;
-        let sc = q3k_scales(&x.scales).map(i32::from);
-        let lanes = lane_sums(&x.quants(), &y.qs, &sc);
-        acc.add_lanes(dw * y.d, &lanes);
-    }
-    Ok(acc.finish())
+    lane_dot::<BlockQ3K>(w, a)
 }
 
 #[cfg(test)]

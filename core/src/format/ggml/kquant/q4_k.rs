@@ -10,7 +10,7 @@
 use half::f16;
 
 use super::scales::scales_mins_k4;
-use super::{bsum_min_term, finite_scale, lane_sums, LaneAcc, QK_K};
+use super::{bsum_min_term, finite_scale, lane_dot, lane_sums, LaneAcc, LaneDot, QK_K};
 use crate::assert_block_size;
 use crate::block::{check_block_out, Block};
 use crate::error::Result;
@@ -120,6 +120,15 @@ impl Block for BlockQ4K {
     }
 }
 
+impl LaneDot for BlockQ4K {
+    /// See [`dot_row`].
+    fn add_block(&self, acc: &mut LaneAcc, y: &BlockQ8K) -> Result<()> {
+        let (d, dmin) = self.scales_f32()?;
+        dot_block_k4(acc, d, dmin, &self.scales, &self.quants(), y);
+        Ok(())
+    }
+}
+
 /// Reference dot product of a Q4_K row with a Q8_K row (ggml `ggml_vec_dot_q4_K_q8_K_generic`;
 /// Q5_K uses the same order).
 ///
@@ -133,13 +142,7 @@ impl Block for BlockQ4K {
 /// separately (tested in `tests/ggml_kquant.rs`). NaN/inf weight scales -> NonFiniteScale; the
 /// activation `d` is used as is.
 pub(crate) fn dot_row(w: &[u8], a: &[BlockQ8K]) -> Result<f32> {
-    let mut acc = LaneAcc::default();
-    for (i, (wb, y)) in w.chunks_exact(BlockQ4K::BYTES).zip(a).enumerate() {
-        let x: BlockQ4K = bytemuck::pod_read_unaligned(wb);
-        let (d, dmin) = x.scales_f32().map_err(|e| e.at(i * BlockQ4K::BYTES))?;
-        dot_block_k4(&mut acc, d, dmin, &x.scales, &x.quants(), y);
-    }
-    Ok(acc.finish())
+    lane_dot::<BlockQ4K>(w, a)
 }
 
 #[cfg(test)]

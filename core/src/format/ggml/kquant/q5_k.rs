@@ -10,7 +10,7 @@
 use half::f16;
 
 use super::q4_k::{decode_scaled_min, dot_block_k4, nibbles, scales_f32};
-use super::{LaneAcc, QK_K};
+use super::{lane_dot, LaneAcc, LaneDot, QK_K};
 use crate::assert_block_size;
 use crate::block::{check_block_out, Block};
 use crate::error::Result;
@@ -70,17 +70,20 @@ impl Block for BlockQ5K {
     }
 }
 
+impl LaneDot for BlockQ5K {
+    /// See [`dot_row`].
+    fn add_block(&self, acc: &mut LaneAcc, y: &BlockQ8K) -> Result<()> {
+        let (d, dmin) = self.scales_f32()?;
+        dot_block_k4(acc, d, dmin, &self.scales, &self.quants(), y);
+        Ok(())
+    }
+}
+
 /// Reference dot product of a Q5_K row with a Q8_K row (ggml `ggml_vec_dot_q5_K_q8_K_generic`):
 /// the same integer sums, f32 order and error bound (`c = 1`) as the Q4_K dot product, with
 /// quants 0..=31.
 pub(crate) fn dot_row(w: &[u8], a: &[BlockQ8K]) -> Result<f32> {
-    let mut acc = LaneAcc::default();
-    for (i, (wb, y)) in w.chunks_exact(BlockQ5K::BYTES).zip(a).enumerate() {
-        let x: BlockQ5K = bytemuck::pod_read_unaligned(wb);
-        let (d, dmin) = x.scales_f32().map_err(|e| e.at(i * BlockQ5K::BYTES))?;
-        dot_block_k4(&mut acc, d, dmin, &x.scales, &x.quants(), y);
-    }
-    Ok(acc.finish())
+    lane_dot::<BlockQ5K>(w, a)
 }
 
 #[cfg(test)]
