@@ -431,17 +431,17 @@ mod tests {
                         // SAFETY: AVX-512 F/BW/VL, AVX2, FMA and F16C (and VNNI for `v`) were
                         // detected above.
                         unsafe {
-                            use super::super::z512::{run_q4_0_canonical, run_q4_0_lanes};
+                            use super::super::z512::{run_q4_0, run_q4_0_canonical};
                             let f = FormatId::Q4_0;
                             if v {
                                 run_q4_0_canonical::<true>(f, &w, rb, &acts, 0..n, &mut y0)
                                     .unwrap();
-                                run_q4_0_lanes::<true>(f, &packed, rb, &acts, 0..n, &mut y1)
+                                run_q4_0::<true>(f, &packed, rb, &acts, 0..n, &mut y1)
                                     .unwrap();
                             } else {
                                 run_q4_0_canonical::<false>(f, &w, rb, &acts, 0..n, &mut y0)
                                     .unwrap();
-                                run_q4_0_lanes::<false>(f, &packed, rb, &acts, 0..n, &mut y1)
+                                run_q4_0::<false>(f, &packed, rb, &acts, 0..n, &mut y1)
                                     .unwrap();
                             }
                         }

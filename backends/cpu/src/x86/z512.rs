@@ -647,7 +647,7 @@ unsafe fn entry_v<F: Lanes, const V: bool>(
 /// columns one block per lane (`Q4_0Pk16`), one column four lanes per block (`Q4_0Pk4`,
 /// [`Q4_0`]'s arithmetic). Results are the same bits as those of the canonical-layout types
 /// they replaced (`super::q4_0x16::Q4_0x16`, [`Q4_0`]; tested in `super::q4_0pack`).
-fn run_q4_0<const V: bool>(
+pub(super) fn run_q4_0<const V: bool>(
     format: FormatId,
     w: &[u8],
     rb: usize,
@@ -688,22 +688,6 @@ pub(super) unsafe fn run_q4_0_canonical<const V: bool>(
         return run_q8_0::<Q4_0x16, V>(format, w, rb, acts, cols, out);
     }
     run_q8_0::<Q4_0, V>(format, w, rb, acts, cols, out)
-}
-
-/// The Q4_0 kernel on lane-order rows (as the table's), for `super::q4_0pack`'s test.
-///
-/// # Safety
-/// As [`run_q4_0_canonical`].
-#[cfg(test)]
-pub(super) unsafe fn run_q4_0_lanes<const V: bool>(
-    format: FormatId,
-    w: &[u8],
-    rb: usize,
-    acts: &Acts,
-    cols: Range<usize>,
-    out: &mut [f32],
-) -> Result<(), Error> {
-    run_q4_0::<V>(format, w, rb, acts, cols, out)
 }
 
 /// Whether Q8_0 calls of `n` (at most 16) columns of `k` elements run one block per lane
