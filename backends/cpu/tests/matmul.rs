@@ -699,13 +699,20 @@ fn assert_within_bound(
 fn repacked_matrices_stay_with_their_kernel() {
     let all = backends();
     let mut rng = Rng(31);
-    let (format, rows, k) = (FormatId::RocmFp2, 9, 512);
-    let w = random_matrix(&mut rng, format, rows, k);
+    for format in [FormatId::RocmFp2, FormatId::RocmFp3] {
+        stays_with_its_kernel(&all, &mut rng, format);
+    }
+}
+
+/// [`repacked_matrices_stay_with_their_kernel`] for one format.
+fn stays_with_its_kernel(all: &[CpuBackend], rng: &mut Rng, format: FormatId) {
+    let (rows, k) = (9, 512);
+    let w = random_matrix(rng, format, rows, k);
     let desc = MatrixDesc { format, rows, cols: k };
-    let x = random_acts(&mut rng, 1, k);
-    for up in &all {
+    let x = random_acts(rng, 1, k);
+    for up in all {
         let m = up.upload(desc, &w).unwrap();
-        for run in &all {
+        for run in all {
             let mut y = vec![0f32; rows];
             let same_kernel = up.table().kernel_name(format) == run.table().kernel_name(format);
             match (m.repacked_for(), run.matmul(&m, &x, 1, &mut y)) {

@@ -51,12 +51,22 @@ pub(crate) trait Codec {
     const PF_MIN: usize = 0;
     /// Rewrites 8 canonical blocks (`src`, `GB` bytes) into the repacked layout (`dst`).
     fn repack_group(src: &[u8], dst: &mut [u8]);
+}
+
+/// A [`Codec`] whose layout the AVX-512 body ([`body512`]) decodes.
+pub(crate) trait Codec512: Codec {
     /// One repacked group: the offset levels `w[t]` and the scales / 2^7 in lane `2b + h`.
     ///
     /// # Safety
     /// AVX-512 F/BW, AVX2 and F16C are available; `p .. p + GB` is readable.
     unsafe fn decode512(p: *const u8) -> ([__m512i; 4], __m512);
-    /// Half `h` (blocks `4h .. 4h + 4`) of one repacked group, for AVX2.
+}
+
+/// A [`Codec`] whose layout the AVX2 body ([`body256`]) decodes.
+pub(crate) trait Codec256: Codec {
+    /// Half `h` (blocks `4h .. 4h + 4`) of one repacked group, for AVX2: the offset levels
+    /// `w[t]` of those blocks (as [`Codec512::decode512`]'s 256-bit half `h`) and their scales
+    /// / 2^7.
     ///
     /// # Safety
     /// AVX2 and F16C are available; `p .. p + GB` is readable; `h < 2`.
@@ -141,7 +151,7 @@ unsafe fn hsum256(v: __m256) -> f32 {
 /// AVX-512 F/BW, AVX2, FMA and F16C are available (`V`: AVX-512 VNNI too); every `ps[i] .. ps[i] + C::GB` is readable;
 /// every `gp[j].add(gi)` points to a group.
 #[inline(always)]
-unsafe fn step512<C: Codec, const R: usize, const CT: usize, const V: bool>(
+unsafe fn step512<C: Codec512, const R: usize, const CT: usize, const V: bool>(
     ps: [*const u8; R],
     gp: [*const Group; CT],
     gi: usize,
@@ -202,7 +212,7 @@ unsafe fn step512<C: Codec, const R: usize, const CT: usize, const V: bool>(
 /// (`nb >= 1`); `g` holds `ncols * nb.div_ceil(8)` groups (column-major, see
 /// [`super::prep::build`]); `out.len() == rows * ncols`, `ncols >= 1`.
 #[inline(always)]
-pub(crate) unsafe fn body512<C: Codec, const R: usize, const CT: usize, const V: bool>(
+pub(crate) unsafe fn body512<C: Codec512, const R: usize, const CT: usize, const V: bool>(
     w: &[u8],
     rb: usize,
     nb: usize,
@@ -289,7 +299,7 @@ pub(crate) const fn segmented<const CT: usize>(nb: usize) -> bool {
 /// # Safety
 /// As [`body512`].
 #[inline(always)]
-pub(crate) unsafe fn body512_seg<C: Codec, const R: usize, const CT: usize, const V: bool>(
+pub(crate) unsafe fn body512_seg<C: Codec512, const R: usize, const CT: usize, const V: bool>(
     w: &[u8],
     rb: usize,
     nb: usize,
@@ -370,7 +380,7 @@ pub(crate) unsafe fn body512_seg<C: Codec, const R: usize, const CT: usize, cons
 /// # Safety
 /// AVX2, FMA and F16C are available; the invariants of [`body512`] hold.
 #[inline(always)]
-pub(crate) unsafe fn body256<C: Codec, const R: usize, const CT: usize>(
+pub(crate) unsafe fn body256<C: Codec256, const R: usize, const CT: usize>(
     w: &[u8],
     rb: usize,
     nb: usize,

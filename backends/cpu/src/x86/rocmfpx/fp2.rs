@@ -29,7 +29,7 @@
 
 use std::arch::x86_64::*;
 
-use super::body::Codec;
+use super::body::{Codec, Codec256, Codec512};
 
 /// The ROCmFP2 codec.
 pub(crate) struct Fp2;
@@ -56,6 +56,17 @@ impl Codec for Fp2 {
     /// whose row group (17.5 KiB) is over 16 KiB, so 16 leaves that shape as it was.
     const PF_MIN: usize = 16 << 10;
 
+    /// Rewrites one canonical group of 8 blocks (`src`, 80 bytes) into the repacked layout
+    /// (`dst`): code words first, then the scale bytes (see the module doc).
+    fn repack_group(src: &[u8], dst: &mut [u8]) {
+        for (b, blk) in src.chunks_exact(10).enumerate() {
+            dst[8 * b..8 * b + 8].copy_from_slice(&blk[..8]);
+            dst[64 + 2 * b..66 + 2 * b].copy_from_slice(&blk[8..10]);
+        }
+    }
+}
+
+impl Codec512 for Fp2 {
     /// One repacked group of one row, decoded: `w[t]` (offset levels, see the module doc) and the
     /// scales divided by 2^7 in lane `2b + h`.
     ///
@@ -83,7 +94,9 @@ impl Codec for Fp2 {
             (w, _mm512_cvtph_ps(h))
         }
     }
+}
 
+impl Codec256 for Fp2 {
     /// One half group (blocks `4h .. 4h + 4`) of one repacked group, decoded for AVX2: `w[t]`
     /// and the scales divided by 2^7 in lane `2b + h'` (b = 0..4 within the half).
     ///
@@ -109,15 +122,6 @@ impl Codec for Fp2 {
             let e = _mm_loadl_epi64(p.add(64 + 8 * h).cast());
             let x = _mm_slli_epi16::<7>(_mm_cvtepu8_epi16(e));
             (w, _mm256_cvtph_ps(x))
-        }
-    }
-
-    /// Rewrites one canonical group of 8 blocks (`src`, 80 bytes) into the repacked layout
-    /// (`dst`): code words first, then the scale bytes (see the module doc).
-    fn repack_group(src: &[u8], dst: &mut [u8]) {
-        for (b, blk) in src.chunks_exact(10).enumerate() {
-            dst[8 * b..8 * b + 8].copy_from_slice(&blk[..8]);
-            dst[64 + 2 * b..66 + 2 * b].copy_from_slice(&blk[8..10]);
         }
     }
 }

@@ -19,7 +19,9 @@
 //!   `vpshufb` tables that give `4 + m` (m in `{0, 1, 2, 4}`) for element `4j + t`, t = 0..4;
 //!   then the sign plane of vector `t` is loaded straight into a mask register and a masked
 //!   `vpsubb` turns `4 + m` into `8 - (4 + m) = 4 - m` where the sign is set (AVX2: the 32
-//!   sign bits are spread to byte masks with `vpshufb` + `vpand` + `vpcmpeqb` and blended).
+//!   sign bits are spread to byte masks with `vpshufb` + `vpand` + `vpcmpeqb` and blended;
+//!   the AVX2 kernel reads [`super::fp3avx2`]'s layout instead, and this AVX2 decode is the
+//!   reference that layout's decode and kernel are tested against bit for bit).
 //!   The offset levels `w + 4` lie in `0..=8` (code 4 gives 4, i.e. `w = 0`), so the bodies'
 //!   i16 bound and `a4` correction are ROCmFP2's.
 //! * **Scales.** As ROCmFP2 (UE4M3-b8 bytes widened exactly through f16, divided by 2^7).
@@ -33,21 +35,21 @@
 use std::arch::x86_64::*;
 use std::ptr;
 
-use super::body::Codec;
+use super::body::{Codec, Codec256, Codec512};
 
 /// The ROCmFP3 codec.
 pub(crate) struct Fp3;
 
 /// `vpshufb` table: a nibble holding indices `m0 | m1 << 2` -> `4 + level(m0)`.
 #[rustfmt::skip]
-const LUT_LO: [i8; 16] = [4, 5, 6, 8, 4, 5, 6, 8, 4, 5, 6, 8, 4, 5, 6, 8];
+pub(super) const LUT_LO: [i8; 16] = [4, 5, 6, 8, 4, 5, 6, 8, 4, 5, 6, 8, 4, 5, 6, 8];
 
 /// `vpshufb` table: a nibble holding indices `m0 | m1 << 2` -> `4 + level(m1)`.
 #[rustfmt::skip]
-const LUT_HI: [i8; 16] = [4, 4, 4, 4, 5, 5, 5, 5, 6, 6, 6, 6, 8, 8, 8, 8];
+pub(super) const LUT_HI: [i8; 16] = [4, 4, 4, 4, 5, 5, 5, 5, 6, 6, 6, 6, 8, 8, 8, 8];
 
 /// The 32 codes (0..=7) of one canonical 14-byte block.
-fn codes(blk: &[u8]) -> [u8; 32] {
+pub(super) fn codes(blk: &[u8]) -> [u8; 32] {
     let mut c = [0u8; 32];
     for (out, tri) in c.chunks_exact_mut(8).zip(blk[..12].chunks_exact(3)) {
         let v = u32::from(tri[0]) | u32::from(tri[1]) << 8 | u32::from(tri[2]) << 16;
@@ -87,7 +89,9 @@ impl Codec for Fp3 {
             dst[64 + 8 * t..72 + 8 * t].copy_from_slice(&p.to_le_bytes());
         }
     }
+}
 
+impl Codec512 for Fp3 {
     #[inline(always)]
     unsafe fn decode512(p: *const u8) -> ([__m512i; 4], __m512) {
         // SAFETY: the loads read p .. p + 64, p + 64 .. p + 96 (four 8-byte planes) and
@@ -116,7 +120,9 @@ impl Codec for Fp3 {
             (w, _mm512_cvtph_ps(h))
         }
     }
+}
 
+impl Codec256 for Fp3 {
     #[inline(always)]
     unsafe fn decode256(p: *const u8, h: usize) -> ([__m256i; 4], __m256) {
         // SAFETY: the loads read p + 32h .. + 32, p + 64 + 8t + 4h .. + 4 (t < 4) and

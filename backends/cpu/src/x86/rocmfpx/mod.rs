@@ -1,12 +1,15 @@
 //! ROCmFP2 and ROCmFP3 kernels for AVX2 and AVX-512 against Q8_0 activations: registry,
 //! upload-time repack, checks and `#[target_feature]` entry points. The activation layout and
 //! its builder live in [`prep`], the kernel bodies (and their accumulation bound, c = 1) in
-//! [`body`], each format's repacked weight layout and decoders in [`fp2`] and [`fp3`].
+//! [`body`], each format's repacked weight layouts and decoders in [`fp2`], [`fp3`] and
+//! [`fp3avx2`].
 //!
 //! The activation columns are laid out in the kernel order once per matmul call ([`prep_acts`],
 //! run by the driver through `kernels::Extras::prep`); a kernel call that finds no such layout
 //! (or one of the wrong size) builds the tile's own ([`prep::build`]). The weights are
-//! repacked at upload ([`body::repack_row`]). Tiles of n = 2..12 columns decode each group of 8
+//! repacked at upload ([`body::repack_row`]): ROCmFP2 into [`fp2`]'s layout, ROCmFP3 into
+//! [`fp3`]'s for the AVX-512 kernels and [`fp3avx2`]'s (signs placed for `vpblendvb`) for the
+//! AVX2 one. Tiles of n = 2..12 columns decode each group of 8
 //! weight blocks once per row and reuse it for every column; 13..16 run as two sub-tiles of 8
 //! (one decode each).
 //!
@@ -17,6 +20,7 @@
 mod body;
 mod fp2;
 mod fp3;
+mod fp3avx2;
 mod prep;
 
 use std::ops::Range;
@@ -28,9 +32,10 @@ use super::check_q8_0;
 use crate::act::{Acts, Layout};
 use crate::isa::Isa;
 use crate::kernels::{Extras, Kernel};
-use body::Codec;
+use body::{Codec, Codec256, Codec512};
 use fp2::Fp2;
 use fp3::Fp3;
+use fp3avx2::Fp3Avx2;
 use prep::{Group, GROUP};
 
 /// The kernel of this module for `(isa, format)`, if one exists.
@@ -43,7 +48,7 @@ pub(crate) fn kernel(isa: Isa, format: FormatId) -> Option<Kernel> {
             Some(Kernel { name: "avx512-rocmfp2-g8", f: run_avx512::<Fp2> })
         }
         (Isa::Avx2, FormatId::RocmFp3) => {
-            Some(Kernel { name: "avx2-rocmfp3-g8", f: run_avx2::<Fp3> })
+            Some(Kernel { name: "avx2-rocmfp3-g8s", f: run_avx2::<Fp3Avx2> })
         }
         (Isa::Avx512, FormatId::RocmFp3) => {
             Some(Kernel { name: "avx512-rocmfp3-g8", f: run_avx512::<Fp3> })
@@ -66,7 +71,10 @@ pub(crate) fn extras(isa: Isa, format: FormatId) -> Extras {
         (Isa::Avx2 | Isa::Avx512, FormatId::RocmFp2) => {
             Extras { repack: Some(body::repack_row::<Fp2>), prep: Some(prep_acts), gemm: None }
         }
-        (Isa::Avx2 | Isa::Avx512, FormatId::RocmFp3) => {
+        (Isa::Avx2, FormatId::RocmFp3) => {
+            Extras { repack: Some(body::repack_row::<Fp3Avx2>), prep: Some(prep_acts), gemm: None }
+        }
+        (Isa::Avx512, FormatId::RocmFp3) => {
             Extras { repack: Some(body::repack_row::<Fp3>), prep: Some(prep_acts), gemm: None }
         }
         _ => Extras::default(),
@@ -186,7 +194,7 @@ unsafe fn run<C: Codec>(
     Ok(())
 }
 
-fn run_avx2<C: Codec>(
+fn run_avx2<C: Codec256>(
     format: FormatId,
     w: &[u8],
     rb: usize,
@@ -195,11 +203,12 @@ fn run_avx2<C: Codec>(
     out: &mut [f32],
 ) -> Result<(), Error> {
     // SAFETY: reachable only through `kernel`, which `KernelTable::new` calls only for
-    // `Isa::Avx2` after `Isa::Avx2.available()` detected AVX2, FMA and F16C.
+    // `Isa::Avx2` after `Isa::Avx2.available()` detected AVX2, FMA and F16C (and from
+    // `fp3avx2`'s tests after the same check).
     unsafe { run::<C>(entry_avx2::<C>, format, w, rb, acts, cols, out) }
 }
 
-fn run_avx512<C: Codec>(
+fn run_avx512<C: Codec512>(
     format: FormatId,
     w: &[u8],
     rb: usize,
@@ -213,7 +222,7 @@ fn run_avx512<C: Codec>(
     unsafe { run::<C>(entry_avx512::<C>, format, w, rb, acts, cols, out) }
 }
 
-fn run_avx512_vnni<C: Codec>(
+fn run_avx512_vnni<C: Codec512>(
     format: FormatId,
     w: &[u8],
     rb: usize,
@@ -236,7 +245,7 @@ fn blocks(acts: &Acts) -> (&[BlockQ8_0], &[f32]) {
 }
 
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn entry_avx2<C: Codec>(
+unsafe fn entry_avx2<C: Codec256>(
     w: &[u8],
     rb: usize,
     nb: usize,
@@ -262,7 +271,7 @@ unsafe fn entry_avx2<C: Codec>(
 
 /// [`entry_avx512`] with AVX-512 VNNI: the `vpdpbusd` dot (same results).
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
-unsafe fn entry_avx512_vnni<C: Codec>(
+unsafe fn entry_avx512_vnni<C: Codec512>(
     w: &[u8],
     rb: usize,
     nb: usize,
@@ -275,7 +284,7 @@ unsafe fn entry_avx512_vnni<C: Codec>(
 }
 
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
-unsafe fn entry_avx512<C: Codec>(
+unsafe fn entry_avx512<C: Codec512>(
     w: &[u8],
     rb: usize,
     nb: usize,
@@ -293,7 +302,7 @@ unsafe fn entry_avx512<C: Codec>(
 /// The features of [`entry_avx512`] (`V`: of [`entry_avx512_vnni`]) are available; the
 /// `check_q8_0` invariants hold and `g` holds the tile's `n * ng` groups from its start.
 #[inline(always)]
-unsafe fn bodies512<C: Codec, const V: bool>(
+unsafe fn bodies512<C: Codec512, const V: bool>(
     w: &[u8],
     rb: usize,
     nb: usize,
@@ -328,7 +337,7 @@ unsafe fn bodies512<C: Codec, const V: bool>(
 /// # Safety
 /// As [`body::body512`].
 #[inline(always)]
-unsafe fn body_any<C: Codec, const R: usize, const CT: usize, const V: bool>(
+unsafe fn body_any<C: Codec512, const R: usize, const CT: usize, const V: bool>(
     w: &[u8],
     rb: usize,
     nb: usize,
