@@ -9,8 +9,9 @@
 //    the way HIP itself runs on NVIDIA.
 //
 // What lives here: ids, shuffles, integer dot products, byte permutes and table lookups, bit
-// casts, the f16 conversions (bit-exact, written out so no vendor half header is needed), and
-// on NVIDIA the int8 tensor-core MMA (LB_MMA; emulated over 32 lanes by the host tests). What must not
+// casts, the f16 conversions (bit-exact, written out so no vendor half header is needed),
+// global -> shared staged copies (cp.async on NVIDIA, plain loads on AMD), and on NVIDIA the
+// int8 tensor-core MMA (LB_MMA; emulated over 32 lanes by the host tests). What must not
 // live here: anything that knows a weight format (that is the kernels' job).
 #pragma once
 

@@ -268,15 +268,14 @@ template <int NC> struct StageOf<ActF32, NC> { typedef StageF32<NC> T; };
 // within the bound).
 
 // The staged n = 1 kernels (lb_mv1s) read a unit's bytes from shared memory instead: a decoder
-// that has them states its plane geometry (code bytes QB and scale bytes SB per unit, G units
-// per g-plane entry of GB bytes, G = 0 for none; the same as layout.rs's split) and `take`s
-// the unit from pointers to its code bytes, scale bytes and group entry.
-#define LB_STAGED(qb, sb, g, gb)         \
-    static constexpr int QB = qb;        \
-    static constexpr int SB = sb;        \
-    static constexpr int SG = g;         \
-    static constexpr int GB = gb;        \
-    static constexpr bool STAGED = true;
+// that has them states its plane geometry (code bytes QB and scale bytes SB per unit, SG units
+// per g-plane entry of GB bytes, SG = 0 for none; the same as layout.rs's split) and `take`s
+// the unit from pointers to its code bytes, scale bytes and g-plane entry.
+#define LB_STAGED(qb, sb, g, gb)  \
+    static constexpr int QB = qb; \
+    static constexpr int SB = sb; \
+    static constexpr int SG = g;  \
+    static constexpr int GB = gb;
 
 struct Mat {
     const lb_u8* q;
@@ -792,7 +791,10 @@ LB_DEV void lb_mv1(const Mat& m, const ActPtrs& ap, float* y, lb_u32 rows, lb_u3
 // whole aligned chunks of each row's planes (the host picks these kernels only where every
 // row of every plane starts chunk-aligned: backend.rs staged_fits); a lane then takes its
 // unit's bytes from the slot (Dec::take), decodes it and applies it to the activations,
-// loaded when used. Bit-identical to lb_mv1 (the same units per lane in the same order).
+// loaded when used (LB_STAGE_ACT = 1: one step ahead). Bit-identical to lb_mv1 (the same
+// units per lane in the same order). Measured 4-35% slower than the lb_mv1 defaults on the
+// H200 (docs/BENCHMARKS.md, session 12: the activations' global loads keep the long-scoreboard
+// waits, and the registers barely fell), so the host runs it only when forced.
 LB_DEV constexpr int lb_r16(int x) { return (x + 15) / 16 * 16; }
 LB_DEV constexpr int lb_cmin(int a, int b) { return a < b ? a : b; }
 template <class Dec>
@@ -806,9 +808,10 @@ struct StagePlan {
     static constexpr int CQ = lb_cmin(16, QP), CS = lb_cmin(4, SP), CG = lb_cmin(4, GP);
 };
 
-// Copies `total` chunks of CH bytes (R rows of N chunks each) of a plane into the slot: chunk c
-// of row r from src_row(r) + off + c * CH to slot + r * ROWB + dst_off + c * CH, skipping
-// chunks at or past the row's end (`limit` bytes).
+// Copies R rows of N chunks of CH bytes of a plane (rows of row_bytes) into the slot, lanes
+// striding over the chunks: chunk c of row r from plane + row * row_bytes + off + c * CH to
+// slot + r * ROWB + dst_off + c * CH, skipping chunks at or past the row's end. Rows past the
+// matrix read its last row (clamped, as lb_mv1's loads).
 template <int R, int N, int CH, int ROWB>
 LB_DEV void lb_stage_plane(lb_u8* slot, int dst_off, const lb_u8* plane, lb_u64 row0, lb_u32 rows,
                            lb_u32 row_bytes, lb_u32 off, lb_u32 lane) {
