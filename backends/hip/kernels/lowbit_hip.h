@@ -9,8 +9,9 @@
 //    the way HIP itself runs on NVIDIA.
 //
 // What lives here: ids, shuffles, integer dot products, byte permutes and table lookups, bit
-// casts, the f16 conversions (bit-exact, written out so no vendor half header is needed), and
-// on NVIDIA the int8 tensor-core MMA (LB_MMA; emulated over 32 lanes by the host tests). What must not
+// casts, the f16 conversions (bit-exact, written out so no vendor half header is needed),
+// global -> shared staged copies (cp.async on NVIDIA, plain loads on AMD), and on NVIDIA the
+// int8 tensor-core MMA (LB_MMA; emulated over 32 lanes by the host tests). What must not
 // live here: anything that knows a weight format (that is the kernels' job).
 #pragma once
 
@@ -321,6 +322,51 @@ LB_DEV float lb_as_float(lb_u32 u) { return __builtin_bit_cast(float, u); }
 LB_DEV lb_u32 lb_as_u32(float f) { return __builtin_bit_cast(lb_u32, f); }
 #else
 #error "lowbit_hip.h: compile with NVRTC (NVIDIA) or as HIP for amdgcn (hiprtc / clang -x hip)"
+#endif
+
+// ---------------------------------------------------------------- staged copies -----------
+// Global -> shared copies of CH bytes (both addresses CH-aligned) that the n = 1 staged
+// kernels (lb_mv1s) keep several steps deep without registers: on NVIDIA (sm_80+) cp.async,
+// completion tracked by commit groups (lb_stage_commit, lb_stage_wait<N>: all but the newest N
+// groups landed), not by register scoreboards; on AMD and in the host emulation a plain load
+// and store (complete at once; commit and wait are no-ops). lb_warp_sync then makes a warp's
+// copies visible to all its lanes.
+#if defined(LB_NVIDIA) && !defined(LB_HOST_EMULATION)
+template <int CH>
+LB_DEV void lb_stage_copy(void* dst, const void* src) {
+    lb_u32 d = (lb_u32)__cvta_generic_to_shared(dst);
+    static_assert(CH == 4 || CH == 8 || CH == 16, "cp.async copies 4, 8 or 16 bytes");
+    if constexpr (CH == 16) asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(d), "l"(src) : "memory");
+    else asm volatile("cp.async.ca.shared.global [%0], [%1], %2;" ::"r"(d), "l"(src), "n"(CH) : "memory");
+}
+LB_DEV void lb_stage_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+template <int N>
+LB_DEV void lb_stage_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory"); }
+LB_DEV void lb_warp_sync() { __syncwarp(); }
+#else
+template <int CH>
+LB_DEV void lb_stage_copy(void* dst, const void* src) {
+    if constexpr (CH == 16) *(lb_i32x4*)dst = *(const lb_i32x4*)src;
+    else if constexpr (CH == 8) {
+        ((lb_u32*)dst)[0] = ((const lb_u32*)src)[0];
+        ((lb_u32*)dst)[1] = ((const lb_u32*)src)[1];
+    } else if constexpr (CH == 4) *(lb_u32*)dst = *(const lb_u32*)src;
+    else {
+        for (int i = 0; i < CH; i++) ((lb_u8*)dst)[i] = ((const lb_u8*)src)[i];
+    }
+}
+LB_DEV void lb_stage_commit() {}
+template <int N>
+LB_DEV void lb_stage_wait() {}
+#if defined(LB_AMD)
+LB_DEV void lb_warp_sync() {
+    __builtin_amdgcn_fence(__ATOMIC_RELEASE, "wavefront");
+    __builtin_amdgcn_wave_barrier();
+    __builtin_amdgcn_fence(__ATOMIC_ACQUIRE, "wavefront");
+}
+#else
+LB_DEV void lb_warp_sync() {}
+#endif
 #endif
 
 // ---------------------------------------------------------------- shared helpers ----------

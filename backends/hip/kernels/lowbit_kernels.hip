@@ -267,6 +267,16 @@ template <int NC> struct StageOf<ActF32, NC> { typedef StageF32<NC> T; };
 // association follows the core reference per unit (only the order of unit sums differs,
 // within the bound).
 
+// The staged n = 1 kernels (lb_mv1s) read a unit's bytes from shared memory instead: a decoder
+// that has them states its plane geometry (code bytes QB and scale bytes SB per unit, SG units
+// per g-plane entry of GB bytes, SG = 0 for none; the same as layout.rs's split) and `take`s
+// the unit from pointers to its code bytes, scale bytes and g-plane entry.
+#define LB_STAGED(qb, sb, g, gb)  \
+    static constexpr int QB = qb; \
+    static constexpr int SB = sb; \
+    static constexpr int SG = g;  \
+    static constexpr int GB = gb;
+
 struct Mat {
     const lb_u8* q;
     const lb_u8* s;
@@ -399,6 +409,11 @@ struct DecMxfp4 : Raw16 {
         v = lb_ld_stream16(m.q + u * 16);
         sc = m.s[u];
     }
+    LB_STAGED(16, 1, 0, 0)
+    LB_DEVM void take(const Mat&, const lb_u8* q, const lb_u8* s, const lb_u8*) {
+        v = *(const lb_i32x4*)q;
+        sc = *s;
+    }
     LB_DEVM void decode() {
         const lb_u32 t[4] = LB_KVALUES_MXFP4;
         lb_u32 q[4] = {(lb_u32)v.x, (lb_u32)v.y, (lb_u32)v.z, (lb_u32)v.w};
@@ -420,6 +435,11 @@ struct DecNvfp4 : Raw16 {
         lb_u64 u = row * nu + b;
         v = lb_ld_stream16(m.q + u * 16);
         sc = ((const lb_u16*)m.s)[u];
+    }
+    LB_STAGED(16, 2, 0, 0)
+    LB_DEVM void take(const Mat&, const lb_u8* q, const lb_u8* s, const lb_u8*) {
+        v = *(const lb_i32x4*)q;
+        sc = *(const lb_u16*)s;
     }
     LB_DEVM void decode() {
         const lb_u32 t[4] = LB_KVALUES_MXFP4;
@@ -447,6 +467,12 @@ struct DecFp3 : Raw16 {
         lb_u64 u = row * nu + b;
         v = lb_ld_stream16(m.q + u * 16);
         sc = ((const lb_u16*)m.s)[u];
+        z = m.z;
+    }
+    LB_STAGED(16, 2, 0, 0)
+    LB_DEVM void take(const Mat& m, const lb_u8* q, const lb_u8* s, const lb_u8*) {
+        v = *(const lb_i32x4*)q;
+        sc = *(const lb_u16*)s;
         z = m.z;
     }
     LB_DEVM void decode() {
@@ -487,6 +513,13 @@ struct DecFp2 {
         sc = ((const lb_u16*)m.s)[u];
         z = m.z;
     }
+    LB_STAGED(8, 2, 0, 0)
+    LB_DEVM void take(const Mat& m, const lb_u8* q, const lb_u8* s, const lb_u8*) {
+        p0 = ((const lb_u32*)q)[0];
+        p1 = ((const lb_u32*)q)[1];
+        sc = *(const lb_u16*)s;
+        z = m.z;
+    }
     LB_DEVM void decode() {
         lb_codes2(lb_table<LB_CB_TAB>(0x0401FFFCu, z), p0, p1, w);
         s0 = lb_ue4m3_b8(sc & 0xffu);
@@ -518,6 +551,12 @@ struct DecTern {
         lb_u64 u = row * nu + b;
         lb_ld_stream8(m.q + u * 8, p0, p1);
         sc = ((const lb_u16*)m.g)[u / G];
+    }
+    LB_STAGED(8, 0, G, 2)
+    LB_DEVM void take(const Mat&, const lb_u8* q, const lb_u8*, const lb_u8* g) {
+        p0 = ((const lb_u32*)q)[0];
+        p1 = ((const lb_u32*)q)[1];
+        sc = *(const lb_u16*)g;
     }
     LB_DEVM void decode() {
         const lb_u32 p[2] = {p0, p1};
@@ -626,6 +665,11 @@ struct DecHfp4 : Raw16 {
         lb_u64 u = row * nu + b;
         v = lb_ld_stream16(m.q + u * 16);
         sc = m.s[u];
+    }
+    LB_STAGED(16, 1, 0, 0)
+    LB_DEVM void take(const Mat&, const lb_u8* q, const lb_u8* s, const lb_u8*) {
+        v = *(const lb_i32x4*)q;
+        sc = *s;
     }
     LB_DEVM void decode() {
         const lb_u32 t[4] = {0x0f0e0d0cu, 0x18141210u, 0x090a0b0cu, 0x00040608u};
@@ -737,6 +781,148 @@ LB_DEV void lb_mv1(const Mat& m, const ActPtrs& ap, float* y, lb_u32 rows, lb_u3
     }
 }
 
+// ------------------------------------------------------------------ n = 1, staged weights -----
+// The staged n = 1 skeleton (pipeline codes 30 + S): as lb_mv1, but a warp's weight bytes go
+// global -> shared by lb_stage_copy (cp.async on NVIDIA), S - 1 steps ahead of the step being
+// decoded, so the loads in flight cost no registers and no register scoreboards (lb_mv1's
+// ring in registers tied its deep loads to the scoreboards of the activation loads: session
+// 11's profile). Each step copies, for each of the warp's R rows, the LB_WARP units' code bytes
+// (16-byte copies), scale bytes and g-plane entries (4-byte copies) into the step's slot, as
+// whole aligned chunks of each row's planes (the host picks these kernels only where every
+// row of every plane starts chunk-aligned: backend.rs staged_fits); a lane then takes its
+// unit's bytes from the slot (Dec::take), decodes it and applies it to the activations,
+// loaded when used (LB_STAGE_ACT = 1: one step ahead). Bit-identical to lb_mv1 (the same
+// units per lane in the same order). Measured 4-35% slower than the lb_mv1 defaults on the
+// H200 (docs/BENCHMARKS.md, session 12: the activations' global loads keep the long-scoreboard
+// waits, and the registers barely fell), so the host runs it only when forced.
+LB_DEV constexpr int lb_r16(int x) { return (x + 15) / 16 * 16; }
+LB_DEV constexpr int lb_cmin(int a, int b) { return a < b ? a : b; }
+template <class Dec>
+struct StagePlan {
+    static constexpr int QP = LB_WARP * Dec::QB;  // code bytes of a row's step
+    static constexpr int SP = LB_WARP * Dec::SB;  // scale bytes
+    // g-plane bytes: the entries of the step's units (a step starts on an entry boundary when
+    // LB_WARP is a multiple of SG, else it lies within one entry).
+    static constexpr int GP = Dec::SG == 0 ? 0 : (LB_WARP >= Dec::SG ? LB_WARP / Dec::SG : 1) * Dec::GB;
+    static constexpr int SO = lb_r16(QP), GO = SO + lb_r16(SP), ROWB = GO + lb_r16(GP);
+    static constexpr int CQ = lb_cmin(16, QP), CS = lb_cmin(4, SP), CG = lb_cmin(4, GP);
+};
+
+// Copies R rows of N chunks of CH bytes of a plane (rows of row_bytes) into the slot, lanes
+// striding over the chunks: chunk c of row r from plane + row * row_bytes + off + c * CH to
+// slot + r * ROWB + dst_off + c * CH, skipping chunks at or past the row's end. Rows past the
+// matrix read its last row (clamped, as lb_mv1's loads).
+template <int R, int N, int CH, int ROWB>
+LB_DEV void lb_stage_plane(lb_u8* slot, int dst_off, const lb_u8* plane, lb_u64 row0, lb_u32 rows,
+                           lb_u32 row_bytes, lb_u32 off, lb_u32 lane) {
+    if constexpr (N > 0) {
+#pragma unroll
+        for (int i0 = 0; i0 < R * N; i0 += LB_WARP) {
+            int i = i0 + (int)lane;
+            if (i < R * N) {
+                int r = i / N, c = i % N;
+                lb_u64 row = row0 + r < rows ? row0 + r : rows - 1;  // copies stay in bounds
+                lb_u32 o = off + (lb_u32)(c * CH);
+                if (o < row_bytes) lb_stage_copy<CH>(slot + r * ROWB + dst_off + c * CH, plane + row * row_bytes + o);
+            }
+        }
+    }
+}
+
+// Issues the copies of step t (units t * LB_WARP ..) of rows row0 .. row0 + R - 1 into slot.
+template <int R, class Dec>
+LB_DEV void lb_stage_step(lb_u8* slot, const Mat& m, lb_u64 row0, lb_u32 rows, lb_u32 nu, lb_u32 t, lb_u32 lane) {
+    typedef StagePlan<Dec> Pl;
+    lb_u32 b0 = t * LB_WARP;
+    lb_stage_plane<R, Pl::QP / Pl::CQ, Pl::CQ, Pl::ROWB>(slot, 0, m.q, row0, rows, nu * Dec::QB, b0 * Dec::QB, lane);
+    if constexpr (Pl::SP > 0)
+        lb_stage_plane<R, Pl::SP / Pl::CS, Pl::CS, Pl::ROWB>(slot, Pl::SO, m.s, row0, rows, nu * Dec::SB, b0 * Dec::SB, lane);
+    if constexpr (Pl::GP > 0)
+        lb_stage_plane<R, Pl::GP / Pl::CG, Pl::CG, Pl::ROWB>(slot, Pl::GO, m.g, row0, rows, nu / Dec::SG * Dec::GB,
+                                                             b0 / Dec::SG * Dec::GB, lane);
+}
+
+// LB_STAGE_ACT = 1 loads a step's activations one step ahead (in registers) instead of when
+// used; 0 (default) when used.
+#ifndef LB_STAGE_ACT
+#define LB_STAGE_ACT 0
+#endif
+template <int R, int S, class Dec, class Act, bool ROWSCALE>
+LB_DEV void lb_mv1s(const Mat& m, const ActPtrs& ap, float* y, lb_u32 rows, lb_u32 nu) {
+    typedef StagePlan<Dec> Pl;
+    constexpr int SLOT = R * Pl::ROWB;  // bytes per warp and step
+    static_assert(S >= 2, "a stage ring of at least two slots");
+    LB_SHARED lb_i32x4 stage[LB_ROWS_PER_CTA * S * SLOT / 16];
+    lb_u32 warp = lb_tid() / LB_WARP, lane = lb_tid() % LB_WARP;
+    lb_u8* ring = (lb_u8*)stage + warp * (S * SLOT);
+    lb_u32 groups = (rows + R - 1) / R;
+    lb_u32 steps = (nu + LB_WARP - 1) / LB_WARP;
+    bool waited = false;
+    for (lb_u32 g0 = lb_bid_x() * LB_ROWS_PER_CTA; g0 < groups; g0 += lb_grid_x() * LB_ROWS_PER_CTA) {
+        lb_u32 g = g0 + warp;
+        if (g >= groups) continue;  // no barriers in this skeleton
+        lb_u32 row0 = g * R;
+        // Prologue: steps 0 .. S - 2 into slots 0 .. S - 2, one commit group per step (empty
+        // past the end), so that waiting for all but S - 2 groups means step t has landed.
+#pragma unroll
+        for (int k = 0; k < S - 1; k++) {
+            if ((lb_u32)k < steps) lb_stage_step<R, Dec>(ring + k * SLOT, m, row0, rows, nu, (lb_u32)k, lane);
+            lb_stage_commit();
+        }
+        if (!waited) {
+            lb_grid_wait();
+            waited = true;
+        }
+        float acc[R];
+#pragma unroll
+        for (int r = 0; r < R; r++) acc[r] = 0.0f;
+        Act a, an;
+        if (LB_STAGE_ACT && lane < nu) an.load(ap, 0, lane, nu);
+        lb_u32 use = 0, fill = S - 1;  // slots of step t and of step t + S - 1
+        for (lb_u32 t = 0; t < steps; t++) {
+            lb_stage_wait<S - 2>();
+            lb_warp_sync();  // step t visible to every lane; every lane is done with step t - 1
+            if (t + S - 1 < steps) lb_stage_step<R, Dec>(ring + fill * SLOT, m, row0, rows, nu, t + S - 1, lane);
+            lb_stage_commit();
+            lb_u32 b = t * LB_WARP + lane;
+            if (LB_STAGE_ACT) {
+                a = an;
+                if (b + LB_WARP < nu) an.load(ap, 0, b + LB_WARP, nu);
+            }
+            if (b < nu) {
+                if (!LB_STAGE_ACT) a.load(ap, 0, b, nu);
+                const lb_u8* sl = ring + use * SLOT;
+                lb_u32 gi = 0;  // the unit's g-plane entry within the step's
+                if constexpr (Dec::SG > 0) gi = (b / Dec::SG - t * LB_WARP / Dec::SG) * Dec::GB;
+#pragma unroll
+                for (int r = 0; r < R; r++) {
+                    const lb_u8* rb = sl + r * Pl::ROWB;
+                    Dec d;
+                    d.take(m, rb + lane * Dec::QB, rb + Pl::SO + lane * Dec::SB, rb + Pl::GO + gi);
+                    d.decode();
+                    acc[r] += d.dot(a);
+                }
+            }
+            use = use + 1 == (lb_u32)S ? 0u : use + 1;
+            fill = fill + 1 == (lb_u32)S ? 0u : fill + 1;
+        }
+        lb_warp_sync();  // every lane done with the ring before the next group's prologue
+#pragma unroll
+        for (int r = 0; r < R; r++) {
+            lb_u32 row = row0 + r;
+            float v = lb_warp_sum(acc[r]);
+            if (ROWSCALE && row < rows) v *= lb_f16_at(m.r, row);
+            if (lane == 0 && row < rows) y[row] = v;
+        }
+    }
+}
+
+// The static shared memory a staged kernel needs (bytes per block), and whether it fits the
+// 48 KiB every target allows; a code that does not fit compiles to lb_mv1's default form (the
+// host never picks it: backend.rs staged_fits computes the same size).
+template <int R, int S, class Dec>
+LB_DEV constexpr bool lb_stage_fits() { return LB_ROWS_PER_CTA * S * R * StagePlan<Dec>::ROWB <= 48 * 1024; }
+
 // n >= 2: y[col*rows + row] = sum over units of dec.dot(activations of col) (times the row's
 // f16 scale when ROWSCALE). Each warp owns R consecutive rows; a block owns LB_ROWS_PER_CTA * R
 // rows, grid-strided. Each lane decodes a unit of its R rows once and applies it to NC columns,
@@ -832,7 +1018,10 @@ LB_DEV void lb_mv(const Mat& m, const ActPtrs& ap, float* y, lb_u32 rows, lb_u32
 // activations one step ahead (a ring of two: 2-50% slower, session 11).
 template <int NC, int R, int U, class Dec, class Act, bool ROWSCALE>
 LB_DEV void lb_mv_any(const Mat& m, const ActPtrs& ap, float* y, lb_u32 rows, lb_u32 nu, lb_u32 ncols) {
-    if constexpr (NC == 1) lb_mv1<R, (U > 10 ? U - 10 : U), (U < 10), Dec, Act, ROWSCALE>(m, ap, y, rows, nu);
+    if constexpr (NC == 1 && U > 30) {
+        if constexpr (lb_stage_fits<R, U - 30, Dec>()) lb_mv1s<R, U - 30, Dec, Act, ROWSCALE>(m, ap, y, rows, nu);
+        else lb_mv1<R, 2, false, Dec, Act, ROWSCALE>(m, ap, y, rows, nu);
+    } else if constexpr (NC == 1) lb_mv1<R, (U > 10 ? U - 10 : U), (U < 10), Dec, Act, ROWSCALE>(m, ap, y, rows, nu);
     else lb_mv<NC, R, Dec, Act, ROWSCALE>(m, ap, y, rows, nu, ncols);
 }
 
@@ -852,6 +1041,9 @@ LB_DEV void lb_mv_any(const Mat& m, const ActPtrs& ap, float* y, lb_u32 rows, lb
 #define LB_MV_1(fmt, Dec, Act, RS)                                    \
     LB_MV_R(fmt, Dec, Act, RS, 1, 1) LB_MV_R(fmt, Dec, Act, RS, 1, 2) \
     LB_MV_R(fmt, Dec, Act, RS, 1, 4) LB_MV_R(fmt, Dec, Act, RS, 1, 12) LB_MV_R(fmt, Dec, Act, RS, 1, 14)
+// The staged n = 1 codes (lb_mv1s, S = 3 and 4 slots; 6 and 8 were slower still on the H200),
+// for the decoders that can take a unit from shared memory (LB_STAGED). Run only when forced.
+#define LB_MV_1S(fmt, Dec, Act, RS) LB_MV_R(fmt, Dec, Act, RS, 1, 33) LB_MV_R(fmt, Dec, Act, RS, 1, 34)
 // Column tiles 1, 2, 4, 8, 16 (f32 activations: up to 8, the stage's shared-memory limit).
 #define LB_MV_Q8(fmt, Dec)                                                                         \
     LB_MV_1(fmt, Dec, ActQ8, false) LB_MV_R(fmt, Dec, ActQ8, false, 2, 1)                          \
@@ -881,36 +1073,42 @@ LB_MV_Q8(q4_1, DecQ4_1)
 #endif
 #if !defined(LB_SELECT) || defined(LB_STEM_mxfp4)
 LB_MV_Q8(mxfp4, DecMxfp4)
+LB_MV_1S(mxfp4, DecMxfp4, ActQ8, false)
 #if defined(LB_MMA)
 LB_MVQ_ALL(mxfp4, FrMxfp4, 1, 1)
 #endif
 #endif
 #if !defined(LB_SELECT) || defined(LB_STEM_nvfp4)
 LB_MV_Q8(nvfp4, DecNvfp4)
+LB_MV_1S(nvfp4, DecNvfp4, ActQ8, false)
 #if defined(LB_MMA)
 LB_MVQ_ALL(nvfp4, FrNvfp4, 1, 1)
 #endif
 #endif
 #if !defined(LB_SELECT) || defined(LB_STEM_rocmfp2)
 LB_MV_Q8(rocmfp2, DecFp2)
+LB_MV_1S(rocmfp2, DecFp2, ActQ8, false)
 #if defined(LB_MMA)
 LB_MVQ_ALL(rocmfp2, FrFp2, 1, 1)
 #endif
 #endif
 #if !defined(LB_SELECT) || defined(LB_STEM_rocmfp3)
 LB_MV_Q8(rocmfp3, DecFp3)
+LB_MV_1S(rocmfp3, DecFp3, ActQ8, false)
 #if defined(LB_MMA)
 LB_MVQ_ALL(rocmfp3, FrFp3, 1, 1)
 #endif
 #endif
 #if !defined(LB_SELECT) || defined(LB_STEM_pq2)
 LB_MV_Q8(pq2, DecTern<4>)
+LB_MV_1S(pq2, DecTern<4>, ActQ8, false)
 #if defined(LB_MMA)
 LB_MVQ_ALL(pq2, FrTern<4>, 1, 3)
 #endif
 #endif
 #if !defined(LB_SELECT) || defined(LB_STEM_tq2_0)
 LB_MV_Q8(tq2_0, DecTern<8>)
+LB_MV_1S(tq2_0, DecTern<8>, ActQ8, false)
 #if defined(LB_MMA)
 LB_MVQ_ALL(tq2_0, FrTern<8>, 8, 1)
 #endif
@@ -923,7 +1121,9 @@ LB_MV_Q8(q6_k, DecQ6K)
 #endif
 #if !defined(LB_SELECT) || defined(LB_STEM_hfp4)
 LB_MV_F32(hfp4, DecHfp4<false>)
+LB_MV_1S(hfp4, DecHfp4<false>, ActF32, true)
 #endif
 #if !defined(LB_SELECT) || defined(LB_STEM_hfp4p)
 LB_MV_F32(hfp4p, DecHfp4<true>)
+LB_MV_1S(hfp4p, DecHfp4<true>, ActF32, true)
 #endif

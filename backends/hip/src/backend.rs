@@ -24,6 +24,33 @@ const BLOCK: u32 = 256;
 /// The n = 1 pipeline codes (kernels/lowbit_kernels.hip, `lb_mv_any`): depth P = 1, 2, 4
 /// with the activations in the ring, 10 + P (12, 14) without.
 pub(crate) const PIPELINES: [usize; 5] = [1, 2, 4, 12, 14];
+/// The staged n = 1 pipeline codes (`lb_mv1s`): 30 + S, the weights staged in shared memory
+/// S - 1 steps ahead. Only the stems of layout.rs `STAGED_STEMS` have them, only matrices
+/// whose planes every row starts chunk-aligned ([`staged_fits`]) run them, and only when
+/// forced (no default: 4-25% slower than the defaults at 16384x16384 on the H200; S = 6 and
+/// 8 were slower still and are not instantiated; docs/BENCHMARKS.md, session 12).
+pub(crate) const STAGED_PIPELINES: [usize; 2] = [33, 34];
+
+/// Whether the staged n = 1 kernel of `rows_per_warp` rows and pipeline code `code` serves
+/// a matrix of `nu` units per row: the stem has one, each row of each plane starts on a
+/// multiple of its copy size (codes 16 bytes, scales and g-plane entries 4: planes start
+/// 256-byte aligned) and the ring fits the 48 KiB of static shared memory (the kernel's
+/// StagePlan: per warp and slot, each row's step of 32 units' codes, scales and g entries,
+/// each rounded up to 16 bytes).
+pub(crate) fn staged_fits(sp: &Split, nu: usize, rows_per_warp: usize, code: usize) -> bool {
+    let r16 = |x: usize| x.div_ceil(16) * 16;
+    let g_step = if sp.group_bytes > 0 { 32 / sp.group * sp.group_bytes } else { 0 };
+    let row_bytes = r16(32 * sp.unit_q) + r16(32 * sp.unit_s) + r16(g_step);
+    let slots = code.saturating_sub(30);
+    layout::STAGED_STEMS.contains(&sp.stem)
+        && STAGED_PIPELINES.contains(&code)
+        && (nu * sp.unit_q) % 16 == 0
+        && (nu * sp.unit_s) % 4 == 0
+        && (sp.group_bytes == 0
+            || (nu % sp.group == 0 && (nu / sp.group * sp.group_bytes) % 4 == 0))
+        && WARPS_PER_CTA * slots * rows_per_warp * row_bytes <= 48 * 1024
+}
+
 /// Warps per block for 32-wide warps; kernels grid-stride rows, so wave64 is also correct.
 const WARPS_PER_CTA: usize = 8;
 
@@ -32,8 +59,9 @@ const WARPS_PER_CTA: usize = 8;
 /// ones (their decoded weights take 32 registers per row). `forced` (from
 /// [`HipBackend::set_rows_per_warp`] / `set_units_per_step`, 0 = not forced) or
 /// `LOWBIT_HIP_ROWS_PER_WARP` / `LOWBIT_HIP_UNITS` override each part, for tuning; units are 1
-/// for `nc > 1`.
-fn work_shape(sp: &Split, nc: usize, forced: (usize, usize)) -> (usize, usize) {
+/// for `nc > 1`; a staged code counts only where it serves the matrix of `nu` units per row
+/// ([`staged_fits`], with the rows per warp already chosen).
+fn work_shape(sp: &Split, nc: usize, forced: (usize, usize), nu: usize) -> (usize, usize) {
     static ENV: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
     let env = *ENV.get_or_init(|| {
         std::env::var("LOWBIT_HIP_ROWS_PER_WARP").ok().and_then(|v| v.parse().ok()).unwrap_or(0)
@@ -55,7 +83,7 @@ fn work_shape(sp: &Split, nc: usize, forced: (usize, usize)) -> (usize, usize) {
         }
     }
     for f in [env_units, forced.1] {
-        if PIPELINES.contains(&f) {
+        if PIPELINES.contains(&f) || staged_fits(sp, nu, r, f) {
             u = f;
         }
     }
@@ -184,7 +212,7 @@ pub(crate) fn kernel_choice(
             return KernelChoice { name, nc, rows_per_block: 16 * mt, mma_order: Some(order) };
         }
     }
-    let (rpw, ups) = work_shape(sp, nc, forced);
+    let (rpw, ups) = work_shape(sp, nc, forced, nu);
     let name = format!("lb_mv_{}_{nc}_r{rpw}_u{ups}", sp.stem);
     KernelChoice { name, nc, rows_per_block: WARPS_PER_CTA * rpw, mma_order: None }
 }
@@ -399,7 +427,8 @@ impl HipBackend {
 
     /// Forces the n = 1 pipeline, for tuning sweeps: P = 1, 2 or 4 keeps the loads of P units
     /// (weights and activations) in flight per lane; 10 + P (12, 14) the weights' only, the
-    /// activations loaded when used; anything else restores the default. `LOWBIT_HIP_UNITS`
+    /// activations loaded when used; 30 + S (33, 34) the staged kernel with S slots
+    /// where it serves the matrix (`staged_fits`); anything else restores the default. `LOWBIT_HIP_UNITS`
     /// sets it for a whole process (e.g. to run the device tests on one pipeline).
     pub fn set_units_per_step(&self, units: usize) {
         self.forced_units.store(units, std::sync::atomic::Ordering::Relaxed);
@@ -761,6 +790,9 @@ fn stem_kernel_names(stem: &str, f32_act: bool, tensor_cores: bool) -> Vec<Strin
             for u in units {
                 v.push(format!("lb_mv_{stem}_{nc}_r{r}_u{u}"));
             }
+            if nc == 1 && layout::STAGED_STEMS.contains(&stem) {
+                v.extend(STAGED_PIPELINES.iter().map(|u| format!("lb_mv_{stem}_1_r{r}_u{u}")));
+            }
         }
     }
     v
@@ -840,6 +872,25 @@ mod tests {
     }
 
     #[test]
+    fn staged_codes_only_where_they_fit() {
+        let staged = |f: FormatId, rows: usize, units: usize, nu: usize| {
+            kernel_choice(&layout::split(f).unwrap(), 1, (rows, units), nu, true).name
+        };
+        assert_eq!(staged(FormatId::RocmFp2, 2, 34, 512), "lb_mv_rocmfp2_1_r2_u34");
+        assert_eq!(staged(FormatId::Pq2_0, 4, 33, 40), "lb_mv_pq2_1_r4_u33");
+        assert_eq!(staged(FormatId::Hfp4G32, 1, 34, 8), "lb_mv_hfp4_1_r1_u34");
+        // Not for a stem without them, rows of planes not chunk-aligned (ROCmFP2's codes at
+        // nu = 5: 40 bytes; TQ2_0's g plane at nu = 8: 2 bytes), or a ring over 48 KiB
+        // (MXFP4, 4 rows x 4 slots x 544 bytes x 8 warps): the default pipeline.
+        assert_eq!(staged(FormatId::Q4_0, 2, 34, 512), "lb_mv_q4_0_1_r2_u12");
+        assert_eq!(staged(FormatId::RocmFp2, 2, 34, 5), "lb_mv_rocmfp2_1_r2_u14");
+        assert_eq!(staged(FormatId::Tq2_0, 2, 34, 8), "lb_mv_tq2_0_1_r2_u12");
+        assert_eq!(staged(FormatId::Tq2_0, 2, 34, 16), "lb_mv_tq2_0_1_r2_u34");
+        assert_eq!(staged(FormatId::Mxfp4, 4, 34, 512), "lb_mv_mxfp4_1_r4_u12");
+        assert_eq!(staged(FormatId::Mxfp4, 2, 34, 512), "lb_mv_mxfp4_1_r2_u34");
+    }
+
+    #[test]
     fn tensor_core_kernels_only_where_they_run() {
         // NVIDIA sm_80+, a format with fragment decoders, 5..16 columns, whole stages per row.
         let k = choice(FormatId::RocmFp2, 8, 0, 512, true);
@@ -873,7 +924,8 @@ mod tests {
             let Some(sp) = layout::split(f) else { continue };
             for n in [1, 2, 3, 5, 8, 13, 16, 40] {
                 for forced in [0, 1, 2, 4, 16, 17, 18, 32] {
-                    for (nu, units) in [(8, 0), (512, 0), (512, 2), (512, 14)] {
+                    for (nu, units) in [(8, 0), (512, 0), (512, 2), (512, 14), (512, 34), (12, 33)]
+                    {
                         let k = kernel_choice(&sp, n, (forced, units), nu, true);
                         assert!(names.contains(&k.name), "{f} n {n} forced {forced}: {}", k.name);
                         // ... and in the module of the matrix's stem, loaded at its upload.

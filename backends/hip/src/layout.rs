@@ -184,6 +184,12 @@ fn n1_shape(format: FormatId) -> (usize, usize) {
     }
 }
 
+/// The stems with staged n = 1 kernels (`lb_mv_<stem>_1_r<R>_u<30 + S>`, kernels
+/// lowbit_kernels.hip `LB_MV_1S`), run only when forced (backend.rs `STAGED_PIPELINES`: they
+/// were slower than the defaults on the H200, docs/BENCHMARKS.md, session 12).
+pub(crate) const STAGED_STEMS: [&str; 8] =
+    ["mxfp4", "nvfp4", "rocmfp2", "rocmfp3", "pq2", "tq2_0", "hfp4", "hfp4p"];
+
 /// Splits validated canonical bytes (`rows * row_bytes(cols)`) into planes.
 pub(crate) fn to_planes(sp: &Split, desc: &MatrixDesc, bytes: &[u8], row_bytes: usize) -> Planes {
     let g = desc.format.geometry();

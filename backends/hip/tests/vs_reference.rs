@@ -169,6 +169,43 @@ fn matmul_matches_reference_within_the_bound() {
     }
 }
 
+/// n = 1 on every staged kernel (weights in shared memory, pipeline codes 33 and 34) for every
+/// rows-per-warp value, on shapes where they run (each row of every plane chunk-aligned: nu
+/// = 8, 16, 24, 40, 64 units) and partial last steps; the same bound as the defaults.
+#[test]
+fn staged_n1_matches_reference_within_the_bound() {
+    let Some(hip) = backend() else { return };
+    let mut rng = Rng(11);
+    for format in FORMATS {
+        let mult = format.geometry().row_multiple;
+        for (rows, k) in [(37usize, 256usize), (19, 512), (130, 768), (5, 2048), (21, 1280)] {
+            if k % mult != 0 {
+                continue;
+            }
+            let w = random_matrix(&mut rng, format, rows, k);
+            let desc = MatrixDesc { format, rows, cols: k };
+            let m = hip.upload(desc, &w).unwrap();
+            let rm = ReferenceBackend.upload(desc, &w).unwrap();
+            let x = random_acts(&mut rng, 1, k);
+            let mut yr = vec![0f32; rows];
+            ReferenceBackend.matmul(&rm, &x, 1, &mut yr).unwrap();
+            let terms = abs_terms(format, &w, rows, k, &x, 1);
+            for r in [1usize, 2, 4] {
+                for u in [33usize, 34] {
+                    hip.set_rows_per_warp(r);
+                    hip.set_units_per_step(u);
+                    let mut y = vec![f32::NAN; rows];
+                    hip.matmul(&m, &x, 1, &mut y).unwrap();
+                    let what = format!("{format} rows {rows} k {k} r {r} u {u}");
+                    assert_close(&what, &y, &yr, &terms, k, rows);
+                }
+            }
+            hip.set_rows_per_warp(0);
+            hip.set_units_per_step(0);
+        }
+    }
+}
+
 /// Activations with the encoders' corner cases: ties of x * (1/d) at .5, an all-zero block,
 /// tiny (f16-subnormal scale) and huge blocks, f32 subnormals.
 fn corner_activations(rng: &mut Rng, len: usize, huge: f32) -> Vec<f32> {
@@ -343,7 +380,7 @@ fn host_emulation_matches_reference() {
                 let mut yr = vec![0f32; n * rows];
                 ReferenceBackend.matmul(&rm, &x, n, &mut yr).unwrap();
                 let terms = abs_terms(format, &w, rows, k, &x, n);
-                let units: &[usize] = if n == 1 { &[1, 2, 4, 12, 14] } else { &[1] };
+                let units: &[usize] = if n == 1 { &[1, 2, 4, 12, 14, 33, 34] } else { &[1] };
                 // The defaults, every tensor-core variant (n >= 5, where a format has them),
                 // then every forced (rows per warp, pipeline).
                 let forced =
