@@ -43,6 +43,7 @@ mod kquant;
 mod legacy2;
 mod legacy512;
 mod nvfp4_512;
+mod pq2pack;
 mod pq2x4;
 mod q3k512;
 mod q4_0pack;
