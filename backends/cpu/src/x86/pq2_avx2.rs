@@ -242,9 +242,9 @@ unsafe fn scale(ks: &[__m256i; 4], r: &Rec) -> __m256 {
     // SAFETY: register-only AVX2 operations.
     unsafe {
         let mut sf = _mm256_setzero_ps();
-        for k in 0..4 {
-            let sumi = _mm256_sub_epi32(ks[k], _mm256_set1_epi32(r.s[k]));
-            sf = _mm256_add_ps(sf, _mm256_mul_ps(_mm256_set1_ps(r.d[k]), _mm256_cvtepi32_ps(sumi)));
+        for ((&kv, &sa), &da) in ks.iter().zip(&r.s).zip(&r.d) {
+            let sumi = _mm256_sub_epi32(kv, _mm256_set1_epi32(sa));
+            sf = _mm256_add_ps(sf, _mm256_mul_ps(_mm256_set1_ps(da), _mm256_cvtepi32_ps(sumi)));
         }
         sf
     }
@@ -312,6 +312,56 @@ unsafe fn body<const MAXC: usize>(
             }
             store_rows(&acc, nc, r0, here, out);
             r0 += 8;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::act::Acts;
+    use crate::isa::Isa;
+    use lowbit_core::FormatId;
+
+    /// The kernel gives the same bits with the once-per-call records ([`super::layout`]) as
+    /// with its own (no layout: what a caller without the `prep` hook gets), for whole tiles and
+    /// column sub-ranges. (Against the reference: tests/matmul.rs,
+    /// `avx2_two_bit_ternary_is_the_reference_bit_for_bit`.)
+    #[test]
+    fn shared_and_local_records_agree() {
+        if !Isa::Avx2.available() {
+            return;
+        }
+        let f = super::super::ext::kernel_avx2(FormatId::Pq2_0).unwrap().f;
+        let mut s = 0x2545_f491_4f6c_dd1du64;
+        let mut next = move || {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            s
+        };
+        let (rows, k) = (11, 384);
+        let rb = k / 128 * 34;
+        let mut w = vec![0u8; rows * rb];
+        for b in w.chunks_exact_mut(34) {
+            let d = half::f16::from_f32((next() % 1000) as f32 * 1e-5 + 1e-4);
+            b[..2].copy_from_slice(&d.to_bits().to_le_bytes());
+            b[2..].iter_mut().for_each(|q| *q = next() as u8);
+        }
+        for n in [1, 3, 16] {
+            let x: Vec<f32> = (0..n * k).map(|_| (next() % 2001) as f32 / 1000.0 - 1.0).collect();
+            let mut acts = Acts::prepare(FormatId::Pq2_0, &x, n, k).unwrap();
+            for cols in [0..n, n / 2..n] {
+                let m = cols.len();
+                let (mut y0, mut y1) = (vec![0f32; rows * m], vec![1f32; rows * m]);
+                acts.layout = None;
+                f(FormatId::Pq2_0, &w, rb, &acts, cols.clone(), &mut y0).unwrap();
+                acts.layout = super::layout(&acts);
+                assert!(acts.layout.is_some());
+                f(FormatId::Pq2_0, &w, rb, &acts, cols.clone(), &mut y1).unwrap();
+                for (i, (a, b)) in y0.iter().zip(&y1).enumerate() {
+                    assert_eq!(a.to_bits(), b.to_bits(), "n={n} cols={cols:?} y[{i}]: {a} vs {b}");
+                }
+            }
         }
     }
 }
