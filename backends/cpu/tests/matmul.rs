@@ -457,15 +457,28 @@ fn avx2_base3_ternary_is_the_reference_bit_for_bit() {
     }
 }
 
+/// The AVX2 TQ2_0 and PQ2_0 kernels (x86/ternary.rs, x86/pq2_avx2.rs; PQ2_0 with and without
+/// the once-per-call plane-order activations) likewise: the reference's results bit for bit,
+/// for every tile width 1..=16 (and 19), one block per row (the smallest K) to many, row
+/// counts that leave a partial group of 8.
+#[test]
+fn avx2_two_bit_ternary_is_the_reference_bit_for_bit() {
+    let Ok(cpu) = CpuBackend::with_isa(Isa::Avx2) else { return };
+    for (format, name) in [(FormatId::Tq2_0, "avx2-tq2_0"), (FormatId::Pq2_0, "avx2-pq2_0")] {
+        assert_eq!(cpu.table().kernel_name(format), Some(name));
+        avx2_bit_for_bit(&cpu, format);
+    }
+}
+
 fn avx2_bit_for_bit(cpu: &CpuBackend, format: FormatId) {
     let qk = format.geometry().row_multiple;
-    for (rows, nb, seed) in [(1, 1, 1u64), (13, 3, 2), (37, 16, 3)] {
+    for (rows, nb, seed) in [(1, 1, 1u64), (13, 3, 2), (37, 16, 3), (9, 1, 4), (20, 7, 5)] {
         let k = qk * nb;
         let mut rng = Rng(900 + seed);
         let w = random_matrix(&mut rng, format, rows, k);
         let desc = MatrixDesc { format, rows, cols: k };
         let (rm, cm) = (ReferenceBackend.upload(desc, &w).unwrap(), cpu.upload(desc, &w).unwrap());
-        for n in [1, 2, 4, 7, 16, 19] {
+        for n in (1..=16).chain([19]) {
             let x = random_acts(&mut rng, n, k);
             let (mut yr, mut yc) = (vec![0f32; n * rows], vec![1f32; n * rows]);
             ReferenceBackend.matmul(&rm, &x, n, &mut yr).unwrap();

@@ -1,7 +1,7 @@
 //! Registry, length checks and `#[target_feature]` entry points of the x86 kernels for the
 //! formats beyond Q8_0/Q4_0/ROCmFPX: TQ2_0, TQ1_0 (AVX2 only), Q4_K and Q6_K (against Q8_K) and PQ2_0, PTQ1_0 (AVX2 only) (against
 //! Q8_0); the HFP4 family (f32 activations) is forwarded to [`super::hfp4`]. The kernel bodies
-//! live in [`super::ternary`] and [`super::kquant`]; the AVX-512
+//! live in [`super::ternary`], [`super::pq2_avx2`] and [`super::kquant`]; the AVX-512
 //! entry points compile the same bodies with AVX-512 F/BW/VL enabled (EVEX encodings, 32
 //! registers).
 //!
@@ -18,7 +18,7 @@ use lowbit_core::error::Buffer;
 use lowbit_core::format::ggml::{BlockQ8K, BlockQ8_0};
 use lowbit_core::{Error, FormatId};
 
-use super::{kquant, ternary};
+use super::{kquant, pq2_avx2, ternary};
 use crate::act::{ActData, Acts};
 use crate::kernels::{Kernel, MAX_TILE};
 
@@ -193,7 +193,7 @@ fn run_avx2<const F: u8>(
     // SAFETY: reachable only through `kernel_avx2`, which `KernelTable::new` reaches only for
     // `Isa::Avx2` after `Isa::Avx2.available()` detected AVX2, FMA and F16C; the lengths the
     // bodies rely on were checked by `check`.
-    unsafe { entry_avx2::<F>(w, rb, s, cols, out) };
+    unsafe { entry_avx2::<F>(w, rb, s, acts, cols, out) };
     Ok(())
 }
 
@@ -209,7 +209,7 @@ fn run_avx512<const F: u8>(
     // SAFETY: reachable only through `kernel_avx512`, which `KernelTable::new` reaches only for
     // `Isa::Avx512` after `Isa::Avx512.available()` detected AVX-512 F/BW/VL, AVX2, FMA and
     // F16C; the lengths the bodies rely on were checked by `check`.
-    unsafe { entry_avx512::<F>(w, rb, s, cols, out) };
+    unsafe { entry_avx512::<F>(w, rb, s, acts, cols, out) };
     Ok(())
 }
 
@@ -222,6 +222,7 @@ unsafe fn dispatch<const F: u8>(
     w: &[u8],
     rb: usize,
     s: Shape<'_>,
+    acts: &Acts,
     cols: Range<usize>,
     out: &mut [f32],
 ) {
@@ -243,9 +244,9 @@ unsafe fn dispatch<const F: u8>(
             (W_Q6K, 1) => kquant::kq::<true, 1>(w, rb, s, cols, out),
             (W_Q6K, 2..=4) => kquant::kq::<true, 4>(w, rb, s, cols, out),
             (W_Q6K, _) => kquant::kq::<true, 16>(w, rb, s, cols, out),
-            (_, 1) => ternary::pq2::<1>(w, rb, s, cols, out),
-            (_, 2..=4) => ternary::pq2::<4>(w, rb, s, cols, out),
-            (_, _) => ternary::pq2::<16>(w, rb, s, cols, out),
+            (_, 1) => pq2_avx2::run::<1>(w, rb, s, acts, cols, out),
+            (_, 2..=4) => pq2_avx2::run::<4>(w, rb, s, acts, cols, out),
+            (_, _) => pq2_avx2::run::<16>(w, rb, s, acts, cols, out),
         }
     }
 }
@@ -255,11 +256,12 @@ unsafe fn entry_avx2<const F: u8>(
     w: &[u8],
     rb: usize,
     s: Shape<'_>,
+    acts: &Acts,
     cols: Range<usize>,
     out: &mut [f32],
 ) {
     // SAFETY: the caller guarantees the features and the `check` invariants.
-    unsafe { dispatch::<F>(w, rb, s, cols, out) }
+    unsafe { dispatch::<F>(w, rb, s, acts, cols, out) }
 }
 
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
@@ -267,11 +269,12 @@ unsafe fn entry_avx512<const F: u8>(
     w: &[u8],
     rb: usize,
     s: Shape<'_>,
+    acts: &Acts,
     cols: Range<usize>,
     out: &mut [f32],
 ) {
     // SAFETY: the caller guarantees the features and the `check` invariants.
-    unsafe { dispatch::<F>(w, rb, s, cols, out) }
+    unsafe { dispatch::<F>(w, rb, s, acts, cols, out) }
 }
 
 /// Row sums of 8 rows' i32 partials: (lanes 0..4 of each row, lanes 4..8 of each row), lane i

@@ -43,6 +43,8 @@ mod kquant;
 mod legacy2;
 mod legacy512;
 mod nvfp4_512;
+mod pq2_avx2;
+mod pq2pack;
 mod pq2x4;
 mod q3k512;
 mod q4_0pack;
@@ -112,6 +114,10 @@ pub(crate) fn extras(isa: Isa, format: FormatId) -> crate::kernels::Extras {
             ..Default::default()
         },
         Isa::Avx512Vnni => extras(Isa::Avx512, format),
+        // The AVX2 PQ2_0 body reads the activations in its plane order, built once per call.
+        Isa::Avx2 if format == FormatId::Pq2_0 => {
+            crate::kernels::Extras { prep: Some(pq2_avx2::layout), ..Default::default() }
+        }
         _ => {
             let e = rocmfpx::extras(isa, format);
             if e.repack.is_some() || e.prep.is_some() {

@@ -1,5 +1,5 @@
-//! AVX2 kernel bodies for the ternary formats: TQ2_0 and TQ1_0 against Q8_K, PQ2_0 and
-//! PTQ1_0 against Q8_0.
+//! AVX2 kernel bodies for the ternary formats: TQ2_0 and TQ1_0 against Q8_K, PTQ1_0 against
+//! Q8_0 (PQ2_0's body, with the activations in its plane order: [`super::pq2_avx2`]).
 //!
 //! Both store 2-bit codes `c` with value `c - 1` (code 3 decodes as +2). The codes are expanded
 //! to unsigned bytes once per weight block and row, then reused for every column of the tile:
@@ -22,7 +22,6 @@
 
 use std::arch::x86_64::*;
 use std::ops::Range;
-use std::ptr;
 
 use super::ext::{f16x8, hsum8, row_ptrs, store_rows, ActSlice, Shape};
 
@@ -81,9 +80,11 @@ pub(crate) unsafe fn tq2<const MAXC: usize>(
     let nc = cols.len().min(MAXC);
     // SAFETY: weight reads stay inside the rows `row_ptrs` returns (block `b < nb`, bytes
     // `b * 66 .. b * 66 + 66`); activation blocks are indexed safely (`a[ai]`) and their
-    // 256-byte `qs` / 32-byte `bsums` are read whole; AVX2/FMA/F16C are available.
+    // 256-byte `qs` / 32-byte `bsums` are read whole; AVX2/FMA/F16C are available; prefetch
+    // hints never fault.
     unsafe {
         let ones = _mm256_set1_epi16(1);
+        let pfx = super::Prefetch::DEFAULT.one_group_ahead(8 * rb);
         let mut r0 = 0;
         while r0 < nrows {
             let (rp, here) = row_ptrs::<8>(w, rb, nrows, r0);
@@ -93,6 +94,7 @@ pub(crate) unsafe fn tq2<const MAXC: usize>(
                 let mut bp = rp;
                 for (i, p) in bp.iter_mut().enumerate() {
                     *p = p.add(b * 66);
+                    pfx.span(*p, 66);
                     let q = [_mm256_loadu_si256(p.cast()), _mm256_loadu_si256(p.add(32).cast())];
                     tq2_codes(&q, &mut cv[i]);
                 }
@@ -100,13 +102,17 @@ pub(crate) unsafe fn tq2<const MAXC: usize>(
                 for (jj, accj) in acc.iter_mut().enumerate().take(nc) {
                     let blk = &a[(cols.start + jj) * nb + b];
                     let qp = blk.qs.as_ptr();
+                    // i16 lanes: eight `vpmaddubsw` pairs of at most 2 * 3 * 128 (< 2^15),
+                    // widened once by `vpmaddwd` (until session 12: once per pair).
                     let mut p = [_mm256_setzero_si256(); 8];
                     for g in 0..8 {
                         let av = _mm256_loadu_si256(qp.add(32 * g).cast());
                         for i in 0..8 {
-                            let m = _mm256_madd_epi16(_mm256_maddubs_epi16(cv[i][g], av), ones);
-                            p[i] = _mm256_add_epi32(p[i], m);
+                            p[i] = _mm256_add_epi16(p[i], _mm256_maddubs_epi16(cv[i][g], av));
                         }
+                    }
+                    for x in p.iter_mut() {
+                        *x = _mm256_madd_epi16(*x, ones);
                     }
                     let (lo, hi) = hsum8(&p);
                     let bs = _mm256_loadu_si256(blk.bsums.as_ptr().cast());
@@ -215,8 +221,8 @@ unsafe fn ptq1_codes(p: *const u8, out: &mut [u8; 128]) {
     }
 }
 
-/// PTQ1_0 rows against Q8_0 columns: as [`pq2`] (the same reference expression per block and
-/// row, bit-identical results), with each row's block decoded by [`ptq1_codes`] into a
+/// PTQ1_0 rows against Q8_0 columns: PQ2_0's reference expression per block and row
+/// (`super::pq2_avx2`; bit-identical results), with each row's block decoded by [`ptq1_codes`] into a
 /// 128-byte code buffer once and reused for every column of the tile.
 ///
 /// # Safety
@@ -336,101 +342,6 @@ pub(crate) unsafe fn tq1<const MAXC: usize>(
                     let sumi = _mm256_sub_epi32(_mm256_add_epi32(lo, hi), sa);
                     let scale = _mm256_mul_ps(_mm256_set1_ps(blk.d), dw);
                     *accj = _mm256_add_ps(*accj, _mm256_mul_ps(_mm256_cvtepi32_ps(sumi), scale));
-                }
-            }
-            store_rows(&acc, nc, r0, here, out);
-            r0 += 8;
-        }
-    }
-}
-
-/// PQ2_0: the codes (0..=3) of one 32-element group from its 8 code bytes at `p`, as bytes in
-/// element order (byte `j` code `i` -> element `4j + i`).
-///
-/// # Safety
-/// AVX2 is available; `p .. p + 8` is readable.
-#[inline(always)]
-unsafe fn pq2_codes(p: *const u8) -> __m256i {
-    // SAFETY: reads 8 bytes at `p` (caller); register-only AVX2 operations.
-    unsafe {
-        let v = _mm256_set1_epi64x(ptr::read_unaligned(p.cast::<i64>()));
-        #[rustfmt::skip]
-        let spread = _mm256_setr_epi8(
-            0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3,
-            4, 4, 4, 4, 5, 5, 5, 5, 6, 6, 6, 6, 7, 7, 7, 7,
-        );
-        let rep = _mm256_shuffle_epi8(v, spread);
-        // Lane 4j + i keeps code i of byte j at bits 2i; folding bits 4..8 down gives c or 4c.
-        let m = _mm256_and_si256(rep, _mm256_set1_epi32(0xC030_0C03_u32 as i32));
-        let idx =
-            _mm256_and_si256(_mm256_or_si256(m, _mm256_srli_epi16::<4>(m)), _mm256_set1_epi8(0x0F));
-        #[rustfmt::skip]
-        let lut = _mm256_setr_epi8(
-            0, 1, 2, 3, 1, 0, 0, 0, 2, 0, 0, 0, 3, 0, 0, 0,
-            0, 1, 2, 3, 1, 0, 0, 0, 2, 0, 0, 0, 3, 0, 0, 0,
-        );
-        _mm256_shuffle_epi8(lut, idx)
-    }
-}
-
-/// PQ2_0 rows against Q8_0 columns (four Q8_0 blocks per 128-element weight block). Per block
-/// and row, the reference's `s = 0; s += d_act_k * (sumi_k as f32)` for k = 0..4, then
-/// `acc += d_w * s` (f32, no FMA), blocks in order.
-///
-/// # Safety
-/// AVX2, FMA and F16C are available; the `ext::check` invariants hold for PQ2_0
-/// (`s.act` is Q8_0 with `4 * nb` blocks per column, `1 <= cols.len() <= MAXC`).
-#[inline(always)]
-#[allow(clippy::needless_range_loop)] // `g`/`k` index codes and activations alike
-pub(crate) unsafe fn pq2<const MAXC: usize>(
-    w: &[u8],
-    rb: usize,
-    s: Shape<'_>,
-    cols: Range<usize>,
-    out: &mut [f32],
-) {
-    let ActSlice::Q8_0(a, ad) = s.act else { return };
-    let nb = s.nb;
-    let nbq = 4 * nb;
-    let nrows = w.len() / rb;
-    let nc = cols.len().min(MAXC);
-    // SAFETY: weight reads stay inside the rows `row_ptrs` returns (block `b < nb`, bytes
-    // `b * 34 .. b * 34 + 34`); activation blocks are indexed safely and their 32 quants read
-    // whole; AVX2/FMA/F16C are available.
-    unsafe {
-        let ones = _mm256_set1_epi16(1);
-        let ones8 = _mm256_set1_epi8(1);
-        let mut r0 = 0;
-        while r0 < nrows {
-            let (rp, here) = row_ptrs::<8>(w, rb, nrows, r0);
-            let mut acc = [_mm256_setzero_ps(); MAXC];
-            for b in 0..nb {
-                let mut cv = [[_mm256_setzero_si256(); 4]; 8];
-                let mut bp = rp;
-                for (i, p) in bp.iter_mut().enumerate() {
-                    *p = p.add(b * 34);
-                    for (k, c) in cv[i].iter_mut().enumerate() {
-                        *c = pq2_codes(p.add(2 + 8 * k));
-                    }
-                }
-                let dw = f16x8(&bp, 0);
-                for (jj, accj) in acc.iter_mut().enumerate().take(nc) {
-                    let mut sf = _mm256_setzero_ps();
-                    for k in 0..4 {
-                        let ai = (cols.start + jj) * nbq + 4 * b + k;
-                        let av = _mm256_loadu_si256(a[ai].qs.as_ptr().cast());
-                        let mut p = [_mm256_setzero_si256(); 8];
-                        for i in 0..8 {
-                            p[i] = _mm256_madd_epi16(_mm256_maddubs_epi16(cv[i][k], av), ones);
-                        }
-                        let (lo, hi) = hsum8(&p);
-                        let sa =
-                            hsum_bcast(_mm256_madd_epi16(_mm256_maddubs_epi16(ones8, av), ones));
-                        let sumi = _mm256_sub_epi32(_mm256_add_epi32(lo, hi), sa);
-                        let v = _mm256_mul_ps(_mm256_set1_ps(ad[ai]), _mm256_cvtepi32_ps(sumi));
-                        sf = _mm256_add_ps(sf, v);
-                    }
-                    *accj = _mm256_add_ps(*accj, _mm256_mul_ps(dw, sf));
                 }
             }
             store_rows(&acc, nc, r0, here, out);

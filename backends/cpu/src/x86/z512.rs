@@ -4,7 +4,8 @@
 //! and run `super::q4_0pack`'s types: [`Q4_0`]'s arithmetic (four lanes per block, also the
 //! dot of MXFP4, IQ4_NL and NVFP4) for one column and `super::q4_0x16`'s one block per lane
 //! for 2..=16; Q8_0 likewise `super::q8x16` for 3..=16 (and 2 on long rows);
-//! PQ2_0 runs `super::pq2x4`'s one-activation-block-per-lane type;
+//! PQ2_0 rows are repacked at upload into lane order and run `super::pq2pack`'s type
+//! (`super::pq2x4`'s one-activation-block-per-lane arithmetic);
 //! tiles of 2..16 columns on long rows take `super::zseg`'s segmented driver.
 //!
 //! Layout. The activations of the tile are first rearranged, once per kernel call, into
@@ -67,7 +68,7 @@ pub(crate) fn kernel(format: FormatId) -> Option<Kernel> {
         FormatId::Iq4Nl => Some(Kernel { name: "avx512-iq4_nl", f: run_q8_0::<Iq4Nl, false> }),
         FormatId::Tq2_0 => Some(Kernel { name: "avx512-tq2_0", f: run_ext::<Tq2, W_TQ2> }),
         FormatId::Pq2_0 => {
-            Some(Kernel { name: "avx512-pq2_0", f: run_ext::<super::pq2x4::Pq2x4, W_PQ2> })
+            Some(Kernel { name: "avx512-pq2_0", f: run_ext::<super::pq2pack::Pq2Pk, W_PQ2> })
         }
         FormatId::Q4K => Some(Kernel { name: "avx512-q4_k", f: run_ext::<Q4k, W_Q4K> }),
         FormatId::Q6K => Some(Kernel { name: "avx512-q6_k", f: run_ext::<Q6k, W_Q6K> }),
@@ -753,7 +754,7 @@ pub(super) fn run_ext<F: Lanes + 'static, const C: u8>(
     run_ext_v::<F, C, false>(format, w, rb, acts, cols, out)
 }
 
-fn run_ext_v<F: Lanes + 'static, const C: u8, const V: bool>(
+pub(super) fn run_ext_v<F: Lanes + 'static, const C: u8, const V: bool>(
     format: FormatId,
     w: &[u8],
     rb: usize,
@@ -883,7 +884,7 @@ pub(crate) fn extras(format: FormatId) -> Extras {
         FormatId::Mxfp4 => layout::<Mxfp4, 32>,
         FormatId::Iq4Nl => layout::<Iq4Nl, 32>,
         FormatId::Nvfp4 => layout::<Nvfp4, 64>,
-        FormatId::Pq2_0 => layout::<super::pq2x4::Pq2x4, 128>,
+        FormatId::Pq2_0 => layout::<super::pq2pack::Pq2Pk, 128>,
         FormatId::Ptq1_0 => layout::<Ptq1, 128>,
         FormatId::Tq2_0 => layout::<Tq2, 256>,
         FormatId::Tq1_0 => layout::<Tq1, 256>,
@@ -902,9 +903,12 @@ pub(crate) fn extras(format: FormatId) -> Extras {
         FormatId::Iq1M => layout::<super::iq512::Iq1M, 256>,
         _ => return Extras::default(),
     };
-    // Q4_0's kernels read lane-order rows (`super::q4_0pack`).
-    let repack: Option<crate::kernels::RepackFn> =
-        (format == FormatId::Q4_0).then_some(super::q4_0pack::repack_row);
+    // Q4_0's and PQ2_0's kernels read lane-order rows (`super::q4_0pack`, `super::pq2pack`).
+    let repack: Option<crate::kernels::RepackFn> = match format {
+        FormatId::Q4_0 => Some(super::q4_0pack::repack_row),
+        FormatId::Pq2_0 => Some(super::pq2pack::repack_row),
+        _ => None,
+    };
     Extras { repack, prep: Some(prep), gemm: None }
 }
 
@@ -939,7 +943,7 @@ pub(crate) fn kernel_vnni(format: FormatId) -> Option<Kernel> {
         FormatId::Q5K => k("avx512-vnni-q5_k", run_ext_v::<Q5k, W_Q5K, true>),
         FormatId::Q6K => k("avx512-vnni-q6_k", run_ext_v::<Q6k, W_Q6K, true>),
         FormatId::Tq2_0 => k("avx512-vnni-tq2_0", run_ext_v::<Tq2, W_TQ2, true>),
-        FormatId::Pq2_0 => k("avx512-vnni-pq2_0", run_ext_v::<super::pq2x4::Pq2x4, W_PQ2, true>),
+        FormatId::Pq2_0 => k("avx512-vnni-pq2_0", run_ext_v::<super::pq2pack::Pq2Pk, W_PQ2, true>),
         FormatId::Tq1_0 if has_vbmi() => {
             k("avx512-vnni-vbmi-tq1_0", run_ext_vbmi::<Tq1<true>, { ext::W_TQ1 }>)
         }
