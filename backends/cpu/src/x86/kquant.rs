@@ -32,6 +32,7 @@ use std::arch::x86_64::*;
 use std::ops::Range;
 
 use super::ext::{f16x8, hsum8, row_ptrs, store_rows, ActSlice, Shape};
+use super::Prefetch;
 
 /// Block bytes of Q4_K.
 const BS4: usize = 144;
@@ -151,13 +152,17 @@ pub(crate) unsafe fn kq<const K6: bool, const MAXC: usize>(
     let nc = cols.len().min(MAXC);
     // SAFETY: weight reads stay inside the rows `row_ptrs` returns (block `b < nb`, bytes
     // `b * bs .. (b + 1) * bs`, bs = 144 or 210); activation blocks are indexed safely and their `qs` (256
-    // bytes) and `bsums` (32 bytes) read whole; AVX2/FMA/F16C are available.
+    // bytes) and `bsums` (32 bytes) read whole; prefetch hints never fault; AVX2/FMA/F16C are available.
     unsafe {
         let ls = lane_shuffle();
         let m4 = _mm256_set1_epi8(0x0F);
         let m2 = _mm256_set1_epi8(3);
         let ones8 = _mm256_set1_epi8(1);
         let bsz = if K6 { BS6 } else { BS4 };
+        // Each row stream prefetched into L2 one row group ahead, as `super::z512`'s drivers
+        // do ([`Prefetch::one_group_ahead`]): until session 12 this body left the eight
+        // streams to the hardware prefetcher.
+        let pfx = Prefetch::DEFAULT.one_group_ahead(8 * rb);
         let mut r0 = 0;
         while r0 < nrows {
             let (rp, here) = row_ptrs::<8>(w, rb, nrows, r0);
@@ -175,6 +180,7 @@ pub(crate) unsafe fn kq<const K6: bool, const MAXC: usize>(
                 for i in 0..8 {
                     bp[i] = bp[i].add(b * bsz);
                     let q = bp[i];
+                    pfx.span(q, bsz);
                     if K6 {
                         let ql: [__m256i; 4] = core::array::from_fn(|c| {
                             to_lanes(_mm256_loadu_si256(q.add(32 * c).cast()), ls)

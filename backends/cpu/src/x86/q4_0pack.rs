@@ -436,13 +436,11 @@ mod tests {
                             if v {
                                 run_q4_0_canonical::<true>(f, &w, rb, &acts, 0..n, &mut y0)
                                     .unwrap();
-                                run_q4_0::<true>(f, &packed, rb, &acts, 0..n, &mut y1)
-                                    .unwrap();
+                                run_q4_0::<true>(f, &packed, rb, &acts, 0..n, &mut y1).unwrap();
                             } else {
                                 run_q4_0_canonical::<false>(f, &w, rb, &acts, 0..n, &mut y0)
                                     .unwrap();
-                                run_q4_0::<false>(f, &packed, rb, &acts, 0..n, &mut y1)
-                                    .unwrap();
+                                run_q4_0::<false>(f, &packed, rb, &acts, 0..n, &mut y1).unwrap();
                             }
                         }
                         for (i, (a, b)) in y0.iter().zip(&y1).enumerate() {
