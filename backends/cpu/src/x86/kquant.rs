@@ -151,8 +151,9 @@ pub(crate) unsafe fn kq<const K6: bool, const MAXC: usize>(
     let nrows = w.len() / rb;
     let nc = cols.len().min(MAXC);
     // SAFETY: weight reads stay inside the rows `row_ptrs` returns (block `b < nb`, bytes
-    // `b * bs .. (b + 1) * bs`, bs = 144 or 210); activation blocks are indexed safely and their `qs` (256
-    // bytes) and `bsums` (32 bytes) read whole; prefetch hints never fault; AVX2/FMA/F16C are available.
+    // `b * bs .. (b + 1) * bs`, bs = 144 or 210); activation blocks are indexed safely and
+    // their `qs` (256 bytes) and `bsums` (32 bytes) read whole; prefetch hints never fault;
+    // AVX2/FMA/F16C are available.
     unsafe {
         let ls = lane_shuffle();
         let m4 = _mm256_set1_epi8(0x0F);
