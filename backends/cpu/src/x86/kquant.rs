@@ -8,13 +8,21 @@
 //!
 //! Q6_K quants `q` (-32..=31) enter `maddubs` as `q + 32` (0..=63) and the pair sums are
 //! corrected by `32 * (a_e + a_e')` (one shift of `maddubs(1, a)`, once per column): every
-//! step stays inside i16 (|pair| <= 2 * 63 * 128, corrected |pair| <= 2 * 32 * 128).//!
+//! step stays inside i16 (|pair| <= 2 * 63 * 128, corrected |pair| <= 2 * 32 * 128).
+//!
 //! Shape: rows in groups of 8, one row per vector lane for the f32 state (9 accumulators per
-//! column). Integer part per row and column: within each 16-element group, weights and
-//! activations are permuted to the order `0, 8, 1, 9, ..., 7, 15` (weights once per row and
-//! block, activations once per column and block), so `maddubs` pairs two elements of the
-//! same lane `l` (no saturation: 2 * 15 * 128 < 2^15); two sub-blocks' pair sums interleaved
-//! by `punpck{l,h}wd` meet their two 6-bit scales in one `madd`, giving i32 lane sums exactly.
+//! column). Integer part per row and column: each 32-element sub-block of weights and of
+//! activations is put in *lane order* ([`to_lanes`]: dword `l` holds elements `l, l + 8,
+//! l + 16, l + 24`, one `vpermd` and one `vpshufb` per 32 bytes; weights once per row and
+//! block, activations once per column, block and row group), so `maddubs` pairs two elements
+//! of lane `l` (no saturation: 2 * 15 * 128 < 2^15) and one `madd` by the sub-block's i16
+//! scale vector (Q6_K: its two 16-element scales alternating) adds the dword's two pairs,
+//! giving sub-block `sb`'s scaled lane-`l` sum exactly in dword `l`; eight such terms added
+//! are the row's eight i32 lane sums. (Until session 12 the order was `0, 8, 1, 9, ..., 7,
+//! 15` within each 16 elements, and two sub-blocks' pair sums were interleaved by
+//! `punpck{l,h}wd` to meet their scales in one `madd`, then the 128-bit halves added: 8
+//! unpacks and 3 more operations per row, column and block.) Q4_K's scales and mins are
+//! unpacked with vector operations ([`scales_mins_k4_vec`]), not per byte.
 //! An 8x8 transpose then turns 8 rows' lane vectors into 8 vectors (one per lane `l`) across
 //! rows.
 //!
@@ -23,9 +31,8 @@
 use std::arch::x86_64::*;
 use std::ops::Range;
 
-use lowbit_core::format::ggml::kquant::scales::scales_mins_k4;
-
 use super::ext::{f16x8, hsum8, row_ptrs, store_rows, ActSlice, Shape};
+use super::Prefetch;
 
 /// Block bytes of Q4_K.
 const BS4: usize = 144;
@@ -66,20 +73,62 @@ unsafe fn transpose8(v: &[__m256i; 8]) -> [__m256i; 8] {
     }
 }
 
-/// The in-group permutation `0, 8, 1, 9, ..., 7, 15` of both 16-byte lanes.
+/// The lane order of a 32-element sub-block, as [`to_lanes`] makes it: dword `l` holds
+/// elements `l, l + 8, l + 16, l + 24` (byte `4l + t` = element `l + 8t`), the elements of
+/// ggml's lane `l`. `vpermd` first gathers source dwords 0, 2, 4, 6 into the low and 1, 3, 5, 7
+/// into the high 128 bits; this `vpshufb` index then transposes each 4x4 byte block.
 ///
 /// # Safety
 /// AVX2 is available.
 #[inline(always)]
-unsafe fn perm() -> __m256i {
-    // SAFETY: register-only AVX operation.
+unsafe fn lane_shuffle() -> (__m256i, __m256i) {
+    // SAFETY: register-only AVX operations.
     unsafe {
         #[rustfmt::skip]
-        let p = _mm256_setr_epi8(
-            0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15,
-            0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15,
+        let t = _mm256_setr_epi8(
+            0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15,
+            0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15,
         );
-        p
+        (_mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7), t)
+    }
+}
+
+/// 32 bytes in element order to the lane order of [`lane_shuffle`] (`(d, t)` its result).
+///
+/// # Safety
+/// AVX2 is available.
+#[inline(always)]
+unsafe fn to_lanes(x: __m256i, (d, t): (__m256i, __m256i)) -> __m256i {
+    // SAFETY: register-only AVX2 operations.
+    unsafe { _mm256_shuffle_epi8(_mm256_permutevar8x32_epi32(x, d), t) }
+}
+
+/// Q4_K's 12 packed scale/min bytes (block bytes 4..16) unpacked as
+/// `[sc0..3, m0..3, sc4..7, m4..7]` (ggml's `get_scale_min_k4`, as the core's
+/// `scales_mins_k4`): with `a = q[0..8]` and `u = q[8..12]`, `sc0..3 = a[0..4] & 63`,
+/// `m0..3 = a[4..8] & 63`, `sc4..7 = (u & 15) | (a[0..4] >> 6) << 4`,
+/// `m4..7 = (u >> 4) | (a[4..8] >> 6) << 4`.
+///
+/// # Safety
+/// `q .. q + 16` is readable; AVX2 is available.
+#[inline(always)]
+unsafe fn scales_mins_k4_vec(q: *const u8) -> __m128i {
+    // SAFETY: reads bytes 0..16 at `q` (caller); register-only operations.
+    unsafe {
+        let h = _mm_loadu_si128(q.cast());
+        let y = _mm_shuffle_epi8(
+            h,
+            _mm_setr_epi8(4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 12, 13, 14, 15),
+        );
+        let lo = _mm_and_si128(
+            _mm_srlv_epi32(y, _mm_setr_epi32(0, 0, 0, 4)),
+            _mm_set_epi64x(0x0F0F_0F0F_0F0F_0F0F, 0x3F3F_3F3F_3F3F_3F3F),
+        );
+        let hi = _mm_and_si128(
+            _mm_srli_epi16::<2>(_mm_unpacklo_epi64(y, y)),
+            _mm_set_epi64x(0x3030_3030_3030_3030, 0),
+        );
+        _mm_or_si128(lo, hi)
     }
 }
 
@@ -102,14 +151,19 @@ pub(crate) unsafe fn kq<const K6: bool, const MAXC: usize>(
     let nrows = w.len() / rb;
     let nc = cols.len().min(MAXC);
     // SAFETY: weight reads stay inside the rows `row_ptrs` returns (block `b < nb`, bytes
-    // `b * bs .. (b + 1) * bs`, bs = 144 or 210); activation blocks are indexed safely and their `qs` (256
-    // bytes) and `bsums` (32 bytes) read whole; AVX2/FMA/F16C are available.
+    // `b * bs .. (b + 1) * bs`, bs = 144 or 210); activation blocks are indexed safely and
+    // their `qs` (256 bytes) and `bsums` (32 bytes) read whole; prefetch hints never fault;
+    // AVX2/FMA/F16C are available.
     unsafe {
-        let p = perm();
+        let ls = lane_shuffle();
         let m4 = _mm256_set1_epi8(0x0F);
         let m2 = _mm256_set1_epi8(3);
         let ones8 = _mm256_set1_epi8(1);
         let bsz = if K6 { BS6 } else { BS4 };
+        // Each row stream prefetched into L2 one row group ahead, as `super::z512`'s drivers
+        // do ([`Prefetch::one_group_ahead`]): until session 12 this body left the eight
+        // streams to the hardware prefetcher.
+        let pfx = Prefetch::DEFAULT.one_group_ahead(8 * rb);
         let mut r0 = 0;
         while r0 < nrows {
             let (rp, here) = row_ptrs::<8>(w, rb, nrows, r0);
@@ -117,54 +171,64 @@ pub(crate) unsafe fn kq<const K6: bool, const MAXC: usize>(
             let mut acc = [[_mm256_setzero_ps(); 9]; MAXC];
             for b in 0..nb {
                 let mut bp = rp;
-                // Per row: the 8 sub-blocks' permuted quants, 4 scale-pair vectors, the mins.
+                // Per row: the 8 sub-blocks' quants in lane order, their i16 scale vectors
+                // (Q4_K: the sub-block's scale in every word; Q6_K: its two 16-element
+                // scales alternating, word 0 of each dword covering elements `l, l + 8`), and
+                // (Q4_K) the mins, each repeated for the two bsums of its sub-block.
                 let mut qv = [[_mm256_setzero_si256(); 8]; 8];
-                let mut sv = [[_mm256_setzero_si256(); 4]; 8];
+                let mut sv = [[_mm256_setzero_si256(); 8]; 8];
                 let mut mv = [_mm256_setzero_si256(); 8];
                 for i in 0..8 {
                     bp[i] = bp[i].add(b * bsz);
+                    let q = bp[i];
+                    pfx.span(q, bsz);
                     if K6 {
-                        let q = bp[i];
+                        let ql: [__m256i; 4] = core::array::from_fn(|c| {
+                            to_lanes(_mm256_loadu_si256(q.add(32 * c).cast()), ls)
+                        });
+                        let qh: [__m256i; 2] = core::array::from_fn(|h| {
+                            to_lanes(_mm256_loadu_si256(q.add(128 + 32 * h).cast()), ls)
+                        });
                         for sb in 0..8 {
                             let (h, r) = (sb / 4, sb % 4);
-                            let lo = _mm256_loadu_si256(q.add(64 * h + 32 * (r % 2)).cast());
-                            let hi = _mm256_loadu_si256(q.add(128 + 32 * h).cast());
+                            let lo = ql[2 * h + r % 2];
                             let lo = if r < 2 { lo } else { _mm256_srli_epi16::<4>(lo) };
                             let hi = match r {
-                                0 => hi,
-                                1 => _mm256_srli_epi16::<2>(hi),
-                                2 => _mm256_srli_epi16::<4>(hi),
-                                _ => _mm256_srli_epi16::<6>(hi),
+                                0 => qh[h],
+                                1 => _mm256_srli_epi16::<2>(qh[h]),
+                                2 => _mm256_srli_epi16::<4>(qh[h]),
+                                _ => _mm256_srli_epi16::<6>(qh[h]),
                             };
-                            let u = _mm256_or_si256(
+                            qv[i][sb] = _mm256_or_si256(
                                 _mm256_and_si256(lo, m4),
                                 _mm256_slli_epi16::<4>(_mm256_and_si256(hi, m2)),
                             );
-                            qv[i][sb] = _mm256_shuffle_epi8(u, p);
                         }
-                        let sc: &[i8; 16] = &*q.add(192).cast::<[i8; 16]>();
-                        let pair = |x: i8, y: i8| i32::from(x as i16 as u16) | i32::from(y) << 16;
-                        for c in 0..4 {
-                            sv[i][c] = _mm256_set_m128i(
-                                _mm_set1_epi32(pair(sc[4 * c + 1], sc[4 * c + 3])),
-                                _mm_set1_epi32(pair(sc[4 * c], sc[4 * c + 2])),
-                            );
+                        // The 16 i8 scales as i16; dword `sb` = (scale 2sb, scale 2sb + 1).
+                        let sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(q.add(192).cast()));
+                        for sb in 0..8 {
+                            sv[i][sb] =
+                                _mm256_permutevar8x32_epi32(sc16, _mm256_set1_epi32(sb as i32));
                         }
                         continue;
                     }
-                    let sc_bytes: &[u8; 12] = &*bp[i].add(4).cast::<[u8; 12]>();
-                    let (sc, mn) = scales_mins_k4(sc_bytes);
-                    for c in 0..4 {
-                        let x = _mm256_loadu_si256(bp[i].add(16 + 32 * c).cast());
-                        let lo = _mm256_and_si256(x, m4);
-                        let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(x), m4);
-                        qv[i][2 * c] = _mm256_shuffle_epi8(lo, p);
-                        qv[i][2 * c + 1] = _mm256_shuffle_epi8(hi, p);
-                        let pair = i32::from(sc[2 * c]) | i32::from(sc[2 * c + 1]) << 16;
-                        sv[i][c] = _mm256_set1_epi32(pair);
+                    let sm = _mm256_broadcastsi128_si256(scales_mins_k4_vec(q));
+                    for s in 0..8 {
+                        // Byte of scale `s` in `[sc0..3, m0..3, sc4..7, m4..7]`, zero-extended.
+                        let at = if s < 4 { s } else { s + 4 } as i16;
+                        sv[i][s] = _mm256_shuffle_epi8(sm, _mm256_set1_epi16(at | -0x8000));
                     }
-                    let m16: [i16; 16] = core::array::from_fn(|j| i16::from(mn[j / 2]));
-                    mv[i] = _mm256_loadu_si256(m16.as_ptr().cast());
+                    #[rustfmt::skip]
+                    let mi = _mm256_setr_epi8(
+                        4, -1, 4, -1, 5, -1, 5, -1, 6, -1, 6, -1, 7, -1, 7, -1,
+                        12, -1, 12, -1, 13, -1, 13, -1, 14, -1, 14, -1, 15, -1, 15, -1,
+                    );
+                    mv[i] = _mm256_shuffle_epi8(sm, mi);
+                    for c in 0..4 {
+                        let x = to_lanes(_mm256_loadu_si256(q.add(16 + 32 * c).cast()), ls);
+                        qv[i][2 * c] = _mm256_and_si256(x, m4);
+                        qv[i][2 * c + 1] = _mm256_and_si256(_mm256_srli_epi16::<4>(x), m4);
+                    }
                 }
                 let dw = f16x8(&bp, if K6 { 208 } else { 0 });
                 let dmw = f16x8(&bp, 2);
@@ -174,7 +238,7 @@ pub(crate) unsafe fn kq<const K6: bool, const MAXC: usize>(
                     let mut av = [_mm256_setzero_si256(); 8];
                     let mut a32 = [_mm256_setzero_si256(); 8];
                     for (g, v) in av.iter_mut().enumerate() {
-                        *v = _mm256_shuffle_epi8(_mm256_loadu_si256(yp.add(32 * g).cast()), p);
+                        *v = to_lanes(_mm256_loadu_si256(yp.add(32 * g).cast()), ls);
                         if K6 {
                             a32[g] = _mm256_slli_epi16::<5>(_mm256_maddubs_epi16(ones8, *v));
                         }
@@ -183,25 +247,26 @@ pub(crate) unsafe fn kq<const K6: bool, const MAXC: usize>(
                     let mut lanes = [_mm256_setzero_si256(); 8];
                     let mut mins = [_mm256_setzero_si256(); 8];
                     for i in 0..8 {
-                        let mut ua = _mm256_setzero_si256();
-                        let mut va = _mm256_setzero_si256();
-                        for c in 0..4 {
-                            let mut x0 = _mm256_maddubs_epi16(qv[i][2 * c], av[2 * c]);
-                            let mut x1 = _mm256_maddubs_epi16(qv[i][2 * c + 1], av[2 * c + 1]);
+                        // Dword `l` of each term: the scaled exact sum of sub-block `sb`'s
+                        // four lane-`l` elements (word pairs `l, l + 8` and `l + 16, l + 24`).
+                        let t = |sb: usize| {
+                            let mut x = _mm256_maddubs_epi16(qv[i][sb], av[sb]);
                             if K6 {
-                                x0 = _mm256_sub_epi16(x0, a32[2 * c]);
-                                x1 = _mm256_sub_epi16(x1, a32[2 * c + 1]);
+                                x = _mm256_sub_epi16(x, a32[sb]);
                             }
-                            let u = _mm256_unpacklo_epi16(x0, x1);
-                            let v = _mm256_unpackhi_epi16(x0, x1);
-                            ua = _mm256_add_epi32(ua, _mm256_madd_epi16(u, sv[i][c]));
-                            va = _mm256_add_epi32(va, _mm256_madd_epi16(v, sv[i][c]));
-                        }
+                            _mm256_madd_epi16(x, sv[i][sb])
+                        };
+                        let s01 = _mm256_add_epi32(t(0), t(1));
+                        let s23 = _mm256_add_epi32(t(2), t(3));
+                        let s45 = _mm256_add_epi32(t(4), t(5));
+                        let s67 = _mm256_add_epi32(t(6), t(7));
                         lanes[i] = _mm256_add_epi32(
-                            _mm256_permute2x128_si256::<0x20>(ua, va),
-                            _mm256_permute2x128_si256::<0x31>(ua, va),
+                            _mm256_add_epi32(s01, s23),
+                            _mm256_add_epi32(s45, s67),
                         );
-                        mins[i] = _mm256_madd_epi16(bs, mv[i]);
+                        if !K6 {
+                            mins[i] = _mm256_madd_epi16(bs, mv[i]);
+                        }
                     }
                     let t = transpose8(&lanes);
                     let yd = _mm256_set1_ps(blk.d);
