@@ -203,14 +203,16 @@ pub fn tile_rolled_shader(format: FormatId) -> Option<&'static str> {
 }
 
 /// Whether a format's tiled kernel takes the rolled epilogue ([`tile_rolled_shader`]) by
-/// default: where it was the faster on an H200 at n = 8, 16384x16384, default shapes
-/// (docs/BENCHMARKS.md, session 12 (vk), alternated with the constant-index form: Q8_0,
-/// Q4_0 and ROCmFP3 5-10% faster rolled; ROCmFP2, MXFP4, NVFP4, PQ2_0 and PTQ1_0 4-8%
-/// faster, Q4_1 3% (16x4x1) to 21% (its best shape) faster, with constant indices).
+/// default: ROCmFP3 only. On an H200 at n = 8, 16384x16384 (docs/BENCHMARKS.md, session 12
+/// (vk)), alternated with the constant-index form on session 10's default shapes: Q8_0, Q4_0
+/// and ROCmFP3 were 5-9% faster rolled, ROCmFP2, MXFP4, NVFP4, PQ2_0 and PTQ1_0 4-8% faster
+/// with constant indices. The constant-index form was then swept: at 2 rows a thread it is
+/// faster still (Q4_1 8x2x1 93.6 µs against 113.2 rolled), so Q8_0 and Q4_0 take it with
+/// their new shapes ([`default_tile_shape`]); ROCmFP3's sweep did not finish.
 pub fn tile_rolled(format: FormatId) -> bool {
     use FormatId as F;
     let format = crate::repack::kernel_format(format);
-    matches!(format, F::Q8_0 | F::Q4_0 | F::RocmFp3) && tile_rolled_shader(format).is_some()
+    matches!(format, F::RocmFp3) && tile_rolled_shader(format).is_some()
 }
 
 /// Whether a format's 8-column calls (5 to 8 columns) use its tiled kernel ([`tile_shader`])
@@ -226,14 +228,18 @@ pub fn tile_default(format: FormatId) -> bool {
 /// The default shape of a tiled kernel ([`tile_shader`]): (threads per row, rows per thread,
 /// K split), the fastest of session 10's sweep on an H200 at n = 8 (lowest time summed
 /// relative to each shape's best over 16384x16384 and 14336x4096; session 11's for TQ2_0,
-/// Q4_K, Q6_K and the HFP4 family, whose shapes count quarter and half blocks).
+/// Q4_K, Q6_K and the HFP4 family, whose shapes count quarter and half blocks; session 12's
+/// for Q4_1, Q8_0 and Q4_0 with the constant-index epilogue).
 pub fn default_tile_shape(format: FormatId) -> Shape {
     use FormatId as F;
     let format = crate::repack::kernel_format(format);
     match format {
         // Q4_1: session 12's sweep of its new tiled kernel (constant-index epilogue), 8x2x1
-        // the fastest at both sizes.
-        F::Mxfp4 | F::Q4_1 => (8, 2, 1),
+        // the fastest at both sizes. Q8_0 and Q4_0: session 12's sweep of the constant-index
+        // form at 16384x16384 (Q4_0 8x2x1 90.5 µs against 114.8 rolled 16x4x1, 1.27x; Q8_0
+        // 8x2x1 116.3 against 133.1, 1.14x: its 16x4x2 was 106.8, but K-split shapes were
+        // 30-40% slower at 14336x4096 in session 10's sweep, so the unsplit one).
+        F::Mxfp4 | F::Q4_1 | F::Q8_0 | F::Q4_0 => (8, 2, 1),
         F::Nvfp4 | F::Pq2_0 => (4, 2, 2),
         F::Tq2_0 | F::Q4K | F::Q6K => (8, 2, 1),
         _ => (16, 4, 1),
