@@ -1,7 +1,7 @@
 // tile_sum_r.wgsl: the tiled kernels' final sums (mm_tile.wgsl's tile_sums) in a loop over
 // (row, half of the columns) (session 10's form). Its barriers keep the loop rolled, so the
-// accumulators are indexed at run time (local memory on an H200), yet for some formats the
-// kernel is faster so than with tile_sum_c.wgsl's constant indices (kernels.rs
+// accumulators are indexed at run time (local memory on an H200); even so, some formats'
+// kernels are faster in this form than with tile_sum_c.wgsl's constant indices (kernels.rs
 // `tile_rolled`). The same sums in the same order as tile_sum_c.wgsl.
 // What must not live here: the main loop or format arithmetic.
 
