@@ -5,7 +5,8 @@
 //!   concatenated (WGSL allows use before declaration at module scope). A parse or validation
 //!   error fails the build with the file and line it points at.
 //! * WGSL `override`s (workgroup size `WG`, threads per row `TPR`, rows per thread `RPT`,
-//!   blocks per thread and step `BPT`, columns per dispatch `NCOLS`) are resolved here, once
+//!   blocks per thread and step `BPT`, columns per dispatch `NCOLS`, rotated loads `ROT`) are
+//!   resolved here, once
 //!   per variant of the tables below:
 //!   naga 27's SPIR-V writer rejects unresolved overrides (`back::spv::Error::Override`), so the
 //!   specialisation happens at build time over a bounded, fixed set instead of through Vulkan
@@ -20,7 +21,7 @@ use std::path::{Path, PathBuf};
 /// Matmul kernels: (kernel name, WGSL files in order, shape set). common.wgsl is appended to
 /// every kernel. Kernels on `mm_body` define a format's block access and dot product only.
 /// Names ending in `_f` are the fused 1-column kernels (act_q8f.wgsl), compiled for n = 1 only.
-const MATMUL_KERNELS: [(&str, &[&str], Shapes); 34] = [
+const MATMUL_KERNELS: [(&str, &[&str], Shapes); 47] = [
     ("mm_q8_0", &["mm_q8_0"], Shapes::Small),
     ("mm_q4_0", &["mm_q4_0"], Shapes::Small),
     ("mm_q4_1", &["mm_q4_1"], Shapes::Small),
@@ -31,10 +32,18 @@ const MATMUL_KERNELS: [(&str, &[&str], Shapes); 34] = [
     ("mm_mxfp4", &["mm_mxfp4", "act_q8", "mm_body"], Shapes::Small),
     ("mm_nvfp4", &["mm_nvfp4", "act_q8", "mm_body"], Shapes::Mid),
     ("mm_pq2_0", &["mm_pq2_0", "act_q8", "mm_body"], Shapes::Large),
-    ("mm_ptq1_0", &["mm_ptq1_0", "act_q8", "mm_body"], Shapes::Large),
     ("mm_q4_k", &["mm_q4_k", "q4_k_fn", "act_q8k", "mm_body"], Shapes::Large),
     ("mm_q6_k", &["mm_q6_k", "act_q8k", "mm_body"], Shapes::Large),
     ("mm_tq2_0", &["mm_tq2_0", "act_q8k", "mm_body"], Shapes::Large),
+    // Rotated loads (names ending in `_o`, 1-column variants only, mm_body.wgsl's ROT): each
+    // slot of raw words is refilled right after its block is decoded, so one step's words
+    // are live instead of two (fewer registers, the same loads in flight).
+    ("mm_rocmfp2_o", &["mm_rocmfp2", "act_q8", "mm_body"], Shapes::Small),
+    ("mm_rocmfp3_o", &["mm_rocmfp3", "act_q8", "mm_body"], Shapes::Small),
+    ("mm_mxfp4_o", &["mm_mxfp4", "act_q8", "mm_body"], Shapes::Small),
+    ("mm_nvfp4_o", &["mm_nvfp4", "act_q8", "mm_body"], Shapes::Mid),
+    ("mm_pq2_0_o", &["mm_pq2_0", "act_q8", "mm_body"], Shapes::Large),
+    ("mm_tq2_0_o", &["mm_tq2_0", "act_q8k", "mm_body"], Shapes::Large),
     // Fused (opt-in): the workgroup quantizes its one activation column itself (1-column
     // variants only). Measured on an H200 (docs/BENCHMARKS.md, session 6): slower than the
     // separate quantizer dispatch except on small matrices, and more so for the formats whose
@@ -57,23 +66,42 @@ const MATMUL_KERNELS: [(&str, &[&str], Shapes); 34] = [
     ("mm_pq2_0_c", &["mm_pq2_0", "act_q8s", "mm_cols"], Shapes::Cols),
     // Tiled (names ending in `_t`, 8-column variants only, mm_tile.wgsl): a chunk of K of
     // every column staged in workgroup memory once per chunk (act_q8t.wgsl), few rows a
-    // thread, each block decoded once for all columns.
-    ("mm_q8_0_t", &["mm_q8_0b", "act_q8t", "mm_tile"], Shapes::Tile),
-    ("mm_q4_0_t", &["mm_q4_0b", "act_q8t", "mm_tile"], Shapes::Tile),
-    ("mm_rocmfp2_t", &["mm_rocmfp2", "act_q8t", "mm_tile"], Shapes::Tile),
-    ("mm_rocmfp3_t", &["mm_rocmfp3", "act_q8t", "mm_tile"], Shapes::Tile),
-    ("mm_mxfp4_t", &["mm_mxfp4", "act_q8t", "mm_tile"], Shapes::Tile),
-    ("mm_nvfp4_t", &["mm_nvfp4", "act_q8t", "mm_tile"], Shapes::TileShort),
-    ("mm_pq2_0_t", &["mm_pq2_0", "act_q8t", "mm_tile"], Shapes::TileShort),
-    ("mm_ptq1_0_t", &["mm_ptq1_0", "act_q8t", "mm_tile"], Shapes::TileShort),
+    // thread, each block decoded once for all columns. The last file is the epilogue:
+    // tile_sum_c.wgsl (constant accumulator indices) or, in the kernels named `*_r_t`,
+    // tile_sum_r.wgsl (session 10's loop); the same sums, so the same results
+    // (kernels.rs `tile_rolled` says which a format uses).
+    ("mm_q8_0_t", &["mm_q8_0b", "act_q8t", "mm_tile", "tile_sum_c"], Shapes::Tile),
+    ("mm_q4_0_t", &["mm_q4_0b", "act_q8t", "mm_tile", "tile_sum_c"], Shapes::Tile),
+    ("mm_q4_1_t", &["mm_q4_1b", "act_q8t", "mm_tile", "tile_sum_c"], Shapes::Tile),
+    ("mm_rocmfp2_t", &["mm_rocmfp2", "act_q8t", "mm_tile", "tile_sum_c"], Shapes::Tile),
+    ("mm_rocmfp3_t", &["mm_rocmfp3", "act_q8t", "mm_tile", "tile_sum_c"], Shapes::Tile),
+    ("mm_mxfp4_t", &["mm_mxfp4", "act_q8t", "mm_tile", "tile_sum_c"], Shapes::Tile),
+    ("mm_nvfp4_t", &["mm_nvfp4", "act_q8t", "mm_tile", "tile_sum_c"], Shapes::TileShort),
+    ("mm_pq2_0_t", &["mm_pq2_0", "act_q8t", "mm_tile", "tile_sum_c"], Shapes::TileShort),
+    ("mm_q8_0_r_t", &["mm_q8_0b", "act_q8t", "mm_tile", "tile_sum_r"], Shapes::Tile),
+    ("mm_q4_0_r_t", &["mm_q4_0b", "act_q8t", "mm_tile", "tile_sum_r"], Shapes::Tile),
+    ("mm_q4_1_r_t", &["mm_q4_1b", "act_q8t", "mm_tile", "tile_sum_r"], Shapes::Tile),
+    ("mm_rocmfp2_r_t", &["mm_rocmfp2", "act_q8t", "mm_tile", "tile_sum_r"], Shapes::Tile),
+    ("mm_rocmfp3_r_t", &["mm_rocmfp3", "act_q8t", "mm_tile", "tile_sum_r"], Shapes::Tile),
+    ("mm_mxfp4_r_t", &["mm_mxfp4", "act_q8t", "mm_tile", "tile_sum_r"], Shapes::Tile),
+    ("mm_nvfp4_r_t", &["mm_nvfp4", "act_q8t", "mm_tile", "tile_sum_r"], Shapes::TileShort),
+    ("mm_pq2_0_r_t", &["mm_pq2_0", "act_q8t", "mm_tile", "tile_sum_r"], Shapes::TileShort),
     // Tiled kernels of the 256-element Q8_K formats (units: quarters of a block,
     // act_q8kt.wgsl) and of the HFP4 family (units: half blocks, f32 activations,
-    // act_f32t.wgsl).
-    ("mm_tq2_0_t", &["mm_tq2_0t", "act_q8kt", "mm_tile"], Shapes::TileK),
-    ("mm_q4_k_t", &["mm_q4_kt", "q4_k_fn", "act_q8kt", "mm_tile"], Shapes::TileK),
-    ("mm_q6_k_t", &["mm_q6_kt", "act_q8kt", "mm_tile"], Shapes::TileK),
-    ("mm_hfp4_t", &["mm_hfp4t", "hfp4_fn", "factor_ue8m0", "act_f32t", "mm_tile"], Shapes::TileF),
-    ("mm_mfp4p_t", &["mm_hfp4t", "hfp4_fn", "factor_e4m3", "act_f32t", "mm_tile"], Shapes::TileF),
+    // act_f32t.wgsl); constant-index epilogue only.
+    ("mm_tq2_0_t", &["mm_tq2_0t", "act_q8kt", "mm_tile", "tile_sum_c"], Shapes::TileK),
+    ("mm_q4_k_t", &["mm_q4_kt", "q4_k_fn", "act_q8kt", "mm_tile", "tile_sum_c"], Shapes::TileK),
+    ("mm_q6_k_t", &["mm_q6_kt", "act_q8kt", "mm_tile", "tile_sum_c"], Shapes::TileK),
+    (
+        "mm_hfp4_t",
+        &["mm_hfp4t", "hfp4_fn", "factor_ue8m0", "act_f32t", "mm_tile", "tile_sum_c"],
+        Shapes::TileF,
+    ),
+    (
+        "mm_mfp4p_t",
+        &["mm_hfp4t", "hfp4_fn", "factor_e4m3", "act_f32t", "mm_tile", "tile_sum_c"],
+        Shapes::TileF,
+    ),
 ];
 
 /// Helper kernels: (name, files, workgroup size).
@@ -196,23 +224,26 @@ struct Variant {
     rpt: u32,
     bpt: u32,
     ncols: u32,
+    /// mm_body.wgsl's ROT (1: rotated loads, the kernels named `*_o`).
+    rot: u32,
 }
 
 fn variants() -> Vec<Variant> {
     let mut out = Vec::new();
     for (shader, files, wg) in HELPERS {
-        out.push(Variant { shader, files, wg, tpr: 1, rpt: 1, bpt: 1, ncols: 1 });
+        out.push(Variant { shader, files, wg, tpr: 1, rpt: 1, bpt: 1, ncols: 1, rot: 0 });
     }
     for (shader, files, set) in MATMUL_KERNELS {
         for ncols in NCOLS {
-            if shader.ends_with("_f") && ncols != 1
+            if (shader.ends_with("_f") || shader.ends_with("_o")) && ncols != 1
                 || shader.ends_with("_s") && ncols < 4
                 || (shader.ends_with("_c") || shader.ends_with("_t")) && ncols != 8
             {
                 continue;
             }
             for &(tpr, rpt, bpt) in matmul_shapes(set, ncols) {
-                out.push(Variant { shader, files, wg: 256, tpr, rpt, bpt, ncols });
+                let rot = u32::from(shader.ends_with("_o"));
+                out.push(Variant { shader, files, wg: 256, tpr, rpt, bpt, ncols, rot });
             }
         }
     }
@@ -281,9 +312,14 @@ fn compile(dir: &Path, v: &Variant, dot4: bool) -> Result<Vec<u32>, String> {
             )
         })?;
     let mut constants = naga::back::PipelineConstants::default();
-    for (name, value) in
-        [("WG", v.wg), ("TPR", v.tpr), ("RPT", v.rpt), ("BPT", v.bpt), ("NCOLS", v.ncols)]
-    {
+    for (name, value) in [
+        ("WG", v.wg),
+        ("TPR", v.tpr),
+        ("RPT", v.rpt),
+        ("BPT", v.bpt),
+        ("NCOLS", v.ncols),
+        ("ROT", v.rot),
+    ] {
         if module.overrides.iter().any(|(_, o)| o.name.as_deref() == Some(name)) {
             constants.insert(name.to_string(), f64::from(value));
         }

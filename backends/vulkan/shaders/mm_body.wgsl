@@ -23,6 +23,8 @@
 //                                             of all of a step's blocks first (nothing to reuse
 //                                             across columns; fewer registers live, so more
 //                                             workgroups fit on a multiprocessor)
+// The kernels named `*_o` (1 column, PREFETCH formats) set ROT: each block's slot is refilled
+// right after its decode (see the loop), so only one step's raw words are live.
 // Each thread fetches BPT consecutive blocks of RPT rows into registers (with PREFETCH one
 // step ahead: the loads of step s + 1 are in flight while step s is computed), decodes them
 // once, then uses them for every one of the NCOLS columns; partials of a row are summed by
@@ -31,6 +33,9 @@
 // activations (act_q8.wgsl, act_q8k.wgsl) and the outputs are declared here and there.
 
 @group(0) @binding(1) var<storage, read> w_scales: array<u32>;
+
+// 1 in the rotated 1-column kernels (names ending in `_o`, build.rs), else 0.
+override ROT: u32 = 0u;
 @group(0) @binding(4) var<storage, read_write> y: array<f32>;
 
 @compute @workgroup_size(WG)
@@ -62,6 +67,24 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wgid: 
     for (var s0 = 0u; s0 < pc.nb; s0 += step) {
         b0 = s0 + first;
         stage_act(lid, s0);
+        if (NCOLS == 1u && PREFETCH && ROT != 0u) {
+            // Rotated loads (the kernels named `*_o`): each block is decoded, its slot
+            // refilled with the next step's block at once, then the block used; one set of raw
+            // words live (not this step's and the next's), the same loads in flight.
+            for (var j = 0u; j < BPT; j++) {
+                let valid = b0 + j < pc.nb;
+                let b = min(b0 + j, pc.nb - 1u);
+                let bn = min(b0 + step + j, pc.nb - 1u);
+                let a = load_a(pc.act_col, b);
+                for (var r = 0u; r < RPT; r++) {
+                    let w = decode_w(raw[j * RPT + r], base[r] + b);
+                    raw[j * RPT + r] = fetch_w(base[r] + bn);
+                    let v = block_dot(w, a, base[r] + b, pc.act_col, b);
+                    acc[r] += select(0.0, v, valid);
+                }
+            }
+            continue;
+        }
         if (NCOLS == 1u && PREFETCH && DECODE_AT_USE) {
             // This step's words, then the next step's loads issued, then each block decoded
             // and used at once.

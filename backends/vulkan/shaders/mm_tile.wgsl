@@ -22,7 +22,8 @@
 // What must not live here: format arithmetic.
 // Requires: NCOLS = 8, TPR dividing the chunk (the activation file's tile_ch), RPT <= 4
 // (build.rs' shape sets); the activation file declares tile_m, an array of at least WG
-// vec4<f32> in workgroup memory, which the final sums reuse.
+// vec4<f32> in workgroup memory, which the final sums reuse; an epilogue file defines
+// tile_sums (tile_sum_c.wgsl: constant accumulator indices; tile_sum_r.wgsl: a loop).
 
 @group(0) @binding(1) var<storage, read> w_scales: array<u32>;
 @group(0) @binding(4) var<storage, read_write> y: array<f32>;
@@ -86,44 +87,7 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wgid: 
             }
         }
     }
-    // Sum each (row, column)'s TPR partials, four columns a pass, through tile_m. Written out
-    // per (row, half) with constant indices into acc (NCOLS = 8), so that acc stays in
-    // registers (a loop here, whose barriers keep it rolled, indexed acc at run time and
-    // put it in local memory).
-    tile_sum(lid, group, ks, 0u, 0u, vec4<f32>(acc[0], acc[1], acc[2], acc[3]));
-    tile_sum(lid, group, ks, 0u, 4u, vec4<f32>(acc[4], acc[5], acc[6], acc[7]));
-    if (RPT > 1u) {
-        tile_sum(lid, group, ks, 1u, 0u, vec4<f32>(acc[8], acc[9], acc[10], acc[11]));
-        tile_sum(lid, group, ks, 1u, 4u, vec4<f32>(acc[12], acc[13], acc[14], acc[15]));
-    }
-    if (RPT > 2u) {
-        tile_sum(lid, group, ks, 2u, 0u, vec4<f32>(acc[16], acc[17], acc[18], acc[19]));
-        tile_sum(lid, group, ks, 2u, 4u, vec4<f32>(acc[20], acc[21], acc[22], acc[23]));
-    }
-    if (RPT > 3u) {
-        tile_sum(lid, group, ks, 3u, 0u, vec4<f32>(acc[24], acc[25], acc[26], acc[27]));
-        tile_sum(lid, group, ks, 3u, 4u, vec4<f32>(acc[28], acc[29], acc[30], acc[31]));
-    }
-}
-
-// One pass of the final sums: row r of each team, columns h..h + 3, v = this thread's
-// partials of them. Every thread calls it (uniform control flow: it has barriers).
-fn tile_sum(lid: u32, group: u32, ks: u32, r: u32, h: u32, v: vec4<f32>) {
-    let teams = WG / TPR;
-    let row0 = (group * teams + lid / TPR) * RPT;
-    workgroupBarrier();
-    tile_m[lid] = v * row_factor(min(row0 + r, pc.rows - 1u));
-    workgroupBarrier();
-    for (var o = lid; o < teams * 4u; o += WG) {
-        let tm = o / 4u;
-        var s = 0.0;
-        for (var k = 0u; k < TPR; k++) {
-            s += tile_m[tm * TPR + k][o % 4u];
-        }
-        let row = (group * teams + tm) * RPT + r;
-        let c = h + o % 4u;
-        if (row < pc.rows && c < pc.n) {
-            y[((pc.act_col + c) * BPT + ks) * pc.y_stride + pc.y_off + row] = s;
-        }
-    }
+    // Sum each (row, column)'s TPR partials through tile_m (the epilogue file: tile_sum_c.wgsl
+    // or tile_sum_r.wgsl, the same sums in the same order).
+    tile_sums(lid, group, ks, &acc);
 }

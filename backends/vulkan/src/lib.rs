@@ -40,8 +40,8 @@
 //!   needs staging on): the threads of a row split the columns as well as the blocks, one
 //!   column a thread, so each decodes a block once for all its rows (PQ2_0's staged kernel
 //!   decodes it again per column); 1.25-1.34x faster at n = 8 on an H200.
-//! * In their 8-column variant (calls of 5 to 8 columns) Q8_0, Q4_0, ROCmFP2, ROCmFP3, MXFP4,
-//!   NVFP4, PQ2_0, PTQ1_0, TQ2_0, Q4_K, Q6_K and the HFP4 family use tiled kernels
+//! * In their 8-column variant (calls of 5 to 8 columns) Q8_0, Q4_0, Q4_1, ROCmFP2, ROCmFP3,
+//!   MXFP4, NVFP4, PQ2_0, PTQ1_0, TQ2_0, Q4_K, Q6_K and the HFP4 family use tiled kernels
 //!   (`mm_tile.wgsl`; the Q8_K formats' units are quarter blocks, `act_q8kt.wgsl`, the HFP4
 //!   family's half blocks of f32 activations, `act_f32t.wgsl`; `LOWBIT_VK_TILE=0` or
 //!   [`VulkanOptions::tile`] turns them off, and they need the staged kernels' workgroup
@@ -50,7 +50,11 @@
 //!   registers on an H200 against 131-255 before) and decodes each block once for all
 //!   columns; some shapes split K over several workgroups and add the partial sums in a
 //!   second dispatch (`sum_parts.wgsl`). 1.02-2.6x faster at n = 8 on an H200
-//!   (docs/BENCHMARKS.md, session 10; the Q8_K and HFP4 formats: session 11).
+//!   (docs/BENCHMARKS.md, session 10; the Q8_K and HFP4 formats: session 11). Their final
+//!   sums take one of two forms with the same results, per format (`LOWBIT_VK_TILE_ROLLED`
+//!   or [`VulkanOptions::tile_rolled`] forces one: [`kernels::tile_rolled`]).
+//! * PTQ1_0 is stored on the device in PQ2_0's layout (its trits + 1 as 2-bit codes, 34
+//!   bytes a block against 28) and runs PQ2_0's kernels (as the HIP backend does).
 //! * Opt-in (`LOWBIT_VK_FUSED=1` or [`VulkanOptions::fused`]), n = 1 with K <= 16384 for Q8_0
 //!   and Q4_0: a fused kernel whose every workgroup quantizes the activation column itself
 //!   (the same bytes as the quantizer dispatch) into workgroup memory, so the call is one
@@ -163,6 +167,14 @@ pub struct VulkanOptions {
     /// workgroup memory of the staged kernels and stays off without it). It takes precedence
     /// over the column-split and staged kernels.
     pub tile: Option<bool>,
+    /// Give the tiled kernels the rolled epilogue (`tile_sum_r.wgsl`) where the format has
+    /// one, rather than the constant-index one (`tile_sum_c.wgsl`; the same results; `None`:
+    /// `LOWBIT_VK_TILE_ROLLED`, else [`kernels::tile_rolled`] per format).
+    pub tile_rolled: Option<bool>,
+    /// Use the rotated-load kernel (`*_o`, [`kernels::rotated_shader`]; the same results) for
+    /// 1-column calls where the format has one (`None`: `LOWBIT_VK_ROTATE`, else
+    /// [`kernels::rotated_default`] per format).
+    pub rotate: Option<bool>,
 }
 
 /// One row range of an uploaded matrix, in its own buffers.
@@ -274,6 +286,12 @@ pub struct VulkanBackend {
     /// Whether the 8-column variant is the tiled kernel where the format has one (`None`: the
     /// per-format default).
     tile: Option<bool>,
+    /// Whether the tiled kernels take the rolled epilogue where the format has one (`None`:
+    /// the per-format default).
+    tile_rolled: Option<bool>,
+    /// Whether 1-column calls use the rotated-load kernel where the format has one (`None`:
+    /// the per-format default).
+    rotate: Option<bool>,
     ctx: Arc<Context>,
 }
 
@@ -365,6 +383,14 @@ impl VulkanBackend {
             Some(t) => Some(t),
             None => env_flag("LOWBIT_VK_TILE")?,
         };
+        let tile_rolled = match opts.tile_rolled {
+            Some(t) => Some(t),
+            None => env_flag("LOWBIT_VK_TILE_ROLLED")?,
+        };
+        let rotate = match opts.rotate {
+            Some(t) => Some(t),
+            None => env_flag("LOWBIT_VK_ROTATE")?,
+        };
         let ctx = Arc::new(Context::new(index)?);
         let info = &ctx.info;
         let dot4 = match dot4_forced {
@@ -417,6 +443,8 @@ impl VulkanBackend {
             quant_wide,
             cols,
             tile,
+            tile_rolled,
+            rotate,
             ctx,
         })
     }
@@ -544,11 +572,16 @@ impl VulkanBackend {
         fused: bool,
     ) -> Result<usize, VulkanError> {
         let plain = kernels::matmul_shader(format).ok_or(VulkanError::Unsupported { format })?;
+        let plain = match kernels::rotated_shader(format) {
+            Some(s) if ncols == 1 && self.rotate.unwrap_or(kernels::rotated_default(format)) => s,
+            _ => plain,
+        };
         let tiled = match kernels::tile_shader(format) {
             Some(s)
                 if ncols == 8 && !fused && self.tile.unwrap_or(kernels::tile_default(format)) =>
             {
-                Some(s)
+                let rolled = self.tile_rolled.unwrap_or(kernels::tile_rolled(format));
+                Some(kernels::tile_rolled_shader(format).filter(|_| rolled).unwrap_or(s))
             }
             _ => None,
         };

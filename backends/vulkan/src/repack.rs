@@ -16,6 +16,7 @@
 //! Vulkan calls.
 
 use lowbit_core::format::hipfire::RowHeader;
+use lowbit_core::format::prism::BlockPtq1_0;
 use lowbit_core::FormatId;
 
 /// How a format's blocks are laid out on the device.
@@ -50,11 +51,23 @@ pub fn layout(format: FormatId) -> Option<Layout> {
         F::Q6K => lay("mm_q6_k", 52, 16),
         F::Tq2_0 => lay("mm_tq2_0", 16, 16),
         F::Pq2_0 => lay("mm_pq2_0", 8, 16),
-        F::Ptq1_0 => lay("mm_ptq1_0", 6, 32),
+        // PQ2_0's codes (trit + 1) and kernels (as the HIP backend does, layout.rs): 34 bytes
+        // a block on the device against 28 canonical, but a decode of one shift and mask per
+        // four weights instead of the base-3 digit arithmetic.
+        F::Ptq1_0 => lay("mm_pq2_0", 8, 16),
         F::Hfp4G32 | F::Mfp4G32 => Layout { row_scale: true, ..lay("mm_hfp4", 4, 8) },
         F::Mfp4G32P => Layout { row_scale: true, ..lay("mm_mfp4p", 4, 8) },
         _ => return None,
     })
+}
+
+/// The format whose kernels (and kernel choices) a format's device layout uses: PTQ1_0 is
+/// stored as PQ2_0 ([`layout`]), everything else as itself.
+pub fn kernel_format(format: FormatId) -> FormatId {
+    match format {
+        FormatId::Ptq1_0 => FormatId::Pq2_0,
+        f => f,
+    }
 }
 
 /// Code words per block of a format with a device layout.
@@ -195,8 +208,12 @@ pub fn block(format: FormatId, blk: &[u8], codes: &mut Vec<u32>) -> u32 {
             u16_at(blk, 0)
         }
         F::Ptq1_0 => {
-            words(codes, &blk[..24]);
-            u16_at(blk, 26) | (u32::from(blk[24]) << 16) | (u32::from(blk[25]) << 24)
+            // The trits (-1..1, the core's decoder) as PQ2_0's codes 0..2 in element order.
+            let b: BlockPtq1_0 = bytemuck::pod_read_unaligned(blk);
+            let mut t = [0i8; 128];
+            b.trits(&mut t);
+            codes.extend(t.chunks_exact(16).map(|h| crumb_word(h.iter().map(|&v| (v + 1) as u8))));
+            u16_at(blk, 26)
         }
         _ => 0,
     }

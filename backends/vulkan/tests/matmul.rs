@@ -415,3 +415,93 @@ fn tiled_kernels_match_the_exact_product_on_odd_shapes() {
         ok(b.set_shape(None), "set_shape");
     }
 }
+
+#[test]
+fn tiled_epilogues_give_the_same_bits() {
+    use lowbit_vulkan::kernels::{default_tile_shape, shapes, tile_rolled_shader, tile_shader};
+    // The rolled (tile_sum_r.wgsl) and constant-index (tile_sum_c.wgsl) final sums are the
+    // same sums in the same order: every shape, both dot product paths, bit for bit.
+    for dot4 in [None, Some(false)] {
+        let opts = |rolled| VulkanOptions {
+            tile: Some(true),
+            tile_rolled: Some(rolled),
+            dot4,
+            ..Default::default()
+        };
+        let (Some(r), Some(c)) = (backend(opts(true)), backend(opts(false))) else { return };
+        if r.info().max_shared_bytes < lowbit_vulkan::kernels::EXTRA_SHARED_BYTES {
+            return;
+        }
+        for format in FORMATS {
+            let Some(rolled) = tile_rolled_shader(format) else { continue };
+            let constant = tile_shader(format).expect("a rolled tiled kernel has a constant one");
+            assert_eq!(ok(r.kernel_for(format, 8), "kernel_for").1, rolled);
+            assert_eq!(ok(c.kernel_for(format, 8), "kernel_for").1, constant);
+            assert_eq!(shapes(rolled, 8), shapes(constant, 8), "{format}");
+            let rm = format.geometry().row_multiple;
+            let (rows, k, n) = (37, 41 * rm, 7);
+            let mut rng = Rng(rows as u64 * 7 + k as u64);
+            let w = random_matrix(&mut rng, format, rows, k);
+            let desc = MatrixDesc { format, rows, cols: k };
+            let x = rng.values(n * k);
+            let (mr, mc) = (ok(r.upload(desc, &w), "upload"), ok(c.upload(desc, &w), "upload"));
+            // Every shape on the default path; the default shape on the other.
+            let all = shapes(constant, 8);
+            let some = if dot4.is_none() { all } else { vec![default_tile_shape(format)] };
+            for shape in some {
+                ok(r.set_shape(Some(shape)), "set_shape");
+                ok(c.set_shape(Some(shape)), "set_shape");
+                let (mut yr, mut yc) = (vec![f32::NAN; n * rows], vec![0f32; n * rows]);
+                ok(r.matmul(&mr, &x, n, &mut yr), "matmul");
+                ok(c.matmul(&mc, &x, n, &mut yc), "matmul");
+                for (i, (a, b)) in yr.iter().zip(&yc).enumerate() {
+                    assert_eq!(a.to_bits(), b.to_bits(), "{format} {shape:?} output {i}");
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn rotated_load_kernels_give_the_same_bits() {
+    use lowbit_vulkan::kernels::{default_shape, matmul_shader, rotated_shader, shapes};
+    // mm_body.wgsl's rotated loads (`*_o`) change when a block's words are loaded, not the
+    // sums: every shape, both dot product paths, bit for bit against the plain 1-column
+    // kernel, on a matrix whose rows are not a whole number of steps.
+    for dot4 in [None, Some(false)] {
+        let opts = |rotate| VulkanOptions { rotate: Some(rotate), dot4, ..Default::default() };
+        let (Some(o), Some(p)) = (backend(opts(true)), backend(opts(false))) else { return };
+        for format in FORMATS {
+            let Some(rotated) = rotated_shader(format) else { continue };
+            let plain = matmul_shader(format).expect("a rotated kernel has a plain one");
+            assert_eq!(ok(o.kernel_for(format, 1), "kernel_for").1, rotated);
+            assert_eq!(ok(p.kernel_for(format, 1), "kernel_for").1, plain);
+            assert_eq!(shapes(rotated, 1), shapes(plain, 1), "{format}");
+            let rm = format.geometry().row_multiple;
+            let (rows, k) = (37, 41 * rm);
+            let mut rng = Rng(rows as u64 * 11 + k as u64);
+            let w = random_matrix(&mut rng, format, rows, k);
+            let desc = MatrixDesc { format, rows, cols: k };
+            let x = rng.values(k);
+            let (mo, mp) = (ok(o.upload(desc, &w), "upload"), ok(p.upload(desc, &w), "upload"));
+            // Every shape on the default path; the default shape on the other.
+            let all = shapes(plain, 1);
+            let some = if dot4.is_none() { all } else { vec![default_shape(format, 1)] };
+            for shape in some {
+                ok(o.set_shape(Some(shape)), "set_shape");
+                ok(p.set_shape(Some(shape)), "set_shape");
+                let (mut yo, mut yp) = (vec![f32::NAN; rows], vec![0f32; rows]);
+                ok(o.matmul(&mo, &x, 1, &mut yo), "matmul");
+                ok(p.matmul(&mp, &x, 1, &mut yp), "matmul");
+                for (i, (a, b)) in yo.iter().zip(&yp).enumerate() {
+                    assert_eq!(a.to_bits(), b.to_bits(), "{format} {shape:?} output {i}");
+                }
+            }
+            // And within the bound of the exact product on odd shapes.
+            ok(o.set_shape(None), "set_shape");
+            for (rows, k32) in [(1, 32usize), (33, 224)] {
+                check_format(&o, format, rows, k32.next_multiple_of(rm), &[1]);
+            }
+        }
+    }
+}
