@@ -54,6 +54,8 @@ mod q8x16;
 mod rocmfpx;
 pub(crate) mod stream;
 mod ternary;
+#[cfg(test)]
+mod test_rng;
 mod tq1_512;
 pub(crate) mod vecops;
 mod z512;

@@ -348,42 +348,16 @@ unsafe fn scale4(s: [__m512i; 4], dw: __m512, a: *const V64, mut acc: __m512) ->
 
 #[cfg(test)]
 mod tests {
+    use super::super::test_rng::Rng;
     use super::*;
     use crate::act::Acts;
     use crate::isa::Isa;
     use lowbit_core::FormatId;
 
-    /// SplitMix64.
-    struct Rng(u64);
-    impl Rng {
-        fn next(&mut self) -> u64 {
-            self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-            let mut z = self.0;
-            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-            z ^ (z >> 31)
-        }
-        /// Roughly symmetric in (-1, 1), an occasional outlier x 50.
-        fn value(&mut self) -> f32 {
-            let v = (self.next() >> 40) as f32 / (1u64 << 24) as f32 * 2.0 - 1.0;
-            if self.next() % 61 == 0 {
-                v * 50.0
-            } else {
-                v
-            }
-        }
-    }
-
     /// A valid canonical Q4_0 matrix: random nibbles, finite full-mantissa f16 scales of
     /// mixed magnitudes.
     fn matrix(rng: &mut Rng, rows: usize, k: usize) -> Vec<u8> {
-        let mut w = vec![0u8; rows * k / 32 * 18];
-        for b in w.chunks_exact_mut(18) {
-            let d = half::f16::from_f32(rng.value() * 0.01);
-            b[..2].copy_from_slice(&d.to_bits().to_le_bytes());
-            b[2..].iter_mut().for_each(|q| *q = rng.next() as u8);
-        }
-        w
+        rng.f16_scaled_blocks(rows * k / 32, 18)
     }
 
     /// The lane-order kernels (`super::z512`'s Q4_0 kernel, as the AVX-512 tables run it, on

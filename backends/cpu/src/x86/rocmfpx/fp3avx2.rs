@@ -105,6 +105,7 @@ impl Codec256 for Fp3Avx2 {
 
 #[cfg(test)]
 mod tests {
+    use super::super::super::test_rng::Rng;
     use super::*;
     use crate::act::Acts;
     use crate::isa::Isa;
@@ -112,27 +113,6 @@ mod tests {
 
     use super::super::body::{repack_row, Codec256};
     use super::super::fp3::Fp3;
-
-    /// SplitMix64.
-    struct Rng(u64);
-    impl Rng {
-        fn next(&mut self) -> u64 {
-            self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-            let mut z = self.0;
-            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-            z ^ (z >> 31)
-        }
-        /// Roughly symmetric in (-1, 1), an occasional outlier x 50.
-        fn value(&mut self) -> f32 {
-            let v = (self.next() >> 40) as f32 / (1u64 << 24) as f32 * 2.0 - 1.0;
-            if self.next() % 61 == 0 {
-                v * 50.0
-            } else {
-                v
-            }
-        }
-    }
 
     /// A canonical ROCmFP3 matrix of random codes (every 3-bit code, "-0" included) and random
     /// legal scale bytes (0x00..=0x7E).
