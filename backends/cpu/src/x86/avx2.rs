@@ -1,4 +1,4 @@
-//! AVX2 kernels (AVX2 + FMA + F16C) for Q8_0 and Q4_0 weights against Q8_0
+//! AVX2 kernels (AVX2 + FMA + F16C) for Q8_0, Q4_0, MXFP4 and IQ4_NL weights against Q8_0
 //! activations, and the shared kernel body the AVX-512 entry points also compile.
 //!
 //! Shape of the body (the ggml-style bandwidth layout): rows in groups of `R` (the last group
@@ -39,7 +39,11 @@ use std::ptr;
 use lowbit_core::format::ggml::BlockQ8_0;
 use lowbit_core::{Error, FormatId};
 
-use super::{block_bytes, check_q8_0, W_Q4_0, W_Q8_0};
+use lowbit_core::format::ggml::iq::tables::KVALUES_IQ4NL;
+use lowbit_core::format::ggml::mxfp4::KVALUES_MXFP4;
+
+use super::z512::E8M0_HALF;
+use super::{block_bytes, check_q8_0, W_IQ4NL, W_MXFP4, W_Q4_0, W_Q8_0};
 use crate::act::Acts;
 use crate::kernels::Kernel;
 
@@ -48,6 +52,8 @@ pub(crate) fn kernel(format: FormatId) -> Option<Kernel> {
     match format {
         FormatId::Q8_0 => Some(Kernel { name: "avx2-q8_0", f: run::<W_Q8_0> }),
         FormatId::Q4_0 => Some(Kernel { name: "avx2-q4_0", f: run::<W_Q4_0> }),
+        FormatId::Mxfp4 => Some(Kernel { name: "avx2-mxfp4", f: run::<W_MXFP4> }),
+        FormatId::Iq4Nl => Some(Kernel { name: "avx2-iq4_nl", f: run::<W_IQ4NL> }),
         _ => None,
     }
 }
@@ -111,6 +117,21 @@ unsafe fn load_q4_0(p: *const u8) -> __m256i {
     }
 }
 
+/// The 16 nibble bytes at `p` as 32 signed bytes in element order (low nibbles are elements
+/// 0..16, high nibbles 16..32), each nibble looked up in the 16-entry table `t`.
+#[inline(always)]
+unsafe fn load_nib_lut(p: *const u8, t: &[i8; 16]) -> __m256i {
+    // SAFETY: `p .. p + 16` is readable (the caller's block); `t` is 16 bytes.
+    unsafe {
+        let x = _mm_loadu_si128(p.cast());
+        let m = _mm_set1_epi8(0x0F);
+        let lo = _mm_and_si128(x, m);
+        let hi = _mm_and_si128(_mm_srli_epi16::<4>(x), m);
+        let lut = _mm256_broadcastsi128_si256(_mm_loadu_si128(t.as_ptr().cast()));
+        _mm256_shuffle_epi8(lut, _mm256_set_m128i(hi, lo))
+    }
+}
+
 /// The sum of the 8 lanes of `v`, in the fixed order `((l0+l4)+(l2+l6))+((l1+l5)+(l3+l7))`.
 #[inline(always)]
 pub(crate) unsafe fn hsum_ps(v: __m256) -> f32 {
@@ -145,10 +166,19 @@ unsafe fn decode_q4_0_unsigned(p: *const u8) -> (__m256i, __m256) {
 pub(crate) unsafe fn decode_block<const F: u8>(p: *const u8) -> (__m256i, __m256i, __m256) {
     // SAFETY: `p` points at a whole block of `block_bytes(F)` bytes; AVX2/F16C available.
     unsafe {
-        let d = ptr::read_unaligned(p.cast::<u16>());
-        let dv = _mm_cvtph_ps(_mm_cvtsi32_si128(i32::from(d)));
-        let wv = if F == W_Q8_0 { load_q8_0(p) } else { load_q4_0(p) };
-        (wv, _mm256_abs_epi8(wv), _mm256_broadcastss_ps(dv))
+        let f16_scale = |p: *const u8| {
+            let d = ptr::read_unaligned(p.cast::<u16>());
+            _mm256_broadcastss_ps(_mm_cvtph_ps(_mm_cvtsi32_si128(i32::from(d))))
+        };
+        let (wv, sw) = match F {
+            W_Q8_0 => (load_q8_0(p), f16_scale(p)),
+            W_MXFP4 => {
+                (load_nib_lut(p.add(1), &KVALUES_MXFP4), _mm256_set1_ps(E8M0_HALF[usize::from(*p)]))
+            }
+            W_IQ4NL => (load_nib_lut(p.add(2), &KVALUES_IQ4NL), f16_scale(p)),
+            _ => (load_q4_0(p), f16_scale(p)),
+        };
+        (wv, _mm256_abs_epi8(wv), sw)
     }
 }
 

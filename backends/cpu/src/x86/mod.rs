@@ -75,11 +75,16 @@ use crate::kernels::{Kernel, MAX_TILE};
 pub(crate) const W_Q8_0: u8 = 0;
 /// Q4_0.
 pub(crate) const W_Q4_0: u8 = 1;
+/// MXFP4 (the AVX2 body's nibble-table decode).
+pub(crate) const W_MXFP4: u8 = 2;
+/// IQ4_NL (the AVX2 body's nibble-table decode).
+pub(crate) const W_IQ4NL: u8 = 3;
 
 /// Block bytes of each weight code.
 pub(crate) const fn block_bytes(f: u8) -> usize {
     match f {
         W_Q8_0 => 34,
+        W_MXFP4 => 17,
         _ => 18,
     }
 }

@@ -1773,7 +1773,7 @@ unsafe fn spread4(d: __m128) -> __m512 {
 
 /// `2^(e - 128)` for every UE8M0 byte `e` (ggml `ggml_e8m0_to_fp32_half`; entry 0xFF, rejected
 /// at upload, is 0). A test checks every legal byte against the core.
-static E8M0_HALF: [f32; 256] = {
+pub(super) static E8M0_HALF: [f32; 256] = {
     let mut t = [0f32; 256];
     let mut e = 0;
     while e < 255 {
