@@ -128,12 +128,6 @@ impl Codec256 for Fp3 {
         // SAFETY: the loads read p + 32h .. + 32, p + 64 + 8t + 4h .. + 4 (t < 4) and
         // p + 96 + 8h .. + 8, inside the 112 bytes the caller guarantees (h < 2).
         unsafe {
-            let q = _mm256_loadu_si256(p.add(32 * h).cast());
-            let m = _mm256_set1_epi8(0x0F);
-            let lo = _mm256_and_si256(q, m);
-            let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(q), m);
-            let la = _mm256_broadcastsi128_si256(_mm_loadu_si128(LUT_LO.as_ptr().cast()));
-            let lb = _mm256_broadcastsi128_si256(_mm_loadu_si128(LUT_HI.as_ptr().cast()));
             let eight = _mm256_set1_epi8(8);
             // Byte `i` of the spread takes byte `i / 8` of the 32 sign bits, then bit `i % 8`.
             #[rustfmt::skip]
@@ -142,21 +136,54 @@ impl Codec256 for Fp3 {
                 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3,
             );
             let bit = _mm256_set1_epi64x(0x8040_2010_0804_0201u64 as i64);
-            let mut w = [
-                _mm256_shuffle_epi8(la, lo),
-                _mm256_shuffle_epi8(lb, lo),
-                _mm256_shuffle_epi8(la, hi),
-                _mm256_shuffle_epi8(lb, hi),
-            ];
+            let mut w = magnitudes256(p, h);
             for (t, v) in w.iter_mut().enumerate() {
                 let s = ptr::read_unaligned(p.add(64 + 8 * t + 4 * h).cast::<i32>());
                 let x = _mm256_and_si256(_mm256_shuffle_epi8(_mm256_set1_epi32(s), spread), bit);
                 let neg = _mm256_cmpeq_epi8(x, bit);
                 *v = _mm256_blendv_epi8(*v, _mm256_sub_epi8(eight, *v), neg);
             }
-            let e = _mm_loadl_epi64(p.add(96 + 8 * h).cast());
-            let x = _mm_slli_epi16::<7>(_mm_cvtepu8_epi16(e));
-            (w, _mm256_cvtph_ps(x))
+            (w, scales256(p, h))
         }
+    }
+}
+
+/// The magnitude bytes of half `h` of a 256-weight group (the 32 code bytes at `p + 32h`, each
+/// nibble looked up in [`LUT_LO`] / [`LUT_HI`]): the sign-free part of the AVX2 decode, shared
+/// by the canonical layout ([`Fp3`]) and the AVX2 one (`super::fp3avx2`), which differ only in
+/// where the sign bits lie.
+///
+/// # Safety
+/// AVX2 is available; `p + 32h .. p + 32h + 32` is readable.
+#[inline(always)]
+pub(super) unsafe fn magnitudes256(p: *const u8, h: usize) -> [__m256i; 4] {
+    // SAFETY: reads the 32 bytes the caller guarantees and the two 16-byte tables.
+    unsafe {
+        let q = _mm256_loadu_si256(p.add(32 * h).cast());
+        let m = _mm256_set1_epi8(0x0F);
+        let lo = _mm256_and_si256(q, m);
+        let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(q), m);
+        let la = _mm256_broadcastsi128_si256(_mm_loadu_si128(LUT_LO.as_ptr().cast()));
+        let lb = _mm256_broadcastsi128_si256(_mm_loadu_si128(LUT_HI.as_ptr().cast()));
+        [
+            _mm256_shuffle_epi8(la, lo),
+            _mm256_shuffle_epi8(lb, lo),
+            _mm256_shuffle_epi8(la, hi),
+            _mm256_shuffle_epi8(lb, hi),
+        ]
+    }
+}
+
+/// The eight bias-8 E4M3 scale bytes of half `h` (at `p + 96 + 8h`) as f32 values of the
+/// kernel's scale domain (`byte << 7` read as f16), shared as [`magnitudes256`] is.
+///
+/// # Safety
+/// AVX2 and F16C are available; `p + 96 + 8h .. + 8` is readable.
+#[inline(always)]
+pub(super) unsafe fn scales256(p: *const u8, h: usize) -> __m256 {
+    // SAFETY: reads the 8 bytes the caller guarantees; register-only otherwise.
+    unsafe {
+        let e = _mm_loadl_epi64(p.add(96 + 8 * h).cast());
+        _mm256_cvtph_ps(_mm_slli_epi16::<7>(_mm_cvtepu8_epi16(e)))
     }
 }

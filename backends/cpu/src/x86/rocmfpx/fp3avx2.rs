@@ -36,7 +36,7 @@
 use std::arch::x86_64::*;
 
 use super::body::{Codec, Codec256};
-use super::fp3::{codes, LUT_HI, LUT_LO};
+use super::fp3::{codes, magnitudes256, scales256};
 
 /// The ROCmFP3 codec of the AVX2 kernel.
 pub(crate) struct Fp3Avx2;
@@ -68,19 +68,8 @@ impl Codec256 for Fp3Avx2 {
         // SAFETY: the loads read p + 32h .. + 32, p + 64 + 16h .. + 16 and p + 96 + 8h .. + 8,
         // inside the 112 bytes the caller guarantees (h < 2); the rest is register-only.
         unsafe {
-            let q = _mm256_loadu_si256(p.add(32 * h).cast());
-            let m = _mm256_set1_epi8(0x0F);
-            let lo = _mm256_and_si256(q, m);
-            let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(q), m);
-            let la = _mm256_broadcastsi128_si256(_mm_loadu_si128(LUT_LO.as_ptr().cast()));
-            let lb = _mm256_broadcastsi128_si256(_mm_loadu_si128(LUT_HI.as_ptr().cast()));
             let eight = _mm256_set1_epi8(8);
-            let w = [
-                _mm256_shuffle_epi8(la, lo),
-                _mm256_shuffle_epi8(lb, lo),
-                _mm256_shuffle_epi8(la, hi),
-                _mm256_shuffle_epi8(lb, hi),
-            ];
+            let w = magnitudes256(p, h);
             let x = _mm_loadu_si128(p.add(64 + 16 * h).cast());
             // Bit 4 + t of byte k, both lanes: the sign of byte k of vector t.
             let y = _mm256_inserti128_si256::<1>(_mm256_castsi128_si256(x), _mm_slli_epi16::<4>(x));
@@ -96,9 +85,7 @@ impl Codec256 for Fp3Avx2 {
                 _mm256_blendv_epi8(w[2], _mm256_sub_epi8(eight, w[2]), s[2]),
                 _mm256_blendv_epi8(w[3], _mm256_sub_epi8(eight, w[3]), s[3]),
             ];
-            let e = _mm_loadl_epi64(p.add(96 + 8 * h).cast());
-            let x = _mm_slli_epi16::<7>(_mm_cvtepu8_epi16(e));
-            (w, _mm256_cvtph_ps(x))
+            (w, scales256(p, h))
         }
     }
 }
