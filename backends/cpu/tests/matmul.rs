@@ -46,6 +46,8 @@ fn simd_c(format: FormatId) -> f64 {
         FormatId::Mxfp4 | FormatId::Iq4Nl | FormatId::Q2K | FormatId::Q5K => 1.0,
         // AVX-512 Q4_1 / Q5_0 / Q5_1 / Q8_1 (x86/legacy512.rs), AVX2 Q4_1 (x86/legacy2.rs).
         FormatId::Q4_1 | FormatId::Q5_0 | FormatId::Q5_1 | FormatId::Q8_1 => 1.0,
+        // AVX2 and AVX-512 Ternary68 (x86/ternary68.rs).
+        FormatId::Ternary68 => 1.0,
         // AVX-512 F32 / F16 / BF16 (x86/float.rs).
         FormatId::F32 | FormatId::F16 | FormatId::Bf16 => 1.0,
         // Anything else (NEON kernels, new kernels): the default.

@@ -54,6 +54,7 @@ mod q8x16;
 mod rocmfpx;
 pub(crate) mod stream;
 mod ternary;
+mod ternary68;
 #[cfg(test)]
 mod test_rng;
 mod tq1_512;
@@ -103,11 +104,13 @@ pub(crate) fn kernel(isa: Isa, format: FormatId) -> Option<Kernel> {
         Isa::Avx2 => avx2::kernel(format)
             .or_else(|| ext::kernel_avx2(format))
             .or_else(|| float2::kernel(format))
-            .or_else(|| legacy2::kernel(format)),
+            .or_else(|| legacy2::kernel(format))
+            .or_else(|| ternary68::kernel_avx2(format)),
         Isa::Avx512 => avx512::kernel(format)
             .or_else(|| ext::kernel_avx512(format))
             .or_else(|| legacy512::kernel(format))
-            .or_else(|| float::kernel(format)),
+            .or_else(|| float::kernel(format))
+            .or_else(|| ternary68::kernel_avx512(format)),
     })
 }
 
