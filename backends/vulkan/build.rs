@@ -196,10 +196,25 @@ fn matmul_shapes(set: Shapes, ncols: u32) -> &'static [(u32, u32, u32)] {
             (16, 2, 2),
             (32, 4, 2),
             (32, 4, 4),
+            // Session 13: more 2-row and 1-row shapes, for the constant-index epilogue
+            // (which session 12 found fastest at 2 rows a thread).
+            (16, 2, 1),
+            (4, 2, 1),
+            (8, 1, 1),
         ],
-        (Shapes::TileShort, _) => {
-            &[(8, 2, 1), (8, 2, 2), (4, 2, 1), (4, 2, 2), (4, 2, 4), (8, 4, 2), (8, 4, 4)]
-        }
+        (Shapes::TileShort, _) => &[
+            (8, 2, 1),
+            (8, 2, 2),
+            (4, 2, 1),
+            (4, 2, 2),
+            (4, 2, 4),
+            (8, 4, 2),
+            (8, 4, 4),
+            // Session 13, as for Tile.
+            (2, 2, 1),
+            (8, 1, 1),
+            (4, 1, 2),
+        ],
         (Shapes::TileK, _) => &[
             (16, 2, 1),
             (16, 4, 1),
@@ -210,9 +225,17 @@ fn matmul_shapes(set: Shapes, ncols: u32) -> &'static [(u32, u32, u32)] {
             (8, 1, 1),
             (16, 1, 1),
         ],
-        (Shapes::TileF, _) => {
-            &[(16, 4, 1), (8, 4, 1), (16, 2, 1), (8, 2, 1), (32, 2, 1), (4, 2, 1)]
-        }
+        (Shapes::TileF, _) => &[
+            (16, 4, 1),
+            (8, 4, 1),
+            (16, 2, 1),
+            (8, 2, 1),
+            (32, 2, 1),
+            (4, 2, 1),
+            // Session 13.
+            (8, 1, 1),
+            (8, 2, 2),
+        ],
     }
 }
 
