@@ -201,6 +201,8 @@ fn matmul_shapes(set: Shapes, ncols: u32) -> &'static [(u32, u32, u32)] {
             (16, 2, 1),
             (4, 2, 1),
             (8, 1, 1),
+            // 4 rows and 4 steps a chunk without a K split (fewer barriers a step than 16x4x1).
+            (8, 4, 1),
         ],
         (Shapes::TileShort, _) => &[
             (8, 2, 1),
