@@ -197,8 +197,9 @@ fn matmul_shapes(set: Shapes, ncols: u32) -> &'static [(u32, u32, u32)] {
             (32, 4, 2),
             (32, 4, 4),
             // Session 13's sweep with the constant-index epilogue: the default of MXFP4 and
-            // ROCmFP3. (4x2x1, 8x1x1 and 8x4x1 were compiled for it and were slower for
-            // every format: docs/BENCHMARKS.md, session 13 (vk).)
+            // ROCmFP3. (4x2x1 and 8x1x1 were compiled for it and were slower for every
+            // format, 8x4x1 for ROCmFP2, the one it was timed on: docs/BENCHMARKS.md,
+            // session 13 (vk).)
             (16, 2, 1),
         ],
         // (Session 13 also swept 2x2x1, 8x1x1 and 4x1x2: slower for NVFP4 and PQ2_0.)
