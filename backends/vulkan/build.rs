@@ -196,7 +196,13 @@ fn matmul_shapes(set: Shapes, ncols: u32) -> &'static [(u32, u32, u32)] {
             (16, 2, 2),
             (32, 4, 2),
             (32, 4, 4),
+            // Session 13's sweep with the constant-index epilogue: the default of MXFP4 and
+            // ROCmFP3. (4x2x1 and 8x1x1 were compiled for it and were slower for every
+            // format, 8x4x1 for ROCmFP2, the one it was timed on: docs/BENCHMARKS.md,
+            // session 13 (vk).)
+            (16, 2, 1),
         ],
+        // (Session 13 also swept 2x2x1, 8x1x1 and 4x1x2: slower for NVFP4 and PQ2_0.)
         (Shapes::TileShort, _) => {
             &[(8, 2, 1), (8, 2, 2), (4, 2, 1), (4, 2, 2), (4, 2, 4), (8, 4, 2), (8, 4, 4)]
         }
@@ -210,6 +216,7 @@ fn matmul_shapes(set: Shapes, ncols: u32) -> &'static [(u32, u32, u32)] {
             (8, 1, 1),
             (16, 1, 1),
         ],
+        // (Session 13 also swept 8x1x1 and 8x2x2: slower for HFP4G32.)
         (Shapes::TileF, _) => {
             &[(16, 4, 1), (8, 4, 1), (16, 2, 1), (8, 2, 1), (32, 2, 1), (4, 2, 1)]
         }

@@ -203,16 +203,16 @@ pub fn tile_rolled_shader(format: FormatId) -> Option<&'static str> {
 }
 
 /// Whether a format's tiled kernel takes the rolled epilogue ([`tile_rolled_shader`]) by
-/// default: ROCmFP3 only. On an H200 at n = 8, 16384x16384 (docs/BENCHMARKS.md, session 12
-/// (vk)), alternated with the constant-index form on session 10's default shapes: Q8_0, Q4_0
-/// and ROCmFP3 were 5-9% faster rolled, ROCmFP2, MXFP4, NVFP4, PQ2_0 and PTQ1_0 4-8% faster
-/// with constant indices. The constant-index form was then swept: at 2 rows a thread it is
-/// faster still (Q4_1 8x2x1 93.6 µs against 113.2 rolled), so Q8_0 and Q4_0 take it with
-/// their new shapes ([`default_tile_shape`]); ROCmFP3's sweep did not finish.
-pub fn tile_rolled(format: FormatId) -> bool {
-    use FormatId as F;
-    let format = crate::repack::kernel_format(format);
-    matches!(format, F::RocmFp3) && tile_rolled_shader(format).is_some()
+/// default: none since session 13. On an H200 at n = 8, 16384x16384 (docs/BENCHMARKS.md,
+/// session 12 (vk)), alternated with the constant-index form on session 10's default shapes,
+/// Q8_0, Q4_0 and ROCmFP3 were 5-9% faster rolled and the rest 4-8% faster with constant
+/// indices; but with constant indices the 2-rows-a-thread shapes are faster still (session
+/// 12: Q4_0 8x2x1 90.5 µs against 114.8 rolled; session 13: ROCmFP3 16x2x1 124.9 against
+/// 142.3 constant and 130.0 rolled at 16x4x1), so every format takes the constant-index form
+/// with its shape from [`default_tile_shape`]. `LOWBIT_VK_TILE_ROLLED=1` still forces the
+/// rolled kernels (the same bits).
+pub fn tile_rolled(_format: FormatId) -> bool {
+    false
 }
 
 /// Whether a format's 8-column calls (5 to 8 columns) use its tiled kernel ([`tile_shader`])
@@ -226,22 +226,30 @@ pub fn tile_default(format: FormatId) -> bool {
 }
 
 /// The default shape of a tiled kernel ([`tile_shader`]): (threads per row, rows per thread,
-/// K split), the fastest of session 10's sweep on an H200 at n = 8 (lowest time summed
-/// relative to each shape's best over 16384x16384 and 14336x4096; session 11's for TQ2_0,
-/// Q4_K, Q6_K and the HFP4 family, whose shapes count quarter and half blocks; session 12's
-/// for Q4_1, Q8_0 and Q4_0 with the constant-index epilogue).
+/// K split), the fastest of the last sweep on an H200 at n = 8 (lowest time summed relative
+/// to each shape's best over 16384x16384 and 14336x4096): session 13's sweep of every
+/// format on `act_q8t.wgsl` with the constant-index epilogue (docs/BENCHMARKS.md, session 13
+/// (vk)); session 11's for TQ2_0, Q4_K, Q6_K and the HFP4 family, whose shapes count quarter
+/// and half blocks (the HFP4 family's 16x4x1 confirmed by session 13's sweep at 16384²).
 pub fn default_tile_shape(format: FormatId) -> Shape {
     use FormatId as F;
     let format = crate::repack::kernel_format(format);
     match format {
-        // Q4_1: session 12's sweep of its new tiled kernel (constant-index epilogue), 8x2x1
-        // the fastest at both sizes. Q8_0 and Q4_0: session 12's sweep of the constant-index
-        // form at 16384x16384 (Q4_0 8x2x1 90.5 µs against 114.8 rolled 16x4x1, 1.27x; Q8_0
-        // 8x2x1 116.3 against 133.1, 1.14x: its 16x4x2 was 106.8, but K-split shapes were
-        // 30-40% slower at 14336x4096 in session 10's sweep, so the unsplit one).
-        F::Mxfp4 | F::Q4_1 | F::Q8_0 | F::Q4_0 => (8, 2, 1),
+        // Session 13 (µs at 16384² / 14336x4096): Q4_0 8x2x1 90.6 / 28.9 and Q4_1 8x2x1
+        // 93.5 / 29.8, the best at both sizes; Q8_0 8x2x2 109.1 / 37.3 against 8x2x1 116.3 /
+        // 35.9 (K split 6% faster at 16384², 4% slower at 14336x4096: not the 30-40% of
+        // session 10's rolled form).
+        F::Q4_1 | F::Q4_0 => (8, 2, 1),
+        F::Q8_0 => (8, 2, 2),
+        // MXFP4 16x2x1 111.6 / 34.8 against 8x2x1 113.8 / 35.0; ROCmFP3 16x2x1 124.9 / 38.1
+        // (16x2x2 123.9 / 38.1, the same within 1%: the unsplit one, one dispatch).
+        F::Mxfp4 | F::RocmFp3 => (16, 2, 1),
+        // NVFP4 4x2x2 113.7 / 37.6 (4x2x4 112.1 / 38.0, 4x2x1 119.5 / 35.9); PQ2_0 (and
+        // PTQ1_0) 4x2x2 108.3 / 36.2.
         F::Nvfp4 | F::Pq2_0 => (4, 2, 2),
         F::Tq2_0 | F::Q4K | F::Q6K => (8, 2, 1),
+        // ROCmFP2 16x4x1 96.5 / 30.8, the best at both sizes (4 rows a thread, 128
+        // registers, against 101.5 / 31.2 at 8x2x1); the HFP4 family 16x4x1.
         _ => (16, 4, 1),
     }
 }

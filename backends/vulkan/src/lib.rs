@@ -51,8 +51,11 @@
 //!   columns; some shapes split K over several workgroups and add the partial sums in a
 //!   second dispatch (`sum_parts.wgsl`). 1.02-2.6x faster at n = 8 on an H200
 //!   (docs/BENCHMARKS.md, session 10; the Q8_K and HFP4 formats: session 11). Their final
-//!   sums take one of two forms with the same results, per format (`LOWBIT_VK_TILE_ROLLED`
-//!   or [`VulkanOptions::tile_rolled`] forces one: [`kernels::tile_rolled`]).
+//!   sums take one of two forms with the same results: constant accumulator indices by
+//!   default since session 13, the rolled loop with `LOWBIT_VK_TILE_ROLLED=1` or
+//!   [`VulkanOptions::tile_rolled`] ([`kernels::tile_rolled`]). Each format's tile shape is
+//!   [`kernels::default_tile_shape`]; `lowbit bench --backend vulkan --vk-sweep` times every
+//!   compiled shape.
 //! * PTQ1_0 is stored on the device in PQ2_0's layout (its trits + 1 as 2-bit codes, 34
 //!   bytes a block against 28) and runs PQ2_0's kernels (as the HIP backend does).
 //! * Opt-in (`LOWBIT_VK_FUSED=1` or [`VulkanOptions::fused`]), n = 1 with K <= 16384 for Q8_0
