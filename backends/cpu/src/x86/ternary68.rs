@@ -23,9 +23,13 @@
 //! results discarded): n = 1 runs four row streams, wider tiles reuse each decoded weight
 //! vector for every column of the tile.
 //!
+//! The AVX-512 intrinsics are stable since Rust 1.89 (above the workspace MSRV of 1.85, as in
+//! the other AVX-512 modules), hence the `incompatible_msrv` allowance.
+//!
 //! What must not live here: the other ternary formats (x86/ternary.rs, x86/ext.rs,
 //! x86/tq1_512.rs), the Q4_0 repack (core), threading.
 
+#![allow(clippy::incompatible_msrv)]
 #![allow(clippy::needless_range_loop)]
 
 use std::arch::x86_64::*;
