@@ -4,10 +4,11 @@
 //! Decode. Four code bytes hold 16 values, value `j` at bits `2j` of the little-endian `u32`
 //! (core `format/onebit/ternary68.rs`: value `i` at bits `2(i % 4)` of byte `i / 4`). The `u32`
 //! is broadcast to every 32-bit lane and shifted right by `2j` per lane (`vpsrlvd`), which
-//! leaves value `j`'s code in bits 0..2 and the next value's low bits above it. A `vpermps`
-//! then picks from a per-(row, group) table `d_g * [-1, 0, 1, 0]` repeated (8 entries for AVX2,
-//! indexed by bits 0..3; 16 for AVX-512, bits 0..4), so the bits above the code select a copy of
-//! the same four entries. The weight `t * d_g` comes out exact (`t` is -1, 0 or +1; `d_g` is an
+//! leaves value `j`'s code in bits 0..2. An in-lane `vpermilps`, which reads only those two
+//! bits, then picks from a per-(row, group) table `d_g * [-1, 0, 1, 0]` held in every 128-bit
+//! lane. (The lane-crossing `vpermps` did the same with a longer table and was 1.2-1.5x slower
+//! on a Zen 3: BENCHMARKS "Session 13 (lead)".) The weight `t * d_g` comes out exact (`t` is
+//! -1, 0 or +1; `d_g` is an
 //! f16 value), and so is its product with `x` inside the FMA. Code 3 never reaches a kernel:
 //! the upload decodes every row and refuses it, as the reference does.
 //!
@@ -225,8 +226,8 @@ unsafe fn drive_avx2<const R: usize, const CT: usize>(
                                 let v = _mm256_set1_epi32(codes16(bp[r], g, s));
                                 let il = _mm256_srlv_epi32(v, sh_lo);
                                 let ih = _mm256_srlv_epi32(v, sh_hi);
-                                lo[r] = _mm256_permutevar8x32_ps(tab[r], il);
-                                hi[r] = _mm256_permutevar8x32_ps(tab[r], ih);
+                                lo[r] = _mm256_permutevar_ps(tab[r], il);
+                                hi[r] = _mm256_permutevar_ps(tab[r], ih);
                             }
                             for jj in 0..CT {
                                 let x0 = _mm256_loadu_ps(xp[jj].add(e));
@@ -320,7 +321,7 @@ unsafe fn drive_avx512<const R: usize, const CT: usize>(
                             for r in 0..R {
                                 let v = _mm512_set1_epi32(codes16(bp[r], g, s));
                                 let idx = _mm512_srlv_epi32(v, shifts);
-                                wv[r] = _mm512_permutexvar_ps(idx, tab[r]);
+                                wv[r] = _mm512_permutevar_ps(tab[r], idx);
                             }
                             for jj in 0..CT {
                                 let xv = _mm512_loadu_ps(xp[jj].add(e));
