@@ -33,13 +33,6 @@ typedef unsigned long long lb_u64;
 #define LB_WARP 32
 #endif
 #define LB_KERNEL extern "C" __global__
-// A kernel's register cap for MINB resident blocks of MAXT threads (NVRTC's launch bounds; the
-// host emulation and AMD ignore it).
-#if defined(LB_HOST_EMULATION)
-#define LB_BOUNDS(MAXT, MINB)
-#else
-#define LB_BOUNDS(MAXT, MINB) __launch_bounds__(MAXT, MINB)
-#endif
 #define LB_DEV static __device__ __forceinline__
 typedef int4 lb_i32x4;      // 16-byte vector loads: .x .y .z .w
 typedef float4 lb_f32x4;
@@ -245,7 +238,6 @@ LB_DEV lb_u32 lb_as_u32(float f) { return __float_as_uint(f); }
 #define LB_WARP 64
 #endif
 #define LB_KERNEL extern "C" __attribute__((global)) __attribute__((amdgpu_flat_work_group_size(1, 256)))
-#define LB_BOUNDS(MAXT, MINB)  // register caps: NVIDIA only
 #define LB_DEV static __attribute__((device)) __attribute__((always_inline)) inline
 typedef int lb_i32x4 __attribute__((ext_vector_type(4)));    // 16-byte vector loads
 typedef float lb_f32x4 __attribute__((ext_vector_type(4)));
@@ -347,14 +339,6 @@ LB_DEV void lb_stage_copy(void* dst, const void* src) {
     if constexpr (CH == 16) asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(d), "l"(src) : "memory");
     else asm volatile("cp.async.ca.shared.global [%0], [%1], %2;" ::"r"(d), "l"(src), "n"(CH) : "memory");
 }
-// As lb_stage_copy, but the 16-byte copies also allocate in L1 (.ca): for data every warp of a
-// block reads (the n = 1 activations), so that only the first warp's copy goes to L2.
-template <int CH>
-LB_DEV void lb_stage_copy_l1(void* dst, const void* src) {
-    lb_u32 d = (lb_u32)__cvta_generic_to_shared(dst);
-    static_assert(CH == 4 || CH == 8 || CH == 16, "cp.async copies 4, 8 or 16 bytes");
-    asm volatile("cp.async.ca.shared.global [%0], [%1], %2;" ::"r"(d), "l"(src), "n"(CH) : "memory");
-}
 LB_DEV void lb_stage_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
 template <int N>
 LB_DEV void lb_stage_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory"); }
@@ -371,8 +355,6 @@ LB_DEV void lb_stage_copy(void* dst, const void* src) {
         for (int i = 0; i < CH; i++) ((lb_u8*)dst)[i] = ((const lb_u8*)src)[i];
     }
 }
-template <int CH>
-LB_DEV void lb_stage_copy_l1(void* dst, const void* src) { lb_stage_copy<CH>(dst, src); }
 LB_DEV void lb_stage_commit() {}
 template <int N>
 LB_DEV void lb_stage_wait() {}

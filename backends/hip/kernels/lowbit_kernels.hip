@@ -794,7 +794,10 @@ LB_DEV void lb_mv1(const Mat& m, const ActPtrs& ap, float* y, lb_u32 rows, lb_u3
 // loaded when used (LB_STAGE_ACT = 1: one step ahead). Bit-identical to lb_mv1 (the same
 // units per lane in the same order). Measured 4-35% slower than the lb_mv1 defaults on the
 // H200 (docs/BENCHMARKS.md, session 12: the activations' global loads keep the long-scoreboard
-// waits, and the registers barely fell), so the host runs it only when forced.
+// waits, and the registers barely fell), so the host runs it only when forced. Two follow-ups
+// lost too and were removed (session 13, commit 30d0371): each step's activations copied into
+// the slot in the same commit group (15-40% slower than the defaults where the ring fits 48
+// KiB), and a register cap of 5 blocks per SM (launch bounds: 8-15% slower on the defaults).
 LB_DEV constexpr int lb_r16(int x) { return (x + 15) / 16 * 16; }
 LB_DEV constexpr int lb_cmin(int a, int b) { return a < b ? a : b; }
 template <class Dec>
@@ -842,34 +845,15 @@ LB_DEV void lb_stage_step(lb_u8* slot, const Mat& m, lb_u64 row0, lb_u32 rows, l
                                                              b0 / Dec::SG * Dec::GB, lane);
 }
 
-// With SA (pipeline codes 40 + S, Q8 activations only), each lane also copies its unit's
-// activations (two 16-byte quant halves, the f32 scale, the extra word: lb_stage_act) into the
-// step's slot in the same commit group as the weights, so that from step S - 1 on the loop
-// issues no global loads at all; the first S - 1 steps of a row group load them when used (the
-// prologue's weight copies are issued before lb_grid_wait, the activations may only be read
-// after it). A lane reads only the activations it copied itself.
-LB_DEV constexpr int lb_stage_act_bytes() { return lb_r16(LB_WARP * 40); }
-LB_DEV void lb_stage_act(lb_u8* sa, const ActPtrs& ap, lb_u32 b, lb_u32 nu, lb_u32 lane) {
-    lb_stage_copy_l1<16>(sa + lane * 16, ap.aq + b * 16ull);
-    lb_stage_copy_l1<16>(sa + LB_WARP * 16 + lane * 16, ap.aq + (lb_u64)(nu + b) * 16);
-    lb_stage_copy_l1<4>(sa + LB_WARP * 32 + lane * 4, ap.ad + b);
-    lb_stage_copy_l1<4>(sa + LB_WARP * 36 + lane * 4, ap.ae + b);
-}
-LB_DEV void lb_take_act(ActQ8& a, const lb_u8* sa, lb_u32 lane) {
-    a.set(*(const lb_i32x4*)(sa + lane * 16), *(const lb_i32x4*)(sa + LB_WARP * 16 + lane * 16),
-          *(const float*)(sa + LB_WARP * 32 + lane * 4), *(const lb_u32*)(sa + LB_WARP * 36 + lane * 4));
-}
-
 // LB_STAGE_ACT = 1 loads a step's activations one step ahead (in registers) instead of when
-// used; 0 (default) when used. Not with SA.
+// used; 0 (default) when used.
 #ifndef LB_STAGE_ACT
 #define LB_STAGE_ACT 0
 #endif
-template <int R, int S, bool SA, class Dec, class Act, bool ROWSCALE>
+template <int R, int S, class Dec, class Act, bool ROWSCALE>
 LB_DEV void lb_mv1s(const Mat& m, const ActPtrs& ap, float* y, lb_u32 rows, lb_u32 nu) {
     typedef StagePlan<Dec> Pl;
-    constexpr int WB = R * Pl::ROWB;                                  // weight bytes per warp and step
-    constexpr int SLOT = WB + (SA ? lb_stage_act_bytes() : 0);  // with the activations
+    constexpr int SLOT = R * Pl::ROWB;  // bytes per warp and step
     static_assert(S >= 2, "a stage ring of at least two slots");
     LB_SHARED lb_i32x4 stage[LB_ROWS_PER_CTA * S * SLOT / 16];
     lb_u32 warp = lb_tid() / LB_WARP, lane = lb_tid() % LB_WARP;
@@ -896,31 +880,21 @@ LB_DEV void lb_mv1s(const Mat& m, const ActPtrs& ap, float* y, lb_u32 rows, lb_u
 #pragma unroll
         for (int r = 0; r < R; r++) acc[r] = 0.0f;
         Act a, an;
-        constexpr bool AHEAD = LB_STAGE_ACT && !SA;
-        if (AHEAD && lane < nu) an.load(ap, 0, lane, nu);
+        if (LB_STAGE_ACT && lane < nu) an.load(ap, 0, lane, nu);
         lb_u32 use = 0, fill = S - 1;  // slots of step t and of step t + S - 1
         for (lb_u32 t = 0; t < steps; t++) {
             lb_stage_wait<S - 2>();
             lb_warp_sync();  // step t visible to every lane; every lane is done with step t - 1
-            if (t + S - 1 < steps) {
-                lb_stage_step<R, Dec>(ring + fill * SLOT, m, row0, rows, nu, t + S - 1, lane);
-                if constexpr (SA) {
-                    lb_u32 bf = (t + S - 1) * LB_WARP + lane;
-                    if (bf < nu) lb_stage_act(ring + fill * SLOT + WB, ap, bf, nu, lane);
-                }
-            }
+            if (t + S - 1 < steps) lb_stage_step<R, Dec>(ring + fill * SLOT, m, row0, rows, nu, t + S - 1, lane);
             lb_stage_commit();
             lb_u32 b = t * LB_WARP + lane;
-            if (AHEAD) {
+            if (LB_STAGE_ACT) {
                 a = an;
                 if (b + LB_WARP < nu) an.load(ap, 0, b + LB_WARP, nu);
             }
             if (b < nu) {
+                if (!LB_STAGE_ACT) a.load(ap, 0, b, nu);
                 const lb_u8* sl = ring + use * SLOT;
-                if constexpr (SA) {
-                    if (t + 1 < (lb_u32)S) a.load(ap, 0, b, nu);  // prologue steps: not staged
-                    else lb_take_act(a, sl + WB, lane);
-                } else if (!AHEAD) a.load(ap, 0, b, nu);
                 lb_u32 gi = 0;  // the unit's g-plane entry within the step's
                 if constexpr (Dec::SG > 0) gi = (b / Dec::SG - t * LB_WARP / Dec::SG) * Dec::GB;
 #pragma unroll
@@ -949,10 +923,8 @@ LB_DEV void lb_mv1s(const Mat& m, const ActPtrs& ap, float* y, lb_u32 rows, lb_u
 // The static shared memory a staged kernel needs (bytes per block), and whether it fits the
 // 48 KiB every target allows; a code that does not fit compiles to lb_mv1's default form (the
 // host never picks it: backend.rs staged_fits computes the same size).
-template <int R, int S, bool SA, class Dec>
-LB_DEV constexpr bool lb_stage_fits() {
-    return LB_ROWS_PER_CTA * S * (R * StagePlan<Dec>::ROWB + (SA ? lb_stage_act_bytes() : 0)) <= 48 * 1024;
-}
+template <int R, int S, class Dec>
+LB_DEV constexpr bool lb_stage_fits() { return LB_ROWS_PER_CTA * S * R * StagePlan<Dec>::ROWB <= 48 * 1024; }
 
 // n >= 2: y[col*rows + row] = sum over units of dec.dot(activations of col) (times the row's
 // f16 scale when ROWSCALE). Each warp owns R consecutive rows; a block owns LB_ROWS_PER_CTA * R
@@ -1050,29 +1022,16 @@ LB_DEV void lb_mv(const Mat& m, const ActPtrs& ap, float* y, lb_u32 rows, lb_u32
 template <int NC, int R, int U, class Dec, class Act, bool ROWSCALE>
 LB_DEV void lb_mv_any(const Mat& m, const ActPtrs& ap, float* y, lb_u32 rows, lb_u32 nu, lb_u32 ncols) {
     if constexpr (NC == 1 && U > 30) {
-        constexpr bool SA = U > 40;  // 40 + S: the activations staged too (Q8 only)
-        constexpr int S = SA ? U - 40 : U - 30;
-        if constexpr (lb_stage_fits<R, S, SA, Dec>()) lb_mv1s<R, S, SA, Dec, Act, ROWSCALE>(m, ap, y, rows, nu);
+        if constexpr (lb_stage_fits<R, U - 30, Dec>()) lb_mv1s<R, U - 30, Dec, Act, ROWSCALE>(m, ap, y, rows, nu);
         else lb_mv1<R, 2, false, Dec, Act, ROWSCALE>(m, ap, y, rows, nu);
     } else if constexpr (NC == 1) lb_mv1<R, (U > 10 ? U - 10 : U), (U < 10), Dec, Act, ROWSCALE>(m, ap, y, rows, nu);
     else lb_mv<NC, R, Dec, Act, ROWSCALE>(m, ap, y, rows, nu, ncols);
 }
 
-// LB_MV1_MINB = B > 0 caps the registers of every n = 1 kernel for B resident blocks per SM
-// (NVIDIA launch bounds; a tuning knob, default 0: no cap).
-#ifndef LB_MV1_MINB
-#define LB_MV1_MINB 0
-#endif
-#if LB_MV1_MINB > 0
-#define LB_MV_BOUNDS(NC) LB_BOUNDS(LB_BLOCK, (NC) == 1 ? LB_MV1_MINB : 1)
-#else
-#define LB_MV_BOUNDS(NC)
-#endif
-
 // One kernel per (format stem, column tile NC, rows per warp R, pipeline code U; U > 1 only
 // for NC = 1); every kernel has the same parameters, unused ones are 0.
 #define LB_MV(fmt, Dec, Act, ROWSCALE, NC, R, U)                                                   \
-    LB_KERNEL void LB_MV_BOUNDS(NC) lb_mv_##fmt##_##NC##_r##R##_u##U(const lb_u8* q, const lb_u8* s, const lb_u8* g, \
+    LB_KERNEL void lb_mv_##fmt##_##NC##_r##R##_u##U(const lb_u8* q, const lb_u8* s, const lb_u8* g, \
                                               const lb_u8* r, const lb_i8* aq, const float* ad,      \
                                               const lb_u32* ae, const float* x, float* y,            \
                                               lb_u32 rows, lb_u32 nu, lb_u32 ncols) {                \
@@ -1088,10 +1047,6 @@ LB_DEV void lb_mv_any(const Mat& m, const ActPtrs& ap, float* y, lb_u32 rows, lb
 // The staged n = 1 codes (lb_mv1s, S = 3 and 4 slots; 6 and 8 were slower still on the H200),
 // for the decoders that can take a unit from shared memory (LB_STAGED). Run only when forced.
 #define LB_MV_1S(fmt, Dec, Act, RS) LB_MV_R(fmt, Dec, Act, RS, 1, 33) LB_MV_R(fmt, Dec, Act, RS, 1, 34)
-// The staged codes with the activations staged too (40 + S, S = 2, 3, 4 slots; Q8 activations).
-#define LB_MV_1SA(fmt, Dec)                                                                        \
-    LB_MV_R(fmt, Dec, ActQ8, false, 1, 42) LB_MV_R(fmt, Dec, ActQ8, false, 1, 43)                  \
-    LB_MV_R(fmt, Dec, ActQ8, false, 1, 44)
 // Column tiles 1, 2, 4, 8, 16 (f32 activations: up to 8, the stage's shared-memory limit).
 #define LB_MV_Q8(fmt, Dec)                                                                         \
     LB_MV_1(fmt, Dec, ActQ8, false) LB_MV_R(fmt, Dec, ActQ8, false, 2, 1)                          \
@@ -1122,7 +1077,6 @@ LB_MV_Q8(q4_1, DecQ4_1)
 #if !defined(LB_SELECT) || defined(LB_STEM_mxfp4)
 LB_MV_Q8(mxfp4, DecMxfp4)
 LB_MV_1S(mxfp4, DecMxfp4, ActQ8, false)
-LB_MV_1SA(mxfp4, DecMxfp4)
 #if defined(LB_MMA)
 LB_MVQ_ALL(mxfp4, FrMxfp4, 1, 1)
 #endif
@@ -1130,7 +1084,6 @@ LB_MVQ_ALL(mxfp4, FrMxfp4, 1, 1)
 #if !defined(LB_SELECT) || defined(LB_STEM_nvfp4)
 LB_MV_Q8(nvfp4, DecNvfp4)
 LB_MV_1S(nvfp4, DecNvfp4, ActQ8, false)
-LB_MV_1SA(nvfp4, DecNvfp4)
 #if defined(LB_MMA)
 LB_MVQ_ALL(nvfp4, FrNvfp4, 1, 1)
 #endif
@@ -1138,7 +1091,6 @@ LB_MVQ_ALL(nvfp4, FrNvfp4, 1, 1)
 #if !defined(LB_SELECT) || defined(LB_STEM_rocmfp2)
 LB_MV_Q8(rocmfp2, DecFp2)
 LB_MV_1S(rocmfp2, DecFp2, ActQ8, false)
-LB_MV_1SA(rocmfp2, DecFp2)
 #if defined(LB_MMA)
 LB_MVQ_ALL(rocmfp2, FrFp2, 1, 1)
 #endif
@@ -1146,7 +1098,6 @@ LB_MVQ_ALL(rocmfp2, FrFp2, 1, 1)
 #if !defined(LB_SELECT) || defined(LB_STEM_rocmfp3)
 LB_MV_Q8(rocmfp3, DecFp3)
 LB_MV_1S(rocmfp3, DecFp3, ActQ8, false)
-LB_MV_1SA(rocmfp3, DecFp3)
 #if defined(LB_MMA)
 LB_MVQ_ALL(rocmfp3, FrFp3, 1, 1)
 #endif
@@ -1154,7 +1105,6 @@ LB_MVQ_ALL(rocmfp3, FrFp3, 1, 1)
 #if !defined(LB_SELECT) || defined(LB_STEM_pq2)
 LB_MV_Q8(pq2, DecTern<4>)
 LB_MV_1S(pq2, DecTern<4>, ActQ8, false)
-LB_MV_1SA(pq2, DecTern<4>)
 #if defined(LB_MMA)
 LB_MVQ_ALL(pq2, FrTern<4>, 1, 3)
 #endif
@@ -1162,7 +1112,6 @@ LB_MVQ_ALL(pq2, FrTern<4>, 1, 3)
 #if !defined(LB_SELECT) || defined(LB_STEM_tq2_0)
 LB_MV_Q8(tq2_0, DecTern<8>)
 LB_MV_1S(tq2_0, DecTern<8>, ActQ8, false)
-LB_MV_1SA(tq2_0, DecTern<8>)
 #if defined(LB_MMA)
 LB_MVQ_ALL(tq2_0, FrTern<8>, 8, 1)
 #endif

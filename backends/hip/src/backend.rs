@@ -28,35 +28,28 @@ pub(crate) const PIPELINES: [usize; 5] = [1, 2, 4, 12, 14];
 /// S - 1 steps ahead. Only the stems of layout.rs `STAGED_STEMS` have them, only matrices
 /// whose planes every row starts chunk-aligned ([`staged_fits`]) run them, and only when
 /// forced (no default: 4-25% slower than the defaults at 16384x16384 on the H200; S = 6 and
-/// 8 were slower still and are not instantiated; docs/BENCHMARKS.md, session 12). 40 + S (42,
-/// 43, 44): the same with each step's activations staged in the same commit group (Q8
-/// activations only: [`STAGED_ACT_PIPELINES`]).
-pub(crate) const STAGED_PIPELINES: [usize; 5] = [33, 34, 42, 43, 44];
-/// The staged codes that also stage the activations (`lb_mv1s` with SA; stems with Q8
-/// activations only), 40 B per lane and slot (two 16-byte quant halves, scale, extra word).
-pub(crate) const STAGED_ACT_PIPELINES: [usize; 3] = [42, 43, 44];
+/// 8 were slower still and are not instantiated; docs/BENCHMARKS.md, session 12; staging
+/// the activations in the same commit groups was 15-40% slower still, session 13, removed).
+pub(crate) const STAGED_PIPELINES: [usize; 2] = [33, 34];
 
 /// Whether the staged n = 1 kernel of `rows_per_warp` rows and pipeline code `code` serves
 /// a matrix of `nu` units per row: the stem has one, each row of each plane starts on a
 /// multiple of its copy size (codes 16 bytes, scales and g-plane entries 4: planes start
 /// 256-byte aligned) and the ring fits the 48 KiB of static shared memory (the kernel's
 /// StagePlan: per warp and slot, each row's step of 32 units' codes, scales and g entries,
-/// each rounded up to 16 bytes, plus with the activations staged 32 x 40 bytes).
+/// each rounded up to 16 bytes).
 pub(crate) fn staged_fits(sp: &Split, nu: usize, rows_per_warp: usize, code: usize) -> bool {
     let r16 = |x: usize| x.div_ceil(16) * 16;
     let g_step = if sp.group_bytes > 0 { 32 / sp.group * sp.group_bytes } else { 0 };
     let row_bytes = r16(32 * sp.unit_q) + r16(32 * sp.unit_s) + r16(g_step);
-    let with_act = STAGED_ACT_PIPELINES.contains(&code);
-    let slots = if with_act { code - 40 } else { code.saturating_sub(30) };
-    let act_bytes = if with_act { 32 * 40 } else { 0 };
+    let slots = code.saturating_sub(30);
     layout::STAGED_STEMS.contains(&sp.stem)
         && STAGED_PIPELINES.contains(&code)
-        && !(with_act && sp.act == ActFormat::F32)
         && (nu * sp.unit_q) % 16 == 0
         && (nu * sp.unit_s) % 4 == 0
         && (sp.group_bytes == 0
             || (nu % sp.group == 0 && (nu / sp.group * sp.group_bytes) % 4 == 0))
-        && WARPS_PER_CTA * slots * (rows_per_warp * row_bytes + act_bytes) <= 48 * 1024
+        && WARPS_PER_CTA * slots * rows_per_warp * row_bytes <= 48 * 1024
 }
 
 /// Warps per block for 32-wide warps; kernels grid-stride rows, so wave64 is also correct.
@@ -435,9 +428,8 @@ impl HipBackend {
 
     /// Forces the n = 1 pipeline, for tuning sweeps: P = 1, 2 or 4 keeps the loads of P units
     /// (weights and activations) in flight per lane; 10 + P (12, 14) the weights' only, the
-    /// activations loaded when used; 30 + S (33, 34) the staged kernel with S slots, 40 + S
-    /// (42, 43, 44) with the activations staged too, where it serves the matrix
-    /// (`staged_fits`); anything else restores the default. `LOWBIT_HIP_UNITS`
+    /// activations loaded when used; 30 + S (33, 34) the staged kernel with S slots
+    /// where it serves the matrix (`staged_fits`); anything else restores the default. `LOWBIT_HIP_UNITS`
     /// sets it for a whole process (e.g. to run the device tests on one pipeline).
     pub fn set_units_per_step(&self, units: usize) {
         self.forced_units.store(units, std::sync::atomic::Ordering::Relaxed);
@@ -800,10 +792,7 @@ fn stem_kernel_names(stem: &str, f32_act: bool, tensor_cores: bool) -> Vec<Strin
                 v.push(format!("lb_mv_{stem}_{nc}_r{r}_u{u}"));
             }
             if nc == 1 && layout::STAGED_STEMS.contains(&stem) {
-                let codes = STAGED_PIPELINES
-                    .iter()
-                    .filter(|u| !f32_act || !STAGED_ACT_PIPELINES.contains(u));
-                v.extend(codes.map(|u| format!("lb_mv_{stem}_1_r{r}_u{u}")));
+                v.extend(STAGED_PIPELINES.iter().map(|u| format!("lb_mv_{stem}_1_r{r}_u{u}")));
             }
         }
     }
@@ -900,16 +889,6 @@ mod tests {
         assert_eq!(staged(FormatId::Tq2_0, 2, 34, 16), "lb_mv_tq2_0_1_r2_u34");
         assert_eq!(staged(FormatId::Mxfp4, 4, 34, 512), "lb_mv_mxfp4_1_r4_u12");
         assert_eq!(staged(FormatId::Mxfp4, 2, 34, 512), "lb_mv_mxfp4_1_r2_u34");
-        // With the activations (40 x 32 bytes per warp and slot): ROCmFP2 2 rows x 3 slots
-        // (8 x 3 x 1920 = 45 KiB) fits, 4 slots do not; MXFP4 2 rows x 3 slots (8 x 3 x 2368)
-        // does not, 1 row does; never for f32 activations (HFP4).
-        assert_eq!(staged(FormatId::RocmFp2, 2, 43, 512), "lb_mv_rocmfp2_1_r2_u43");
-        assert_eq!(staged(FormatId::RocmFp2, 2, 44, 512), "lb_mv_rocmfp2_1_r2_u14");
-        assert_eq!(staged(FormatId::RocmFp2, 4, 42, 512), "lb_mv_rocmfp2_1_r4_u42");
-        assert_eq!(staged(FormatId::Mxfp4, 2, 43, 512), "lb_mv_mxfp4_1_r2_u12");
-        assert_eq!(staged(FormatId::Mxfp4, 1, 43, 512), "lb_mv_mxfp4_1_r1_u43");
-        assert_eq!(staged(FormatId::Tq2_0, 2, 43, 16), "lb_mv_tq2_0_1_r2_u43");
-        assert_eq!(staged(FormatId::Hfp4G32, 1, 42, 8), "lb_mv_hfp4_1_r1_u12");
     }
 
     #[test]
@@ -946,16 +925,8 @@ mod tests {
             let Some(sp) = layout::split(f) else { continue };
             for n in [1, 2, 3, 5, 8, 13, 16, 40] {
                 for forced in [0, 1, 2, 4, 16, 17, 18, 32] {
-                    for (nu, units) in [
-                        (8, 0),
-                        (512, 0),
-                        (512, 2),
-                        (512, 14),
-                        (512, 34),
-                        (12, 33),
-                        (512, 43),
-                        (16, 42),
-                    ] {
+                    for (nu, units) in [(8, 0), (512, 0), (512, 2), (512, 14), (512, 34), (12, 33)]
+                    {
                         let k = kernel_choice(&sp, n, (forced, units), nu, true);
                         assert!(names.contains(&k.name), "{f} n {n} forced {forced}: {}", k.name);
                         // ... and in the module of the matrix's stem, loaded at its upload.
