@@ -794,7 +794,10 @@ LB_DEV void lb_mv1(const Mat& m, const ActPtrs& ap, float* y, lb_u32 rows, lb_u3
 // loaded when used (LB_STAGE_ACT = 1: one step ahead). Bit-identical to lb_mv1 (the same
 // units per lane in the same order). Measured 4-35% slower than the lb_mv1 defaults on the
 // H200 (docs/BENCHMARKS.md, session 12: the activations' global loads keep the long-scoreboard
-// waits, and the registers barely fell), so the host runs it only when forced.
+// waits, and the registers barely fell), so the host runs it only when forced. Two follow-ups
+// lost too and were removed (session 13, commit 30d0371): each step's activations copied into
+// the slot in the same commit group (8-47% slower than the defaults where the ring fits 48
+// KiB), and a register cap of 5 blocks per SM (launch bounds: 8-15% slower on the defaults).
 LB_DEV constexpr int lb_r16(int x) { return (x + 15) / 16 * 16; }
 LB_DEV constexpr int lb_cmin(int a, int b) { return a < b ? a : b; }
 template <class Dec>

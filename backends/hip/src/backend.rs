@@ -28,7 +28,8 @@ pub(crate) const PIPELINES: [usize; 5] = [1, 2, 4, 12, 14];
 /// S - 1 steps ahead. Only the stems of layout.rs `STAGED_STEMS` have them, only matrices
 /// whose planes every row starts chunk-aligned ([`staged_fits`]) run them, and only when
 /// forced (no default: 4-25% slower than the defaults at 16384x16384 on the H200; S = 6 and
-/// 8 were slower still and are not instantiated; docs/BENCHMARKS.md, session 12).
+/// 8 were slower still and are not instantiated; docs/BENCHMARKS.md, session 12; staging
+/// the activations in the same commit groups was 8-47% slower, session 13, removed).
 pub(crate) const STAGED_PIPELINES: [usize; 2] = [33, 34];
 
 /// Whether the staged n = 1 kernel of `rows_per_warp` rows and pipeline code `code` serves
