@@ -38,11 +38,13 @@ mod gemm512;
 mod hfp4;
 mod hfp4_512;
 mod hfp4_bf16;
+mod iq4xs_avx2;
 mod iq512;
 mod kquant;
 mod legacy2;
 mod legacy512;
 mod nvfp4_512;
+mod nvfp4_avx2;
 mod pq2_avx2;
 mod pq2pack;
 mod pq2x4;
@@ -79,12 +81,15 @@ pub(crate) const W_Q4_0: u8 = 1;
 pub(crate) const W_MXFP4: u8 = 2;
 /// IQ4_NL (the AVX2 body's nibble-table decode).
 pub(crate) const W_IQ4NL: u8 = 3;
+/// Q5_0 (the AVX2 body's unsigned path, as Q4_0).
+pub(crate) const W_Q5_0: u8 = 4;
 
 /// Block bytes of each weight code.
 pub(crate) const fn block_bytes(f: u8) -> usize {
     match f {
         W_Q8_0 => 34,
         W_MXFP4 => 17,
+        W_Q5_0 => 22,
         _ => 18,
     }
 }
@@ -103,7 +108,9 @@ pub(crate) fn kernel(isa: Isa, format: FormatId) -> Option<Kernel> {
         Isa::Avx2 => avx2::kernel(format)
             .or_else(|| ext::kernel_avx2(format))
             .or_else(|| float2::kernel(format))
-            .or_else(|| legacy2::kernel(format)),
+            .or_else(|| legacy2::kernel(format))
+            .or_else(|| nvfp4_avx2::kernel(format))
+            .or_else(|| iq4xs_avx2::kernel(format)),
         Isa::Avx512 => avx512::kernel(format)
             .or_else(|| ext::kernel_avx512(format))
             .or_else(|| legacy512::kernel(format))
