@@ -3,7 +3,9 @@
 //! ternary types, MXFP4 and IQ4_NL; `rocmfpx` (ROCmFP2 and ROCmFP3, tried first), `ext`
 //! and `ternary` (AVX2 ternary), `kquant` (AVX2 K-quants) and `hfp4`/`hfp4_512` (the HFP4
 //! family); `legacy512` (AVX-512 Q4_1, Q5_0, Q5_1, Q8_1), `legacy2` (AVX2
-//! Q4_1), `float` and `float2` (AVX-512 and AVX2 F32, F16, BF16). In `z512`'s layout, AVX-512
+//! Q4_1, Q5_1), `float` and `float2` (AVX-512 and AVX2 F32, F16, BF16). AVX2 Q5_0, MXFP4 and
+//! IQ4_NL run on the [`avx2`] body; AVX2 NVFP4 and IQ4_XS live in `nvfp4_avx2` and
+//! `iq4xs_avx2`. In `z512`'s layout, AVX-512
 //! only: `iq512` (IQ1_S, IQ1_M, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ4_XS), `q3k512`
 //! (Q3_K), `tq1_512` (TQ1_0, PTQ1_0), `nvfp4_512` (NVFP4), `q4_0x16` (Q4_0, 2..16 columns;
 //! `q4_0pack` runs it and the one-column form on rows repacked into lane order at upload),
