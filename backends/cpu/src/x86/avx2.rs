@@ -1,5 +1,5 @@
-//! AVX2 kernels (AVX2 + FMA + F16C) for Q8_0, Q4_0, MXFP4 and IQ4_NL weights against Q8_0
-//! activations, and the shared kernel body the AVX-512 entry points also compile.
+//! AVX2 kernels (AVX2 + FMA + F16C) for Q8_0, Q4_0, Q5_0, MXFP4 and IQ4_NL weights against
+//! Q8_0 activations, and the shared kernel body the AVX-512 entry points also compile.
 //!
 //! Shape of the body (the ggml-style bandwidth layout): rows in groups of `R` (the last group
 //! repeats its last row and discards the extra results), columns in sub-tiles of `CT`. For each
@@ -31,6 +31,10 @@
 //!   256-bit body skips the sign trick here: `maddubs(q, a)` on the unsigned nibbles, minus
 //!   `8 * sum(a)` per 4-element lane (computed once per column and block), which is the same
 //!   exact i32 partial sum with 3 fewer vector operations per row.
+//! * Q5_0 (ggml `block_q5_0`: `d` f16, `qh` u32 whose bit `j` is bit 4 of element `j`, then
+//!   Q4_0's 16 nibble bytes): Q4_0's unsigned path with codes `nibble + 16 * bit` (0..=31; the
+//!   bits spread to bytes by [`fifth_bits`]) and `16 * sum(a)` subtracted (`maddubs` pairs
+//!   <= 2 * 31 * 127 < 32767).
 
 use std::arch::x86_64::*;
 use std::ops::Range;
@@ -43,7 +47,7 @@ use lowbit_core::format::ggml::iq::tables::KVALUES_IQ4NL;
 use lowbit_core::format::ggml::mxfp4::KVALUES_MXFP4;
 
 use super::z512::E8M0_HALF;
-use super::{block_bytes, check_q8_0, W_IQ4NL, W_MXFP4, W_Q4_0, W_Q8_0};
+use super::{block_bytes, check_q8_0, W_IQ4NL, W_MXFP4, W_Q4_0, W_Q5_0, W_Q8_0};
 use crate::act::Acts;
 use crate::kernels::Kernel;
 
@@ -52,6 +56,7 @@ pub(crate) fn kernel(format: FormatId) -> Option<Kernel> {
     match format {
         FormatId::Q8_0 => Some(Kernel { name: "avx2-q8_0", f: run::<W_Q8_0> }),
         FormatId::Q4_0 => Some(Kernel { name: "avx2-q4_0", f: run::<W_Q4_0> }),
+        FormatId::Q5_0 => Some(Kernel { name: "avx2-q5_0", f: run::<W_Q5_0> }),
         FormatId::Mxfp4 => Some(Kernel { name: "avx2-mxfp4", f: run::<W_MXFP4> }),
         FormatId::Iq4Nl => Some(Kernel { name: "avx2-iq4_nl", f: run::<W_IQ4NL> }),
         _ => None,
@@ -144,19 +149,65 @@ pub(crate) unsafe fn hsum_ps(v: __m256) -> f32 {
     }
 }
 
+/// The 16 nibble bytes at `p` as 32 unsigned codes 0..=15 in element order (low nibbles are
+/// elements 0..16, high nibbles 16..32).
+#[inline(always)]
+unsafe fn nibbles(p: *const u8) -> __m256i {
+    // SAFETY: `p .. p + 16` is readable (the caller's block); AVX2 available.
+    unsafe {
+        let x = _mm_loadu_si128(p.cast());
+        let m = _mm_set1_epi8(0x0F);
+        let lo = _mm_and_si128(x, m);
+        let hi = _mm_and_si128(_mm_srli_epi16::<4>(x), m);
+        _mm256_set_m128i(hi, lo)
+    }
+}
+
+/// The f16 at `p`, widened and broadcast.
+#[inline(always)]
+unsafe fn f16_bcast(p: *const u8) -> __m256 {
+    // SAFETY: `p .. p + 2` is readable (the caller's block); F16C/AVX2 available.
+    unsafe {
+        let d = ptr::read_unaligned(p.cast::<u16>());
+        _mm256_broadcastss_ps(_mm_cvtph_ps(_mm_cvtsi32_si128(i32::from(d))))
+    }
+}
+
 /// One Q4_0 block as unsigned nibbles 0..=15 in element order (no -8) and its scale
 /// broadcast; `maddubs(q, a)` cannot saturate (2 * 15 * 127 < 32767).
 #[inline(always)]
 unsafe fn decode_q4_0_unsigned(p: *const u8) -> (__m256i, __m256) {
     // SAFETY: `p` points at a whole 18-byte block; bytes 0..18 are read; AVX2/F16C available.
+    unsafe { (nibbles(p.add(2)), f16_bcast(p)) }
+}
+
+/// `0x10` in byte `j` where bit `j` of `qh` is set, else 0 (the fifth bit of Q5_0 / Q5_1
+/// element `j`, in the element order of [`decode_q4_0_unsigned`]): `qh`'s byte `j / 8` is
+/// copied to byte `j`, every bit but bit `j % 8` set, compared with all ones.
+#[inline(always)]
+pub(crate) unsafe fn fifth_bits(qh: u32) -> __m256i {
+    // SAFETY: register-only AVX2 operations; the caller has AVX2.
     unsafe {
-        let x = _mm_loadu_si128(p.add(2).cast());
-        let m = _mm_set1_epi8(0x0F);
-        let lo = _mm_and_si128(x, m);
-        let hi = _mm_and_si128(_mm_srli_epi16::<4>(x), m);
-        let d = ptr::read_unaligned(p.cast::<u16>());
-        let dv = _mm_cvtph_ps(_mm_cvtsi32_si128(i32::from(d)));
-        (_mm256_set_m128i(hi, lo), _mm256_broadcastss_ps(dv))
+        let spread = _mm256_setr_epi8(
+            0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3,
+            3, 3, 3,
+        );
+        let b = _mm256_shuffle_epi8(_mm256_set1_epi32(qh as i32), spread);
+        let b = _mm256_or_si256(b, _mm256_set1_epi64x(0x7fbf_dfef_f7fb_fdfe));
+        let set = _mm256_cmpeq_epi8(b, _mm256_set1_epi8(-1));
+        _mm256_and_si256(set, _mm256_set1_epi8(0x10))
+    }
+}
+
+/// One Q5_0 block as unsigned codes 0..=31 in element order (no -16) and its scale
+/// broadcast; `maddubs(q, a)` cannot saturate (2 * 31 * 127 < 32767).
+#[inline(always)]
+unsafe fn decode_q5_0_unsigned(p: *const u8) -> (__m256i, __m256) {
+    // SAFETY: `p` points at a whole 22-byte block (`d`, `qh`, the nibbles at `p + 6`);
+    // AVX2/F16C available.
+    unsafe {
+        let qh = ptr::read_unaligned(p.add(2).cast::<u32>());
+        (_mm256_or_si256(nibbles(p.add(6)), fifth_bits(qh)), f16_bcast(p))
     }
 }
 
@@ -241,6 +292,9 @@ pub(crate) unsafe fn body<const F: u8, const CT: usize, const R: usize>(
                         if F == W_Q4_0 {
                             // Unsigned nibbles 0..=15 (the -8 is applied to the sums below).
                             (wv[i], sw[i]) = decode_q4_0_unsigned(p);
+                        } else if F == W_Q5_0 {
+                            // Unsigned codes 0..=31 (the -16 is applied to the sums below).
+                            (wv[i], sw[i]) = decode_q5_0_unsigned(p);
                         } else {
                             (wv[i], wa[i], sw[i]) = decode_block::<F>(p);
                         }
@@ -248,16 +302,23 @@ pub(crate) unsafe fn body<const F: u8, const CT: usize, const R: usize>(
                     for jj in 0..CT {
                         let av = _mm256_loadu_si256(ap[jj].add(b * 34).cast());
                         let da = _mm256_broadcast_ss(&*dp[jj].add(b));
-                        // Q4_0: 8 * (the activation's 4-element sums), once per column and block.
-                        let a8 = if F == W_Q4_0 {
+                        // Q4_0 / Q5_0: 8 / 16 * (the activation's 4-element sums), once per
+                        // column and block.
+                        let a8 = if F == W_Q4_0 || F == W_Q5_0 {
                             let pairs = _mm256_maddubs_epi16(_mm256_set1_epi8(1), av);
-                            _mm256_slli_epi32::<3>(_mm256_madd_epi16(pairs, ones))
+                            let sums = _mm256_madd_epi16(pairs, ones);
+                            if F == W_Q5_0 {
+                                _mm256_slli_epi32::<4>(sums)
+                            } else {
+                                _mm256_slli_epi32::<3>(sums)
+                            }
                         } else {
                             _mm256_setzero_si256()
                         };
                         for i in 0..R {
-                            let si = if F == W_Q4_0 {
-                                // sum(q * a) - 8 * sum(a) = sum((q - 8) * a), exactly, per lane.
+                            let si = if F == W_Q4_0 || F == W_Q5_0 {
+                                // sum(q * a) - 8 * sum(a) = sum((q - 8) * a), exactly, per lane
+                                // (Q5_0: 16).
                                 let prod = _mm256_maddubs_epi16(wv[i], av);
                                 _mm256_sub_epi32(_mm256_madd_epi16(prod, ones), a8)
                             } else {

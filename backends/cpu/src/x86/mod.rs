@@ -3,7 +3,9 @@
 //! ternary types, MXFP4 and IQ4_NL; `rocmfpx` (ROCmFP2 and ROCmFP3, tried first), `ext`
 //! and `ternary` (AVX2 ternary), `kquant` (AVX2 K-quants) and `hfp4`/`hfp4_512` (the HFP4
 //! family); `legacy512` (AVX-512 Q4_1, Q5_0, Q5_1, Q8_1), `legacy2` (AVX2
-//! Q4_1), `float` and `float2` (AVX-512 and AVX2 F32, F16, BF16). In `z512`'s layout, AVX-512
+//! Q4_1, Q5_1), `float` and `float2` (AVX-512 and AVX2 F32, F16, BF16). AVX2 Q5_0, MXFP4 and
+//! IQ4_NL run on the [`avx2`] body; AVX2 NVFP4 and IQ4_XS live in `nvfp4_avx2` and
+//! `iq4xs_avx2`; AVX2 and AVX-512 `Ternary68` in `ternary68`. In `z512`'s layout, AVX-512
 //! only: `iq512` (IQ1_S, IQ1_M, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ4_XS), `q3k512`
 //! (Q3_K), `tq1_512` (TQ1_0, PTQ1_0), `nvfp4_512` (NVFP4), `q4_0x16` (Q4_0, 2..16 columns;
 //! `q4_0pack` runs it and the one-column form on rows repacked into lane order at upload),
@@ -38,11 +40,13 @@ mod gemm512;
 mod hfp4;
 mod hfp4_512;
 mod hfp4_bf16;
+mod iq4xs_avx2;
 mod iq512;
 mod kquant;
 mod legacy2;
 mod legacy512;
 mod nvfp4_512;
+mod nvfp4_avx2;
 mod pq2_avx2;
 mod pq2pack;
 mod pq2x4;
@@ -80,12 +84,15 @@ pub(crate) const W_Q4_0: u8 = 1;
 pub(crate) const W_MXFP4: u8 = 2;
 /// IQ4_NL (the AVX2 body's nibble-table decode).
 pub(crate) const W_IQ4NL: u8 = 3;
+/// Q5_0 (the AVX2 body's unsigned path, as Q4_0).
+pub(crate) const W_Q5_0: u8 = 4;
 
 /// Block bytes of each weight code.
 pub(crate) const fn block_bytes(f: u8) -> usize {
     match f {
         W_Q8_0 => 34,
         W_MXFP4 => 17,
+        W_Q5_0 => 22,
         _ => 18,
     }
 }
@@ -105,6 +112,8 @@ pub(crate) fn kernel(isa: Isa, format: FormatId) -> Option<Kernel> {
             .or_else(|| ext::kernel_avx2(format))
             .or_else(|| float2::kernel(format))
             .or_else(|| legacy2::kernel(format))
+            .or_else(|| nvfp4_avx2::kernel(format))
+            .or_else(|| iq4xs_avx2::kernel(format))
             .or_else(|| ternary68::kernel_avx2(format)),
         Isa::Avx512 => avx512::kernel(format)
             .or_else(|| ext::kernel_avx512(format))

@@ -26,7 +26,7 @@ use super::ext::ActSlice;
 use super::z512::{q8_0_block, Lanes, Q4_0, V64};
 
 /// `kvalues_mxfp4[c] + 12` (ggml `kvalues_mxfp4`; a test checks it against the core).
-const NV_U: [i8; 16] = [12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0];
+pub(crate) const NV_U: [i8; 16] = [12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0];
 
 /// Half the UE4M3 value of each of 8 scale bytes (the low byte of each i32 lane; bit 7
 /// ignored, exponent 4 bits, bias 7, 3 mantissa bits, subnormal below exponent 1), as ggml's
