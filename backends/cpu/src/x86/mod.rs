@@ -39,6 +39,7 @@ mod hfp4;
 mod hfp4_512;
 mod hfp4_bf16;
 mod iq512;
+mod iq_avx2;
 mod kquant;
 mod legacy2;
 mod legacy512;
@@ -103,7 +104,8 @@ pub(crate) fn kernel(isa: Isa, format: FormatId) -> Option<Kernel> {
         Isa::Avx2 => avx2::kernel(format)
             .or_else(|| ext::kernel_avx2(format))
             .or_else(|| float2::kernel(format))
-            .or_else(|| legacy2::kernel(format)),
+            .or_else(|| legacy2::kernel(format))
+            .or_else(|| iq_avx2::kernel(format)),
         Isa::Avx512 => avx512::kernel(format)
             .or_else(|| ext::kernel_avx512(format))
             .or_else(|| legacy512::kernel(format))
