@@ -15,6 +15,7 @@
 //! also has AVX-512 VBMI), the `vdpbf16ps` HFP4 family (`hfp4_bf16`, where the CPU has
 //! AVX512_BF16; repacked at upload) and the AVX-512 table otherwise. AVX2 TQ1_0 and PTQ1_0 live in
 //! `ternary` (through `ext`).
+//! `iq_avx2`: AVX2 IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S and IQ1_M.
 //! Every other format (AVX2: every format above without an AVX2 kernel) falls back to the
 //! scalar kernel.
 //!
