@@ -11,7 +11,15 @@ use std::arch::x86_64::*;
 
 use lowbit_core::format::ggml::iq::tables::IQ1S_GRID;
 
-use super::{f16_bits, grid64x4, spread_scales, Dec, IqGrid};
+use super::{f16_bits, grid64x4, scale_reg, IqGrid};
+
+/// What an IQ1 sub-block's registers are made from: the 32 grid indices, the delta-sign
+/// source bytes and the scale bytes, each in both lanes.
+pub(crate) struct Iq1Ctx {
+    idx: [u16; 32],
+    delta: __m256i,
+    scales: __m256i,
+}
 
 /// `8 g + s` for the grid bytes `g` (-1, 0, 1) and the nonzero signs `s` (-1, 1): as
 /// magnitude and sign registers.
@@ -36,10 +44,11 @@ impl IqGrid for Iq1S {
     const INNER: f32 = 0.125;
     const FINAL: f32 = 1.0;
 
+    type Ctx = Iq1Ctx;
+
     #[inline(always)]
-    unsafe fn decode(p: *const u8) -> Dec {
-        // SAFETY: reads bytes 0..50 at `p` (caller); grid indices are a byte plus 3 bits at
-        // bits 8..11 (< 2048 = `IQ1S_GRID.len()`); the stores fill the local index array.
+    unsafe fn prep(p: *const u8) -> Self::Ctx {
+        // SAFETY: reads bytes 2..50 at `p` (caller); the stores fill the local index array.
         unsafe {
             let qhx = _mm_loadu_si128(p.add(34).cast());
             let qh = _mm256_broadcastsi128_si256(qhx);
@@ -65,18 +74,33 @@ impl IqGrid for Iq1S {
             }
             let ls = _mm_and_si128(_mm_srli_epi16::<12>(qhx), _mm_set1_epi16(7));
             let ls = _mm_add_epi16(_mm_add_epi16(ls, ls), _mm_set1_epi16(1));
+            // Byte k: -1 if sub-block k's delta is negative (bit 15), else 1.
             let sgn = _mm_or_si128(_mm_srai_epi16::<15>(qhx), _mm_set1_epi16(1));
-            let sgn = _mm256_broadcastsi128_si256(_mm_packs_epi16(sgn, sgn));
-            let mut m = [_mm256_setzero_si256(); 8];
-            let mut s = [_mm256_setzero_si256(); 8];
-            for k in 0..8 {
-                let i = |l: usize| usize::from(idx[4 * k + l]);
-                let g = grid64x4(&IQ1S_GRID, [i(0), i(1), i(2), i(3)]);
-                let sk = _mm256_shuffle_epi8(sgn, _mm256_set1_epi8(k as i8));
-                (m[k], s[k]) = fold(g, sk);
+            Iq1Ctx {
+                idx,
+                delta: _mm256_broadcastsi128_si256(_mm_packs_epi16(sgn, sgn)),
+                scales: _mm256_broadcastsi128_si256(_mm_packus_epi16(ls, ls)),
             }
-            Dec { m, s, sc: spread_scales::<false>(_mm_packus_epi16(ls, ls)), d: f16_bits(p) }
         }
+    }
+
+    #[inline(always)]
+    unsafe fn part(_p: *const u8, c: &Self::Ctx, k: usize) -> [__m256i; 3] {
+        // SAFETY: grid indices are a byte plus 3 bits at bits 8..11 (< 2048 =
+        // `IQ1S_GRID.len()`); register-only operations otherwise.
+        unsafe {
+            let i = |l: usize| usize::from(c.idx[4 * k + l]);
+            let g = grid64x4(&IQ1S_GRID, [i(0), i(1), i(2), i(3)]);
+            let sk = _mm256_shuffle_epi8(c.delta, _mm256_set1_epi8(k as i8));
+            let (m, s) = fold(g, sk);
+            [m, s, scale_reg::<false>(c.scales, k)]
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn d(p: *const u8) -> u16 {
+        // SAFETY: reads bytes 0..2 at `p` (caller).
+        unsafe { f16_bits(p) }
     }
 }
 
@@ -90,10 +114,11 @@ impl IqGrid for Iq1M {
     const INNER: f32 = 0.125;
     const FINAL: f32 = 1.0;
 
+    type Ctx = Iq1Ctx;
+
     #[inline(always)]
-    unsafe fn decode(p: *const u8) -> Dec {
-        // SAFETY: reads bytes 0..56 at `p` (caller); grid indices are a byte plus 3 bits at
-        // bits 8..11 (< 2048 = `IQ1S_GRID.len()`); the stores fill the local index array.
+    unsafe fn prep(p: *const u8) -> Self::Ctx {
+        // SAFETY: reads bytes 0..56 at `p` (caller); the stores fill the local index array.
         unsafe {
             let qh = _mm256_broadcastsi128_si256(_mm_loadu_si128(p.add(32).cast()));
             // Group g's high bits: its qh byte times 2^(8 - 4 (g % 2)), masked to bits 8..11.
@@ -113,25 +138,6 @@ impl IqGrid for Iq1M {
                 let lo = _mm256_cvtepu8_epi16(_mm_loadu_si128(p.add(16 * h).cast()));
                 _mm256_storeu_si256(idx.as_mut_ptr().add(16 * h).cast(), _mm256_or_si256(lo, hb));
             }
-            // Delta signs: register k's groups 4k, 4k + 1 test bits 3 and 7 of qh byte 2k (low
-            // lane), groups 4k + 2, 4k + 3 those of byte 2k + 1 (high lane).
-            #[rustfmt::skip]
-            let tb = _mm256_setr_epi8(
-                8, 8, 8, 8, 8, 8, 8, 8, -128, -128, -128, -128, -128, -128, -128, -128,
-                8, 8, 8, 8, 8, 8, 8, 8, -128, -128, -128, -128, -128, -128, -128, -128,
-            );
-            let one = _mm256_set1_epi8(1);
-            let mut m = [_mm256_setzero_si256(); 8];
-            let mut s = [_mm256_setzero_si256(); 8];
-            for k in 0..8 {
-                let i = |l: usize| usize::from(idx[4 * k + l]);
-                let g = grid64x4(&IQ1S_GRID, [i(0), i(1), i(2), i(3)]);
-                let b =
-                    _mm256_setr_m128i(_mm_set1_epi8(2 * k as i8), _mm_set1_epi8(2 * k as i8 + 1));
-                let x = _mm256_and_si256(_mm256_shuffle_epi8(qh, b), tb);
-                let sk = _mm256_or_si256(_mm256_cmpeq_epi8(x, tb), one);
-                (m[k], s[k]) = fold(g, sk);
-            }
             // Scales: word h / 4 repeated, times 2^(13 - 3 (h % 4)), the top 3 bits.
             let scx = _mm_loadl_epi64(p.add(48).cast());
             let mul = _mm_setr_epi16(8192, 1024, 128, 16, 8192, 1024, 128, 16);
@@ -142,10 +148,38 @@ impl IqGrid for Iq1M {
             let b = part(_mm_setr_epi8(4, 5, 4, 5, 4, 5, 4, 5, 6, 7, 6, 7, 6, 7, 6, 7));
             let ls = _mm_packus_epi16(a, b);
             let ls = _mm_add_epi8(_mm_add_epi8(ls, ls), _mm_set1_epi8(1));
+            Iq1Ctx { idx, delta: qh, scales: _mm256_broadcastsi128_si256(ls) }
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn part(_p: *const u8, c: &Self::Ctx, k: usize) -> [__m256i; 3] {
+        // SAFETY: grid indices are a byte plus 3 bits at bits 8..11 (< 2048 =
+        // `IQ1S_GRID.len()`); register-only operations otherwise.
+        unsafe {
+            let i = |l: usize| usize::from(c.idx[4 * k + l]);
+            let g = grid64x4(&IQ1S_GRID, [i(0), i(1), i(2), i(3)]);
+            // Delta signs: groups 4k, 4k + 1 test bits 3 and 7 of qh byte 2k (low lane),
+            // groups 4k + 2, 4k + 3 those of byte 2k + 1 (high lane).
+            #[rustfmt::skip]
+            let tb = _mm256_setr_epi8(
+                8, 8, 8, 8, 8, 8, 8, 8, -128, -128, -128, -128, -128, -128, -128, -128,
+                8, 8, 8, 8, 8, 8, 8, 8, -128, -128, -128, -128, -128, -128, -128, -128,
+            );
+            let b = _mm256_setr_m128i(_mm_set1_epi8(2 * k as i8), _mm_set1_epi8(2 * k as i8 + 1));
+            let x = _mm256_and_si256(_mm256_shuffle_epi8(c.delta, b), tb);
+            let sk = _mm256_or_si256(_mm256_cmpeq_epi8(x, tb), _mm256_set1_epi8(1));
+            let (m, s) = fold(g, sk);
+            [m, s, scale_reg::<true>(c.scales, k)]
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn d(p: *const u8) -> u16 {
+        // SAFETY: reads bytes 48..56 at `p` (caller).
+        unsafe {
             let w = |k: usize| f16_bits(p.add(48 + 2 * k));
-            let d =
-                (w(0) >> 12) | ((w(1) >> 8) & 0x00F0) | ((w(2) >> 4) & 0x0F00) | (w(3) & 0xF000);
-            Dec { m, s, sc: spread_scales::<true>(ls), d }
+            (w(0) >> 12) | ((w(1) >> 8) & 0x00F0) | ((w(2) >> 4) & 0x0F00) | (w(3) & 0xF000)
         }
     }
 }

@@ -10,9 +10,17 @@ use std::arch::x86_64::*;
 use lowbit_core::format::ggml::iq::tables::{IQ2S_GRID, IQ2XS_GRID, IQ2XXS_GRID};
 
 use super::{
-    expand_signs, f16_bits, fields7, grid64x4, nibble_scales, spread_scales, top_nibble_scales,
-    with_parity, Dec, IqGrid,
+    f16_bits, fields7, grid64x4, nibble_scales, scale_reg, sign_halves, sign_reg,
+    top_nibble_scales, with_parity, IqGrid,
 };
+
+/// What an IQ2 sub-block's registers are made from: the sign halves, the scale bytes in both
+/// lanes and (IQ2_XS, IQ2_S) the 32 grid indices.
+pub(crate) struct Iq2Ctx<const N: usize> {
+    signs: [__m256i; 2],
+    scales: __m256i,
+    idx: [u16; N],
+}
 
 /// IQ2_XXS (66 bytes: `d` f16, then per sub-block of 32 a u32 of four 8-bit grid indices and
 /// a u32 of four 7-bit sign fields and the 4-bit scale in bits 28..32).
@@ -23,10 +31,11 @@ impl IqGrid for Iq2Xxs {
     const INNER: f32 = 1.0;
     const FINAL: f32 = 0.125;
 
+    type Ctx = Iq2Ctx<0>;
+
     #[inline(always)]
-    unsafe fn decode(p: *const u8) -> Dec {
-        // SAFETY: reads bytes 0..66 at `p` (caller); grid indices are bytes (< 256 =
-        // `IQ2XXS_GRID.len()`); register-only operations otherwise.
+    unsafe fn prep(p: *const u8) -> Self::Ctx {
+        // SAFETY: reads bytes 2..66 at `p` (caller); register-only operations otherwise.
         unsafe {
             let q = p.add(2);
             let lo = _mm256_loadu_si256(q.cast());
@@ -37,17 +46,29 @@ impl IqGrid for Iq2Xxs {
                 _mm256_permutevar8x32_epi32(lo, odd),
                 _mm256_permutevar8x32_epi32(hi, odd),
             );
-            let m = core::array::from_fn(|k| {
-                let b = |l: usize| usize::from(*q.add(8 * k + l));
-                grid64x4(&IQ2XXS_GRID, [b(0), b(1), b(2), b(3)])
-            });
-            Dec {
-                m,
-                s: expand_signs(with_parity(fields7(aux))),
-                sc: spread_scales::<false>(top_nibble_scales(aux)),
-                d: f16_bits(p),
+            Iq2Ctx {
+                signs: sign_halves(with_parity(fields7(aux))),
+                scales: _mm256_broadcastsi128_si256(top_nibble_scales(aux)),
+                idx: [],
             }
         }
+    }
+
+    #[inline(always)]
+    unsafe fn part(p: *const u8, c: &Self::Ctx, k: usize) -> [__m256i; 3] {
+        // SAFETY: reads bytes 2 + 8k .. 2 + 8k + 4 at `p` (caller, k < 8); grid indices are
+        // bytes (< 256 = `IQ2XXS_GRID.len()`); register-only operations otherwise.
+        unsafe {
+            let b = |l: usize| usize::from(*p.add(2 + 8 * k + l));
+            let m = grid64x4(&IQ2XXS_GRID, [b(0), b(1), b(2), b(3)]);
+            [m, sign_reg(&c.signs, k), scale_reg::<false>(c.scales, k)]
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn d(p: *const u8) -> u16 {
+        // SAFETY: reads bytes 0..2 at `p` (caller).
+        unsafe { f16_bits(p) }
     }
 }
 
@@ -60,10 +81,11 @@ impl IqGrid for Iq2Xs {
     const INNER: f32 = 1.0;
     const FINAL: f32 = 0.125;
 
+    type Ctx = Iq2Ctx<32>;
+
     #[inline(always)]
-    unsafe fn decode(p: *const u8) -> Dec {
-        // SAFETY: reads bytes 0..74 at `p` (caller); grid indices are masked to 9 bits
-        // (< 512 = `IQ2XS_GRID.len()`); the stores fill the local index array.
+    unsafe fn prep(p: *const u8) -> Self::Ctx {
+        // SAFETY: reads bytes 2..74 at `p` (caller); the stores fill the local index array.
         unsafe {
             let q = p.add(2);
             let x0 = _mm256_loadu_si256(q.cast());
@@ -76,17 +98,30 @@ impl IqGrid for Iq2Xs {
             let mut idx = [0u16; 32];
             _mm256_storeu_si256(idx.as_mut_ptr().cast(), _mm256_and_si256(x0, mask));
             _mm256_storeu_si256(idx.as_mut_ptr().add(16).cast(), _mm256_and_si256(x1, mask));
-            let m = core::array::from_fn(|k| {
-                let i = |l: usize| usize::from(idx[4 * k + l]);
-                grid64x4(&IQ2XS_GRID, [i(0), i(1), i(2), i(3)])
-            });
-            Dec {
-                m,
-                s: expand_signs(with_parity(s7)),
-                sc: spread_scales::<true>(nibble_scales(_mm_loadl_epi64(p.add(66).cast()))),
-                d: f16_bits(p),
+            let sc = nibble_scales(_mm_loadl_epi64(p.add(66).cast()));
+            Iq2Ctx {
+                signs: sign_halves(with_parity(s7)),
+                scales: _mm256_broadcastsi128_si256(sc),
+                idx,
             }
         }
+    }
+
+    #[inline(always)]
+    unsafe fn part(_p: *const u8, c: &Self::Ctx, k: usize) -> [__m256i; 3] {
+        // SAFETY: grid indices are masked to 9 bits (< 512 = `IQ2XS_GRID.len()`);
+        // register-only operations otherwise.
+        unsafe {
+            let i = |l: usize| usize::from(c.idx[4 * k + l]);
+            let m = grid64x4(&IQ2XS_GRID, [i(0), i(1), i(2), i(3)]);
+            [m, sign_reg(&c.signs, k), scale_reg::<true>(c.scales, k)]
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn d(p: *const u8) -> u16 {
+        // SAFETY: reads bytes 0..2 at `p` (caller).
+        unsafe { f16_bits(p) }
     }
 }
 
@@ -100,10 +135,11 @@ impl IqGrid for Iq2S {
     const INNER: f32 = 1.0;
     const FINAL: f32 = 0.125;
 
+    type Ctx = Iq2Ctx<32>;
+
     #[inline(always)]
-    unsafe fn decode(p: *const u8) -> Dec {
-        // SAFETY: reads bytes 0..82 at `p` (caller); grid indices are a byte plus 2 bits at
-        // bits 8..10 (< 1024 = `IQ2S_GRID.len()`); the stores fill the local index array.
+    unsafe fn prep(p: *const u8) -> Self::Ctx {
+        // SAFETY: reads bytes 2..82 at `p` (caller); the stores fill the local index array.
         unsafe {
             let qh = _mm256_broadcastq_epi64(_mm_loadl_epi64(p.add(66).cast()));
             // Group g's high bits moved to bits 8..10 of word g: its qh byte times
@@ -123,16 +159,29 @@ impl IqGrid for Iq2S {
                 let v = _mm256_or_si256(lo, _mm256_and_si256(hb, _mm256_set1_epi16(0x300)));
                 _mm256_storeu_si256(idx.as_mut_ptr().add(16 * h).cast(), v);
             }
-            let m = core::array::from_fn(|k| {
-                let i = |l: usize| usize::from(idx[4 * k + l]);
-                grid64x4(&IQ2S_GRID, [i(0), i(1), i(2), i(3)])
-            });
-            Dec {
-                m,
-                s: expand_signs(_mm256_loadu_si256(p.add(34).cast())),
-                sc: spread_scales::<true>(nibble_scales(_mm_loadl_epi64(p.add(74).cast()))),
-                d: f16_bits(p),
+            let sc = nibble_scales(_mm_loadl_epi64(p.add(74).cast()));
+            Iq2Ctx {
+                signs: sign_halves(_mm256_loadu_si256(p.add(34).cast())),
+                scales: _mm256_broadcastsi128_si256(sc),
+                idx,
             }
         }
+    }
+
+    #[inline(always)]
+    unsafe fn part(_p: *const u8, c: &Self::Ctx, k: usize) -> [__m256i; 3] {
+        // SAFETY: grid indices are a byte plus 2 bits at bits 8..10 (< 1024 =
+        // `IQ2S_GRID.len()`); register-only operations otherwise.
+        unsafe {
+            let i = |l: usize| usize::from(c.idx[4 * k + l]);
+            let m = grid64x4(&IQ2S_GRID, [i(0), i(1), i(2), i(3)]);
+            [m, sign_reg(&c.signs, k), scale_reg::<true>(c.scales, k)]
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn d(p: *const u8) -> u16 {
+        // SAFETY: reads bytes 0..2 at `p` (caller).
+        unsafe { f16_bits(p) }
     }
 }

@@ -10,9 +10,17 @@ use std::arch::x86_64::*;
 use lowbit_core::format::ggml::iq::tables::{IQ3S_GRID, IQ3XXS_GRID};
 
 use super::{
-    expand_signs, f16_bits, fields7, grid32x8, nibble_scales, spread_scales, top_nibble_scales,
-    with_parity, Dec, IqGrid,
+    f16_bits, fields7, grid32x8, nibble_scales, scale_reg, sign_halves, sign_reg,
+    top_nibble_scales, with_parity, IqGrid,
 };
+
+/// What an IQ3 sub-block's registers are made from: the sign halves, the scale bytes in both
+/// lanes and (IQ3_S) the 64 grid indices.
+pub(crate) struct Iq3Ctx<const N: usize> {
+    signs: [__m256i; 2],
+    scales: __m256i,
+    idx: [u16; N],
+}
 
 /// IQ3_XXS (98 bytes: `d` f16, 64 grid index bytes, then per sub-block of 32 a u32 of four
 /// 7-bit sign fields and the 4-bit scale in bits 28..32).
@@ -23,23 +31,35 @@ impl IqGrid for Iq3Xxs {
     const INNER: f32 = 1.0;
     const FINAL: f32 = 0.25;
 
+    type Ctx = Iq3Ctx<0>;
+
     #[inline(always)]
-    unsafe fn decode(p: *const u8) -> Dec {
-        // SAFETY: reads bytes 0..98 at `p` (caller); grid indices are bytes (< 256 =
-        // `IQ3XXS_GRID.len()`); register-only operations otherwise.
+    unsafe fn prep(p: *const u8) -> Self::Ctx {
+        // SAFETY: reads bytes 66..98 at `p` (caller); register-only operations otherwise.
         unsafe {
-            let q = p.add(2);
             let aux = _mm256_loadu_si256(p.add(66).cast());
-            let m = core::array::from_fn(|k| {
-                grid32x8(&IQ3XXS_GRID, |l| usize::from(*q.add(8 * k + l)))
-            });
-            Dec {
-                m,
-                s: expand_signs(with_parity(fields7(aux))),
-                sc: spread_scales::<false>(top_nibble_scales(aux)),
-                d: f16_bits(p),
+            Iq3Ctx {
+                signs: sign_halves(with_parity(fields7(aux))),
+                scales: _mm256_broadcastsi128_si256(top_nibble_scales(aux)),
+                idx: [],
             }
         }
+    }
+
+    #[inline(always)]
+    unsafe fn part(p: *const u8, c: &Self::Ctx, k: usize) -> [__m256i; 3] {
+        // SAFETY: reads bytes 2 + 8k .. 2 + 8k + 8 at `p` (caller, k < 8); grid indices are
+        // bytes (< 256 = `IQ3XXS_GRID.len()`); register-only operations otherwise.
+        unsafe {
+            let m = grid32x8(&IQ3XXS_GRID, |l| usize::from(*p.add(2 + 8 * k + l)));
+            [m, sign_reg(&c.signs, k), scale_reg::<false>(c.scales, k)]
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn d(p: *const u8) -> u16 {
+        // SAFETY: reads bytes 0..2 at `p` (caller).
+        unsafe { f16_bits(p) }
     }
 }
 
@@ -52,10 +72,11 @@ impl IqGrid for Iq3S {
     const INNER: f32 = 1.0;
     const FINAL: f32 = 1.0;
 
+    type Ctx = Iq3Ctx<64>;
+
     #[inline(always)]
-    unsafe fn decode(p: *const u8) -> Dec {
-        // SAFETY: reads bytes 0..110 at `p` (caller); grid indices are a byte plus bit 8
-        // (< 512 = `IQ3S_GRID.len()`); the stores fill the local index array.
+    unsafe fn prep(p: *const u8) -> Self::Ctx {
+        // SAFETY: reads bytes 2..110 at `p` (caller); the stores fill the local index array.
         unsafe {
             let qh = _mm256_broadcastq_epi64(_mm_loadl_epi64(p.add(66).cast()));
             // Index i's bit 8: its qh byte times 2^(8 - i % 8), masked to bit 8.
@@ -74,14 +95,28 @@ impl IqGrid for Iq3S {
                 let v = _mm256_or_si256(lo, _mm256_and_si256(hb, _mm256_set1_epi16(0x100)));
                 _mm256_storeu_si256(idx.as_mut_ptr().add(16 * h).cast(), v);
             }
-            let m = core::array::from_fn(|k| grid32x8(&IQ3S_GRID, |l| usize::from(idx[8 * k + l])));
             let sc = _mm_cvtsi32_si128(std::ptr::read_unaligned(p.add(106).cast::<i32>()));
-            Dec {
-                m,
-                s: expand_signs(_mm256_loadu_si256(p.add(74).cast())),
-                sc: spread_scales::<false>(nibble_scales(sc)),
-                d: f16_bits(p),
+            Iq3Ctx {
+                signs: sign_halves(_mm256_loadu_si256(p.add(74).cast())),
+                scales: _mm256_broadcastsi128_si256(nibble_scales(sc)),
+                idx,
             }
         }
+    }
+
+    #[inline(always)]
+    unsafe fn part(_p: *const u8, c: &Self::Ctx, k: usize) -> [__m256i; 3] {
+        // SAFETY: grid indices are a byte plus bit 8 (< 512 = `IQ3S_GRID.len()`);
+        // register-only operations otherwise.
+        unsafe {
+            let m = grid32x8(&IQ3S_GRID, |l| usize::from(c.idx[8 * k + l]));
+            [m, sign_reg(&c.signs, k), scale_reg::<false>(c.scales, k)]
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn d(p: *const u8) -> u16 {
+        // SAFETY: reads bytes 0..2 at `p` (caller).
+        unsafe { f16_bits(p) }
     }
 }

@@ -17,10 +17,12 @@
 //! also returns.
 //!
 //! Shape: rows in groups of 8 (one row per f32 lane, as `super::kquant`). Per row and block
-//! the format's [`IqGrid::decode`] gives 8 registers (one per 32 elements, element order) of
-//! unsigned magnitudes `m`, 8 of signs `s` (bytes whose sign is the weight's sign, never 0)
-//! and 8 of i16 sub-block scales (`2 ls + 1` in every word of the 16 elements it covers); per
-//! column, [`dot`] takes `vpsignb` of the activations by `s`, `vpmaddubsw` with `m` and
+//! the format's decode ([`IqGrid::prep`] once, [`IqGrid::part`] per 32 elements) gives 8
+//! registers (one per 32 elements, element order) of unsigned magnitudes `m`, 8 of signs `s`
+//! (bytes whose sign is the weight's, never 0) and 8 of i16 sub-block scales (`2 ls + 1` in
+//! every word of the 16 elements it covers); one column consumes each 32 as it is decoded
+//! ([`dot_streamed`]), several decode the block once ([`decode`]) and each takes [`dot`]. Per
+//! column and 32 elements: `vpsignb` of the activations by `s`, `vpmaddubsw` with `m` and
 //! `vpmaddwd` with the scales, and adds the 8 results: i32 lanes whose total is `T`
 //! (algorithm as ggml's AVX2 `ggml_vec_dot_iq2_xxs_q8_K` and its siblings in
 //! `ggml-cpu/arch/x86/quants.c`: signs applied to the Q8_K quants with `_mm256_sign_epi8`,
@@ -66,8 +68,7 @@ pub(crate) fn kernel(format: FormatId) -> Option<Kernel> {
     }
 }
 
-/// One decoded block (module doc): magnitudes, signs and scales per 32 elements, and the f16
-/// bits of the block scale `d`.
+/// One decoded block (module doc): magnitudes, signs and scales per 32 elements.
 pub(crate) struct Dec {
     /// Unsigned magnitudes, element `32 k + i` in byte `i` of register `k`.
     pub m: [__m256i; 8],
@@ -75,11 +76,11 @@ pub(crate) struct Dec {
     pub s: [__m256i; 8],
     /// `2 ls + 1` as i16 in every word (two elements) of the sub-block it covers.
     pub sc: [__m256i; 8],
-    /// The block's f16 `d`.
-    pub d: u16,
 }
 
-/// A grid-coded format's decode and the constants of its reference's f32 expression.
+/// A grid-coded format's decode, in two steps (what a block's registers are made from, then
+/// the registers of one sub-block of 32) so that one column can consume each sub-block as it
+/// is decoded ([`dot_streamed`]), and the constants of its reference's f32 expression.
 pub(crate) trait IqGrid {
     /// Bytes of one 256-element block.
     const BB: usize;
@@ -87,11 +88,64 @@ pub(crate) trait IqGrid {
     const INNER: f32;
     /// The factor on the row sum at the end (IQ2: 1/8, IQ3_XXS: 1/4, else 1).
     const FINAL: f32;
-    /// Decodes the block at `p`.
+    /// What the sub-blocks' registers are made from (sign bytes, scale bytes, grid indices).
+    type Ctx;
+    /// The block's [`IqGrid::Ctx`].
     ///
     /// # Safety
     /// `p .. p + BB` is readable; AVX2, FMA and F16C are available.
-    unsafe fn decode(p: *const u8) -> Dec;
+    unsafe fn prep(p: *const u8) -> Self::Ctx;
+    /// Magnitudes, signs and scales (as [`Dec`]) of sub-block `k` (< 8).
+    ///
+    /// # Safety
+    /// As [`IqGrid::prep`], `c` made by it from the same `p`.
+    unsafe fn part(p: *const u8, c: &Self::Ctx, k: usize) -> [__m256i; 3];
+    /// The block's f16 `d`.
+    ///
+    /// # Safety
+    /// As [`IqGrid::prep`].
+    unsafe fn d(p: *const u8) -> u16;
+}
+
+/// The whole block at `p` decoded.
+///
+/// # Safety
+/// As [`IqGrid::prep`].
+#[inline(always)]
+unsafe fn decode<G: IqGrid>(p: *const u8) -> Dec {
+    // SAFETY: forwarded from the caller.
+    unsafe {
+        let c = G::prep(p);
+        let mut d = Dec {
+            m: [_mm256_setzero_si256(); 8],
+            s: [_mm256_setzero_si256(); 8],
+            sc: [_mm256_setzero_si256(); 8],
+        };
+        for k in 0..8 {
+            [d.m[k], d.s[k], d.sc[k]] = G::part(p, &c, k);
+        }
+        d
+    }
+}
+
+/// [`dot`] of the block at `p` against one column, each sub-block consumed as it is decoded
+/// (fewer live registers than decoding the block first).
+///
+/// # Safety
+/// As [`IqGrid::prep`]; `y .. y + 256` is readable.
+#[inline(always)]
+unsafe fn dot_streamed<G: IqGrid>(p: *const u8, y: *const i8) -> __m256i {
+    // SAFETY: forwarded from the caller; reads the 256 bytes at `y`.
+    unsafe {
+        let c = G::prep(p);
+        let mut acc = _mm256_setzero_si256();
+        for k in 0..8 {
+            let [m, s, sc] = G::part(p, &c, k);
+            let a = _mm256_sign_epi8(_mm256_loadu_si256(y.add(32 * k).cast()), s);
+            acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(m, a), sc));
+        }
+        acc
+    }
 }
 
 fn run<G: IqGrid, const F: u8>(
@@ -151,6 +205,7 @@ unsafe fn dot(d: &Dec, y: *const i8) -> __m256i {
 /// (`s.act` is Q8_K with `s.nb` blocks per column, `rb = s.nb * G::BB`, `1 <= cols.len() <=
 /// MAXC`).
 #[inline(always)]
+#[allow(clippy::needless_range_loop)] // column and row indices address several arrays
 unsafe fn body<G: IqGrid, const MAXC: usize>(
     w: &[u8],
     rb: usize,
@@ -174,26 +229,35 @@ unsafe fn body<G: IqGrid, const MAXC: usize>(
             let (rp, here) = row_ptrs::<8>(w, rb, nrows, r0);
             let mut acc = [_mm256_setzero_ps(); MAXC];
             for b in 0..nb {
+                // The tile's activation blocks `b` (quants and scales), looked up once.
+                let mut yq = [std::ptr::null::<i8>(); MAXC];
+                let mut yd = [0f32; MAXC];
+                for j in 0..nc {
+                    let y = &a[(cols.start + j) * nb + b];
+                    (yq[j], yd[j]) = (y.qs.as_ptr(), y.d);
+                }
                 let mut lanes = [[_mm256_setzero_si256(); 8]; MAXC];
                 let mut dbits = [0u16; 8];
                 for i in 0..8 {
                     let q = rp[i].add(b * G::BB);
                     pfx.span(q, G::BB);
-                    let dec = G::decode(q);
-                    dbits[i] = dec.d;
-                    for (j, l) in lanes.iter_mut().enumerate().take(nc) {
-                        let y = &a[(cols.start + j) * nb + b];
-                        l[i] = dot(&dec, y.qs.as_ptr());
+                    dbits[i] = G::d(q);
+                    if MAXC == 1 {
+                        lanes[0][i] = dot_streamed::<G>(q, yq[0]);
+                        continue;
+                    }
+                    let dec = decode::<G>(q);
+                    for j in 0..nc {
+                        lanes[j][i] = dot(&dec, yq[j]);
                     }
                 }
                 let dw = _mm256_cvtph_ps(_mm_loadu_si128(dbits.as_ptr().cast()));
-                for (j, (accj, l)) in acc.iter_mut().zip(&lanes).enumerate().take(nc) {
-                    let y = &a[(cols.start + j) * nb + b];
-                    let (lo, hi) = hsum8(l);
+                for j in 0..nc {
+                    let (lo, hi) = hsum8(&lanes[j]);
                     let t = _mm256_cvtepi32_ps(_mm256_add_epi32(lo, hi));
                     let t = _mm256_mul_ps(t, _mm256_set1_ps(G::INNER));
-                    let d = _mm256_mul_ps(dw, _mm256_set1_ps(y.d));
-                    *accj = _mm256_add_ps(*accj, _mm256_mul_ps(d, t));
+                    let d = _mm256_mul_ps(dw, _mm256_set1_ps(yd[j]));
+                    acc[j] = _mm256_add_ps(acc[j], _mm256_mul_ps(d, t));
                 }
             }
             for v in acc.iter_mut() {
@@ -209,7 +273,7 @@ unsafe fn body<G: IqGrid, const MAXC: usize>(
 #[repr(C, align(32))]
 struct Row32([u8; 32]);
 
-/// Per register `k` of [`expand_signs`] (within the half of the sign bytes that holds it,
+/// Per register `k` of [`sign_reg`] (within the half of the sign bytes that holds it,
 /// `k % 4`): bytes 0..8 take sign byte `4k`, 8..16 `4k + 1`, 16..24 `4k + 2`, 24..32 `4k + 3`
 /// (lane-relative indices: both lanes hold the same 16 bytes).
 static SIGN_SPREAD: [Row32; 4] = {
@@ -277,24 +341,31 @@ unsafe fn row(r: &Row32) -> __m256i {
     unsafe { _mm256_load_si256(r.0.as_ptr().cast()) }
 }
 
-/// The 8 sign registers of a block whose 32 groups of 8 elements have the sign bytes `s8`
-/// (byte `g`: bit `j` set = element `8 g + j` negative): `-1` where the bit is set, else `1`.
+/// The two halves of a block's 32 sign bytes `s8` (byte `g`: bit `j` set = element `8 g + j`
+/// negative), each in both lanes, for [`sign_reg`].
 ///
 /// # Safety
 /// AVX2 is available.
 #[inline(always)]
-unsafe fn expand_signs(s8: __m256i) -> [__m256i; 8] {
+unsafe fn sign_halves(s8: __m256i) -> [__m256i; 2] {
+    // SAFETY: register-only operations.
+    unsafe {
+        [_mm256_permute2x128_si256::<0x00>(s8, s8), _mm256_permute2x128_si256::<0x11>(s8, s8)]
+    }
+}
+
+/// The sign register of sub-block `k`: `-1` where the element's sign bit is set, else `1`.
+///
+/// # Safety
+/// AVX2 is available.
+#[inline(always)]
+unsafe fn sign_reg(h: &[__m256i; 2], k: usize) -> __m256i {
     // SAFETY: reads the static rows; register-only operations otherwise.
     unsafe {
-        let halves =
-            [_mm256_permute2x128_si256::<0x00>(s8, s8), _mm256_permute2x128_si256::<0x11>(s8, s8)];
         let bits = row(&BITS);
-        let one = _mm256_set1_epi8(1);
-        core::array::from_fn(|k| {
-            let x = _mm256_shuffle_epi8(halves[k / 4], row(&SIGN_SPREAD[k % 4]));
-            let neg = _mm256_cmpeq_epi8(_mm256_and_si256(x, bits), bits);
-            _mm256_or_si256(neg, one)
-        })
+        let x = _mm256_shuffle_epi8(h[k / 4], row(&SIGN_SPREAD[k % 4]));
+        let neg = _mm256_cmpeq_epi8(_mm256_and_si256(x, bits), bits);
+        _mm256_or_si256(neg, _mm256_set1_epi8(1))
     }
 }
 
@@ -378,19 +449,15 @@ unsafe fn nibble_scales(s: __m128i) -> __m128i {
     }
 }
 
-/// The 8 scale registers from scale bytes `b` (`2 ls + 1`): per 16 elements (`PER16`, bytes
-/// 0..16) or per 32 (bytes 0..8).
+/// The scale register of sub-block `k` from the scale bytes `b` (`2 ls + 1`) in both lanes:
+/// per 16 elements (`PER16`, bytes 0..16) or per 32 (bytes 0..8).
 ///
 /// # Safety
 /// AVX2 is available.
 #[inline(always)]
-unsafe fn spread_scales<const PER16: bool>(b: __m128i) -> [__m256i; 8] {
+unsafe fn scale_reg<const PER16: bool>(b: __m256i, k: usize) -> __m256i {
     // SAFETY: reads the static rows; register-only operations otherwise.
-    unsafe {
-        let b = _mm256_broadcastsi128_si256(b);
-        let t = if PER16 { &SCALE16 } else { &SCALE32 };
-        core::array::from_fn(|k| _mm256_shuffle_epi8(b, row(&t[k])))
-    }
+    unsafe { _mm256_shuffle_epi8(b, row(if PER16 { &SCALE16[k] } else { &SCALE32[k] })) }
 }
 
 /// Four 8-byte grid entries of `grid` at `i`, in order.

@@ -48,8 +48,9 @@ fn fields_and_signs_land_on_their_elements() {
         let x = _mm256_loadu_si256(dw.as_ptr().cast());
         let v = fields7(x);
         _mm256_storeu_si256(f.as_mut_ptr().cast(), v);
-        for (k, r) in expand_signs(v).iter().enumerate() {
-            _mm256_storeu_si256(sg[k].as_mut_ptr().cast(), *r);
+        let h = sign_halves(v);
+        for (k, r) in sg.iter_mut().enumerate() {
+            _mm256_storeu_si256(r.as_mut_ptr().cast(), sign_reg(&h, k));
         }
     }
     for k in 0..8 {
