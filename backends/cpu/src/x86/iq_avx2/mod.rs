@@ -37,6 +37,9 @@
 //! What must not live here: the AVX-512 forms (`super::iq512`), length checks
 //! (`super::ext::check`), other formats.
 
+// Sub-block, row and column indices address several arrays at once.
+#![allow(clippy::needless_range_loop)]
+
 mod iq1;
 mod iq2;
 mod iq3;
@@ -205,7 +208,6 @@ unsafe fn dot(d: &Dec, y: *const i8) -> __m256i {
 /// (`s.act` is Q8_K with `s.nb` blocks per column, `rb = s.nb * G::BB`, `1 <= cols.len() <=
 /// MAXC`).
 #[inline(always)]
-#[allow(clippy::needless_range_loop)] // column and row indices address several arrays
 unsafe fn body<G: IqGrid, const MAXC: usize>(
     w: &[u8],
     rb: usize,

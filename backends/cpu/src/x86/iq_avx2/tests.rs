@@ -1,6 +1,9 @@
 //! Unit tests of the shared decode pieces (the kernels themselves are checked bit for bit
 //! against the reference in `tests/matmul.rs`).
 
+// Register, group and element indices address several arrays at once.
+#![allow(clippy::needless_range_loop)]
+
 use std::arch::x86_64::*;
 
 use lowbit_core::format::ggml::iq::tables::KSIGNS_IQ2XS;
@@ -34,11 +37,11 @@ fn fields_and_signs_land_on_their_elements() {
     if !is_x86_feature_detected!("avx2") {
         return;
     }
-    // Dword k: field l = 17 k + 5 l + 1 (< 128).
+    // Dword k: field l = 13 k + 5 l + 1 (< 128).
     let mut dw = [0u32; 8];
     for (k, d) in dw.iter_mut().enumerate() {
         for l in 0..4 {
-            *d |= ((17 * k + 5 * l + 1) as u32) << (7 * l);
+            *d |= ((13 * k + 5 * l + 1) as u32) << (7 * l);
         }
         *d |= 0xA000_0000;
     }
@@ -55,7 +58,7 @@ fn fields_and_signs_land_on_their_elements() {
     }
     for k in 0..8 {
         for l in 0..4 {
-            assert_eq!(usize::from(f[4 * k + l]), 17 * k + 5 * l + 1, "field {l} of dword {k}");
+            assert_eq!(usize::from(f[4 * k + l]), 13 * k + 5 * l + 1, "field {l} of dword {k}");
             for j in 0..8 {
                 let neg = f[4 * k + l] >> j & 1 == 1;
                 assert_eq!(sg[k][8 * l + j], if neg { -1 } else { 1 }, "k {k} l {l} j {j}");
@@ -73,12 +76,10 @@ fn scales_spread_to_their_sub_blocks() {
     let (mut s16, mut s32) = ([[0i16; 16]; 8], [[0i16; 16]; 8]);
     // SAFETY: AVX2 was detected; loads and stores touch the local arrays only.
     unsafe {
-        let b = _mm_loadu_si128(bytes.as_ptr().cast());
-        for (k, (a, c)) in
-            spread_scales::<true>(b).iter().zip(spread_scales::<false>(b)).enumerate()
-        {
-            _mm256_storeu_si256(s16[k].as_mut_ptr().cast(), *a);
-            _mm256_storeu_si256(s32[k].as_mut_ptr().cast(), c);
+        let b = _mm256_broadcastsi128_si256(_mm_loadu_si128(bytes.as_ptr().cast()));
+        for k in 0..8 {
+            _mm256_storeu_si256(s16[k].as_mut_ptr().cast(), scale_reg::<true>(b, k));
+            _mm256_storeu_si256(s32[k].as_mut_ptr().cast(), scale_reg::<false>(b, k));
         }
     }
     for k in 0..8 {
