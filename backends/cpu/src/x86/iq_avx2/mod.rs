@@ -3,8 +3,8 @@
 //! core's reference dot products (`format::ggml::iq`), so each inherits its reference bound
 //! (c = 4 per the core's docs).
 //!
-//! Reference order (every format): per block, an exact i32 block sum `T` (IQ2/IQ3: `Σ_sb (2 ls
-//! + 1) Σ grid * sign * q`; IQ1: `8 Σ_sb (2 ls + 1) Σ grid * q + Σ_sb (2 ls + 1) Σ ±q`, see
+//! Reference order (every format): per block, an exact i32 block sum `T` (IQ2/IQ3:
+//! `Σ_sb (2 ls + 1) Σ grid * sign * q`; IQ1: `8 Σ_sb (2 ls + 1) Σ grid * q + Σ_sb (2 ls + 1) Σ ±q`, see
 //! below), then `sumf += (d_w * d_a) * (T as f32 * INNER)` in f32 (separate multiply and add,
 //! block order), and at the end `sumf * FINAL` ([`IqGrid`]). Each vector lane here is one row
 //! and replays exactly that sequence, so the result is the reference's bit for bit.
