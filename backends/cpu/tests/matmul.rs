@@ -918,3 +918,75 @@ fn vbmi_iq2_kernels_are_the_avx512_ones_bit_for_bit() {
         }
     }
 }
+
+/// The grid i-quants with an AVX2 kernel (x86/iq_avx2) and the kernel names they must select.
+const AVX2_IQ: [(FormatId, &str); 7] = [
+    (FormatId::Iq2Xxs, "avx2-iq2_xxs"),
+    (FormatId::Iq2Xs, "avx2-iq2_xs"),
+    (FormatId::Iq2S, "avx2-iq2_s"),
+    (FormatId::Iq3Xxs, "avx2-iq3_xxs"),
+    (FormatId::Iq3S, "avx2-iq3_s"),
+    (FormatId::Iq1S, "avx2-iq1_s"),
+    (FormatId::Iq1M, "avx2-iq1_m"),
+];
+
+/// Every byte of block `b` set to `fill`, then a finite `d` (1.0) put back where `format`
+/// keeps it (IQ1_M: the top nibbles of its four scale words).
+fn edge_block(format: FormatId, blk: &mut [u8], fill: u8) {
+    blk.iter_mut().for_each(|v| *v = fill);
+    if format == FormatId::Iq1M {
+        // d = 0x3C00: nibbles 0x0, 0x0, 0xC, 0x3 from the low end.
+        for (w, nib) in [0u8, 0x0, 0xC, 0x3].into_iter().enumerate() {
+            blk[49 + 2 * w] = (blk[49 + 2 * w] & 0x0F) | nib << 4;
+        }
+    } else {
+        blk[..2].copy_from_slice(&half::f16::from_f32(1.0).to_bits().to_le_bytes());
+    }
+}
+
+/// The AVX2 grid i-quant kernels are bit-identical to the reference (x86/iq_avx2/mod.rs):
+/// random blocks and edge blocks (every byte 0xFF: the largest indices, every sign and the
+/// largest scales; every byte 0x00), activation columns of all +-127 quants, odd row counts
+/// (groups of 8 with a partial last one), every column count 1..=17 and 40, K from one block.
+#[test]
+fn avx2_iq_kernels_match_reference_bit_for_bit() {
+    let Ok(cpu) = CpuBackend::with_isa(Isa::Avx2) else { return };
+    for (format, name) in AVX2_IQ {
+        assert_eq!(cpu.table().kernel_name(format), Some(name), "{format}");
+        let bb = format.geometry().block_bytes;
+        for (rows, nblk, seed) in
+            [(1, 1, 1u64), (7, 1, 2), (9, 2, 3), (37, 3, 4), (203, 16, 5), (13, 33, 6)]
+        {
+            let k = 256 * nblk;
+            let mut rng = Rng(seed * 100 + format as u64);
+            let mut w = random_matrix(&mut rng, format, rows, k);
+            // Edge blocks: the first block of row 0 all 0xFF, of the last row all 0x00.
+            edge_block(format, &mut w[..bb], 0xFF);
+            let last = w.len() - format.row_bytes(k).unwrap();
+            edge_block(format, &mut w[last..last + bb], 0x00);
+            let desc = MatrixDesc { format, rows, cols: k };
+            let rm = ReferenceBackend.upload(desc, &w).unwrap();
+            let cm = cpu.upload(desc, &w).unwrap();
+            for n in (1..=17).chain([40]) {
+                let mut x = random_acts(&mut rng, n, k);
+                // Column 0: every quant +-127 (the largest products).
+                for (i, v) in x[..k].iter_mut().enumerate() {
+                    *v = if i % 3 == 0 { -2.5 } else { 2.5 };
+                }
+                let mut yr = vec![0f32; n * rows];
+                let mut yc = vec![1f32; n * rows];
+                ReferenceBackend.matmul(&rm, &x, n, &mut yr).unwrap();
+                cpu.matmul(&cm, &x, n, &mut yc).unwrap();
+                for (i, (a, b)) in yc.iter().zip(&yr).enumerate() {
+                    assert!(
+                        same(*a, *b),
+                        "{name} rows={rows} k={k} n={n}: y[{i}] (col {}, row {}) = {a} vs \
+                         reference {b}",
+                        i / rows,
+                        i % rows
+                    );
+                }
+            }
+        }
+    }
+}

@@ -17,6 +17,7 @@
 //! also has AVX-512 VBMI), the `vdpbf16ps` HFP4 family (`hfp4_bf16`, where the CPU has
 //! AVX512_BF16; repacked at upload) and the AVX-512 table otherwise. AVX2 TQ1_0 and PTQ1_0 live in
 //! `ternary` (through `ext`).
+//! `iq_avx2`: AVX2 IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S and IQ1_M.
 //! Every other format (AVX2: every format above without an AVX2 kernel) falls back to the
 //! scalar kernel.
 //!
@@ -42,6 +43,7 @@ mod hfp4_512;
 mod hfp4_bf16;
 mod iq4xs_avx2;
 mod iq512;
+mod iq_avx2;
 mod kquant;
 mod legacy2;
 mod legacy512;
@@ -114,6 +116,7 @@ pub(crate) fn kernel(isa: Isa, format: FormatId) -> Option<Kernel> {
             .or_else(|| legacy2::kernel(format))
             .or_else(|| nvfp4_avx2::kernel(format))
             .or_else(|| iq4xs_avx2::kernel(format))
+            .or_else(|| iq_avx2::kernel(format))
             .or_else(|| ternary68::kernel_avx2(format)),
         Isa::Avx512 => avx512::kernel(format)
             .or_else(|| ext::kernel_avx512(format))
