@@ -40,12 +40,14 @@ mod hfp4_512;
 mod hfp4_bf16;
 mod iq512;
 mod kquant;
+mod kquant_avx2;
 mod legacy2;
 mod legacy512;
 mod nvfp4_512;
 mod pq2_avx2;
 mod pq2pack;
 mod pq2x4;
+mod q2k_avx2;
 mod q3k512;
 mod q4_0pack;
 mod q4_0x16;
@@ -102,6 +104,7 @@ pub(crate) fn kernel(isa: Isa, format: FormatId) -> Option<Kernel> {
         Isa::Scalar | Isa::Neon | Isa::NeonDot | Isa::Avx512Vnni => None,
         Isa::Avx2 => avx2::kernel(format)
             .or_else(|| ext::kernel_avx2(format))
+            .or_else(|| kquant_avx2::kernel(format))
             .or_else(|| float2::kernel(format))
             .or_else(|| legacy2::kernel(format)),
         Isa::Avx512 => avx512::kernel(format)
