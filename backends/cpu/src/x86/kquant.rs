@@ -1,14 +1,19 @@
-//! AVX2 kernel body for Q4_K and Q6_K weights against Q8_K activations, bit-identical to the
-//! core's reference (`format::ggml::kquant`), which follows ggml's generic 8-lane order: per row,
-//! eight f32 lane sums `sums[l] += (d_w * d_a) * (lane_l as f32)` with `lane_l` the exact i32
-//! sum of `scale * q * a` over the elements `e` with `e % 8 == l`, a separate
-//! `sumf -= (dmin_w * d_a) * (Σ_j bsums[j] * min[j / 2] as f32)`, and at the end
-//! `sumf + sums[0] + ... + sums[7]` (Q6_K: no min term, signed 8-bit scale per 16 elements).
-//! Bound: the reference's (c = 2 per the core's docs).
+//! AVX2 kernel body for Q3_K, Q4_K, Q5_K and Q6_K weights against Q8_K activations,
+//! bit-identical to the core's reference (`format::ggml::kquant`), which follows ggml's generic
+//! 8-lane order: per row, eight f32 lane sums `sums[l] += (d_w * d_a) * (lane_l as f32)` with
+//! `lane_l` the exact i32 sum of `scale * q * a` over the elements `e` with `e % 8 == l`,
+//! a separate `sumf -= (dmin_w * d_a) * (Σ_j bsums[j] * min[j / 2] as f32)`, and at the end
+//! `sumf + sums[0] + ... + sums[7]` (Q6_K, Q3_K: no min term, a signed scale per 16
+//! elements; Q5_K: Q4_K's scales and mins with a fifth quant bit). Bound: the reference's
+//! (per the core's docs c = 2 for Q4_K and Q6_K, c = 1 for Q3_K and Q5_K).
 //!
-//! Q6_K quants `q` (-32..=31) enter `maddubs` as `q + 32` (0..=63) and the pair sums are
-//! corrected by `32 * (a_e + a_e')` (one shift of `maddubs(1, a)`, once per column): every
-//! step stays inside i16 (|pair| <= 2 * 63 * 128, corrected |pair| <= 2 * 32 * 128).
+//! Q6_K quants `q` (-32..=31) enter `maddubs` as `q + 32` (0..=63), Q3_K quants (-4..=3) as
+//! `q + 4` (0..=7: the 2 low bits plus 4 times the `hmask` bit), and the pair sums are
+//! corrected by `32 * (a_e + a_e')` or `4 * (a_e + a_e')` (one shift of `maddubs(1, a)`, once
+//! per column): every step stays inside i16 (|pair| <= 2 * 63 * 128, corrected |pair| <=
+//! 2 * 32 * 128). Q5_K quants are 0..=31 (|pair| <= 2 * 31 * 128). The high bits of Q3_K and
+//! Q5_K (bit `sb` of byte `e % 32` for sub-block `sb`) are in the same byte positions as the
+//! low bits, so they go through the same lane shuffle once per row and block.
 //!
 //! Shape: rows in groups of 8, one row per vector lane for the f32 state (9 accumulators per
 //! column). Integer part per row and column: each 32-element sub-block of weights and of
@@ -26,7 +31,8 @@
 //! An 8x8 transpose then turns 8 rows' lane vectors into 8 vectors (one per lane `l`) across
 //! rows.
 //!
-//! What must not live here: length checks and entry points (`ext.rs`), other formats.
+//! What must not live here: length checks and entry points (`ext.rs` for Q4_K and Q6_K,
+//! `kquant_avx2.rs` for Q3_K and Q5_K), other formats.
 
 use std::arch::x86_64::*;
 use std::ops::Range;
