@@ -31,6 +31,13 @@
 //! An 8x8 transpose then turns 8 rows' lane vectors into 8 vectors (one per lane `l`) across
 //! rows.
 //!
+//! Loop order per block and row group (session 13): the columns' lane-order activations
+//! first, then each row's block decoded and met at once by every column, so a one-column tile
+//! keeps the decoded block in registers. Until then all 8 rows were decoded into arrays first
+//! and read back per column: 128 vectors spilled to the stack and reloaded per block, which
+//! held Q4_K and Q6_K at 0.32-0.42 of the one-thread read ceiling at n = 1 on the Zen 3 VM
+//! (4096x14336 and 14336x4096; now 0.60-0.72, docs/BENCHMARKS.md session 13 (kq)).
+//!
 //! What must not live here: length checks and entry points (`ext.rs` for Q4_K and Q6_K,
 //! `kquant_avx2.rs` for Q3_K and Q5_K), other formats.
 
@@ -353,59 +360,64 @@ pub(crate) unsafe fn lanes<const F: u8, const MAXC: usize>(
             let mut acc = [[_mm256_setzero_ps(); 9]; MAXC];
             for b in 0..nb {
                 let mut bp = rp;
-                // Per row: the 8 sub-blocks' quants, scale vectors and (Q4_K, Q5_K) mins.
-                let mut qv = [[_mm256_setzero_si256(); 8]; 8];
-                let mut sv = [[_mm256_setzero_si256(); 8]; 8];
-                let mut mv = [_mm256_setzero_si256(); 8];
-                for i in 0..8 {
-                    bp[i] = bp[i].add(b * bsz);
-                    pfx.span(bp[i], bsz);
-                    (qv[i], sv[i], mv[i]) = decode::<F>(bp[i], ls);
-                }
-                let dw = f16x8(&bp, d_offset(F));
-                let dmw = f16x8(&bp, 2);
-                for (jj, accj) in acc.iter_mut().enumerate().take(nc) {
-                    let blk = &a[(cols.start + jj) * nb + b];
-                    let yp = blk.qs.as_ptr();
-                    let mut av = [_mm256_setzero_si256(); 8];
-                    let mut aoff = [_mm256_setzero_si256(); 8];
-                    for (g, v) in av.iter_mut().enumerate() {
-                        *v = to_lanes(_mm256_loadu_si256(yp.add(32 * g).cast()), ls);
+                // Per column: the activations in lane order and (Q3_K, Q6_K) their offset
+                // corrections, made once per block and row group.
+                let mut av = [[_mm256_setzero_si256(); 8]; MAXC];
+                let mut aoff = [[_mm256_setzero_si256(); 8]; MAXC];
+                for jj in 0..nc {
+                    let yp = a[(cols.start + jj) * nb + b].qs.as_ptr();
+                    for g in 0..8 {
+                        let v = to_lanes(_mm256_loadu_si256(yp.add(32 * g).cast()), ls);
+                        av[jj][g] = v;
                         if sub16(F) {
-                            let p = _mm256_maddubs_epi16(ones8, *v);
-                            aoff[g] = if F == W_Q6K {
+                            let p = _mm256_maddubs_epi16(ones8, v);
+                            aoff[jj][g] = if F == W_Q6K {
                                 _mm256_slli_epi16::<5>(p)
                             } else {
                                 _mm256_slli_epi16::<2>(p)
                             };
                         }
                     }
-                    let bs = _mm256_loadu_si256(blk.bsums.as_ptr().cast());
-                    let mut lanes = [_mm256_setzero_si256(); 8];
-                    let mut mins = [_mm256_setzero_si256(); 8];
-                    for i in 0..8 {
+                }
+                // Per column: the 8 rows' lane sums and (Q4_K, Q5_K) min-term partials.
+                let mut lanes = [[_mm256_setzero_si256(); 8]; MAXC];
+                let mut mins = [[_mm256_setzero_si256(); 8]; MAXC];
+                for i in 0..8 {
+                    // Row `i`'s block decoded and met at once by every column, so a
+                    // one-column tile keeps it in registers.
+                    bp[i] = bp[i].add(b * bsz);
+                    pfx.span(bp[i], bsz);
+                    let (qv, sv, mv) = decode::<F>(bp[i], ls);
+                    for jj in 0..nc {
                         // Dword `l` of each term: the scaled exact sum of sub-block `sb`'s
                         // four lane-`l` elements (word pairs `l, l + 8` and `l + 16, l + 24`).
                         let t = |sb: usize| {
-                            let mut x = _mm256_maddubs_epi16(qv[i][sb], av[sb]);
+                            let mut x = _mm256_maddubs_epi16(qv[sb], av[jj][sb]);
                             if sub16(F) {
-                                x = _mm256_sub_epi16(x, aoff[sb]);
+                                x = _mm256_sub_epi16(x, aoff[jj][sb]);
                             }
-                            _mm256_madd_epi16(x, sv[i][sb])
+                            _mm256_madd_epi16(x, sv[sb])
                         };
                         let s01 = _mm256_add_epi32(t(0), t(1));
                         let s23 = _mm256_add_epi32(t(2), t(3));
                         let s45 = _mm256_add_epi32(t(4), t(5));
                         let s67 = _mm256_add_epi32(t(6), t(7));
-                        lanes[i] = _mm256_add_epi32(
+                        lanes[jj][i] = _mm256_add_epi32(
                             _mm256_add_epi32(s01, s23),
                             _mm256_add_epi32(s45, s67),
                         );
                         if !sub16(F) {
-                            mins[i] = _mm256_madd_epi16(bs, mv[i]);
+                            let blk = &a[(cols.start + jj) * nb + b];
+                            let bs = _mm256_loadu_si256(blk.bsums.as_ptr().cast());
+                            mins[jj][i] = _mm256_madd_epi16(bs, mv);
                         }
                     }
-                    let t = transpose8(&lanes);
+                }
+                let dw = f16x8(&bp, d_offset(F));
+                let dmw = f16x8(&bp, 2);
+                for (jj, accj) in acc.iter_mut().enumerate().take(nc) {
+                    let blk = &a[(cols.start + jj) * nb + b];
+                    let t = transpose8(&lanes[jj]);
                     let yd = _mm256_set1_ps(blk.d);
                     let d = _mm256_mul_ps(dw, yd);
                     for l in 0..8 {
@@ -415,7 +427,7 @@ pub(crate) unsafe fn lanes<const F: u8, const MAXC: usize>(
                     if sub16(F) {
                         continue;
                     }
-                    let (lo, hi) = hsum8(&mins);
+                    let (lo, hi) = hsum8(&mins[jj]);
                     let mt = _mm256_cvtepi32_ps(_mm256_add_epi32(lo, hi));
                     accj[8] = _mm256_sub_ps(accj[8], _mm256_mul_ps(_mm256_mul_ps(dmw, yd), mt));
                 }
