@@ -210,7 +210,7 @@ unsafe fn decode<const F: u8>(q: *const u8, ls: (__m256i, __m256i)) -> Decoded {
                 let qh: [__m256i; 2] = core::array::from_fn(|h| {
                     to_lanes(_mm256_loadu_si256(q.add(128 + 32 * h).cast()), ls)
                 });
-                for sb in 0..8 {
+                for (sb, v) in qv.iter_mut().enumerate() {
                     let (h, r) = (sb / 4, sb % 4);
                     let lo = ql[2 * h + r % 2];
                     let lo = if r < 2 { lo } else { _mm256_srli_epi16::<4>(lo) };
@@ -220,7 +220,7 @@ unsafe fn decode<const F: u8>(q: *const u8, ls: (__m256i, __m256i)) -> Decoded {
                         2 => _mm256_srli_epi16::<4>(qh[h]),
                         _ => _mm256_srli_epi16::<6>(qh[h]),
                     };
-                    qv[sb] = _mm256_or_si256(
+                    *v = _mm256_or_si256(
                         _mm256_and_si256(lo, m4),
                         _mm256_slli_epi16::<4>(_mm256_and_si256(hi, m2)),
                     );
