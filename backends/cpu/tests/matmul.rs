@@ -503,14 +503,21 @@ fn avx2_two_bit_ternary_is_the_reference_bit_for_bit() {
     }
 }
 
-/// The AVX2 Q4_K and Q6_K kernels (x86/kquant.rs) form ggml's eight exact lane sums per
-/// block and row and accumulate them in the reference's order, so they give the reference's
-/// results bit for bit: odd row counts (a partial group of 8), one to many blocks, every
-/// column-tile width (1, 2..=4, wider).
+/// The AVX2 Q3_K, Q4_K, Q5_K and Q6_K kernels (x86/kquant.rs) form ggml's eight exact lane
+/// sums per block and row and accumulate them in the reference's order, and the AVX2 Q2_K
+/// kernel (x86/q2k_avx2.rs) the exact block sums and the reference's f32 expression per block,
+/// so they give the reference's results bit for bit: odd row counts (a partial group of 8), one
+/// to many blocks, every column-tile width (1, 2..=4, wider).
 #[test]
 fn avx2_kquants_are_the_reference_bit_for_bit() {
     let Ok(cpu) = CpuBackend::with_isa(Isa::Avx2) else { return };
-    for (format, name) in [(FormatId::Q4K, "avx2-q4_k"), (FormatId::Q6K, "avx2-q6_k")] {
+    for (format, name) in [
+        (FormatId::Q2K, "avx2-q2_k"),
+        (FormatId::Q3K, "avx2-q3_k"),
+        (FormatId::Q4K, "avx2-q4_k"),
+        (FormatId::Q5K, "avx2-q5_k"),
+        (FormatId::Q6K, "avx2-q6_k"),
+    ] {
         assert_eq!(cpu.table().kernel_name(format), Some(name));
         avx2_bit_for_bit(&cpu, format);
     }
@@ -987,6 +994,23 @@ fn avx2_iq_kernels_match_reference_bit_for_bit() {
                     );
                 }
             }
+        }
+    }
+}
+
+/// The AVX2 table has a SIMD kernel for every format but the two activation types Q8_1 and
+/// Q8_K (as weights they run the scalar reference): a format added to the core without an AVX2
+/// kernel, or a kernel dropped from the table, fails here by name.
+#[test]
+fn avx2_covers_every_format() {
+    let Ok(cpu) = CpuBackend::with_isa(Isa::Avx2) else { return };
+    let scalar_only = [FormatId::Q8_1, FormatId::Q8K];
+    for format in FormatId::ALL {
+        let name = cpu.table().kernel_name(format).unwrap_or("none");
+        if scalar_only.contains(&format) {
+            assert_eq!(name, "scalar-reference", "{format}");
+        } else {
+            assert!(name.starts_with("avx2-"), "{format} runs {name} on AVX2");
         }
     }
 }

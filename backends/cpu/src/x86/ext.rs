@@ -30,10 +30,10 @@ pub(crate) const W_PQ2: u8 = 11;
 pub(crate) const W_Q4K: u8 = 13;
 /// Weight code: Q6_K (256-element blocks of 210 bytes, Q8_K activations).
 pub(crate) const W_Q6K: u8 = 14;
-/// Weight code: Q2_K (256-element blocks of 84 bytes, Q8_K activations; AVX-512 only,
-/// `super::z512`).
+/// Weight code: Q2_K (256-element blocks of 84 bytes, Q8_K activations; AVX-512 `super::z512`,
+/// AVX2 `super::kquant_avx2`).
 pub(crate) const W_Q2K: u8 = 15;
-/// Weight code: Q5_K (256-element blocks of 176 bytes, Q8_K activations; AVX-512 only).
+/// Weight code: Q5_K (256-element blocks of 176 bytes, Q8_K activations; AVX2 in `kquant_avx2`).
 pub(crate) const W_Q5K: u8 = 16;
 
 /// Weight code: IQ2_XXS (256-element blocks of 66 bytes, Q8_K activations; AVX-512 only,
@@ -48,7 +48,7 @@ pub(crate) const W_IQ3XXS: u8 = 20;
 /// Weight code: IQ3_S (110-byte blocks, Q8_K; AVX-512 only).
 pub(crate) const W_IQ3S: u8 = 21;
 
-/// Weight code: Q3_K (110-byte blocks, Q8_K; AVX-512 only, `super::q3k512`).
+/// Weight code: Q3_K (110-byte blocks, Q8_K; AVX-512 `super::q3k512`, AVX2 `kquant_avx2`).
 pub(crate) const W_Q3K: u8 = 22;
 /// Weight code: TQ1_0 (54-byte blocks, Q8_K; AVX-512 only, `super::tq1_512`).
 pub(crate) const W_TQ1: u8 = 23;

@@ -1,25 +1,28 @@
-//! x86-64 SIMD kernels: AVX2 ([`avx2`]) and AVX-512 ([`avx512`]) for Q8_0 and Q4_0 against
-//! Q8_0 activations; AVX-512 `z512` for Q4_0 tiles of up to 4 columns, the K-quants, the
-//! ternary types, MXFP4 and IQ4_NL; `rocmfpx` (ROCmFP2 and ROCmFP3, tried first), `ext`
-//! and `ternary` (AVX2 ternary), `kquant` (AVX2 K-quants) and `hfp4`/`hfp4_512` (the HFP4
-//! family); `legacy512` (AVX-512 Q4_1, Q5_0, Q5_1, Q8_1), `legacy2` (AVX2
-//! Q4_1, Q5_1), `float` and `float2` (AVX-512 and AVX2 F32, F16, BF16). AVX2 Q5_0, MXFP4 and
-//! IQ4_NL run on the [`avx2`] body; AVX2 NVFP4 and IQ4_XS live in `nvfp4_avx2` and
-//! `iq4xs_avx2`; AVX2 and AVX-512 `Ternary68` in `ternary68`. In `z512`'s layout, AVX-512
-//! only: `iq512` (IQ1_S, IQ1_M, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ4_XS), `q3k512`
-//! (Q3_K), `tq1_512` (TQ1_0, PTQ1_0), `nvfp4_512` (NVFP4), `q4_0x16` (Q4_0, 2..16 columns;
-//! `q4_0pack` runs it and the one-column form on rows repacked into lane order at upload),
-//! `q8x16` (Q8_0, 2..16 columns)
-//! and `pq2x4` (PQ2_0), whose lanes each hold a whole (activation) block; `zseg` is the
-//! K-segmented driver of this layout for 2..16 columns on long rows. `Isa::Avx512Vnni` runs the
-//! `vpdpbusd` forms of ROCmFP2/3 (`rocmfpx`) and of `z512`'s Q4_0, MXFP4, NVFP4 and ternary
-//! kernels (`z512::kernel_vnni`; TQ1_0 and PTQ1_0 decode with `vpermi2b` tables where the CPU
-//! also has AVX-512 VBMI), the `vdpbf16ps` HFP4 family (`hfp4_bf16`, where the CPU has
-//! AVX512_BF16; repacked at upload) and the AVX-512 table otherwise. AVX2 TQ1_0 and PTQ1_0 live in
-//! `ternary` (through `ext`).
-//! `iq_avx2`: AVX2 IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S and IQ1_M.
-//! Every other format (AVX2: every format above without an AVX2 kernel) falls back to the
-//! scalar kernel.
+//! x86-64 SIMD kernels, one module per format family and instruction set.
+//!
+//! * **AVX2** (with FMA and F16C): [`avx2`] (Q8_0, Q4_0, Q5_0, MXFP4 and IQ4_NL on one body
+//!   against Q8_0 activations), `legacy2` (Q4_1, Q5_1), `float2` (F32, F16, BF16), `kquant`
+//!   (the lane-order body of Q3_K..Q6_K; entries in `ext` and `kquant_avx2`), `q2k_avx2`
+//!   (Q2_K), `ternary` (TQ1_0, PTQ1_0, through `ext`), `pq2_avx2` (PQ2_0), `nvfp4_avx2`,
+//!   `iq4xs_avx2`, `iq_avx2` (IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M), `hfp4` (the
+//!   HFP4 family), `ternary68` and `rocmfpx` (ROCmFP2, ROCmFP3; tried first on every ISA).
+//!   Every format has an AVX2 kernel except Q8_1 and Q8_K, which run the scalar kernel.
+//! * **AVX-512** (F/BW/VL): [`avx512`] (Q8_0, Q4_0), `ext`'s AVX-512 forms (TQ2_0, PQ2_0, Q4_K,
+//!   Q6_K), `legacy512` (Q4_1, Q5_0, Q5_1, Q8_1), `float` (F32, F16, BF16), `hfp4_512`,
+//!   `ternary68`, and `z512`'s layout, whose lanes each hold a whole (activation) block:
+//!   `z512` itself (Q4_0 tiles of up to 4 columns, the K-quants, the ternary types, MXFP4,
+//!   IQ4_NL), `iq512` (IQ1_S, IQ1_M, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ4_XS), `q3k512`
+//!   (Q3_K), `tq1_512` (TQ1_0, PTQ1_0), `nvfp4_512` (NVFP4), `q4_0x16` (Q4_0, 2..16 columns;
+//!   `q4_0pack` runs it and the one-column form on rows repacked into lane order at upload),
+//!   `q8x16` (Q8_0, 2..16 columns), `pq2x4` and `pq2pack` (PQ2_0); `zseg` is the K-segmented
+//!   driver of this layout for 2..16 columns on long rows; `gemm512` the prefill GEMM.
+//! * **AVX-512 VNNI** (`Isa::Avx512Vnni`): the `vpdpbusd` forms of ROCmFP2/3 (`rocmfpx`), of
+//!   `z512`'s Q4_0, MXFP4, NVFP4 and ternary kernels (`z512::kernel_vnni`; TQ1_0 and PTQ1_0
+//!   decode with `vpermi2b` tables where the CPU also has AVX-512 VBMI) and of `legacy512`,
+//!   the `vdpbf16ps` HFP4 family (`hfp4_bf16`, where the CPU has AVX512_BF16; repacked at
+//!   upload), and the AVX-512 table otherwise.
+//!
+//! A format without a kernel for the chosen ISA falls back to the scalar kernel.
 //!
 //! Each kernel is a safe `fn` matching `RowsKernel` that checks every length the unsafe body
 //! relies on ([`check_q8_0`]) and then calls a `#[target_feature]` entry point. Those safe
@@ -45,6 +48,7 @@ mod iq4xs_avx2;
 mod iq512;
 mod iq_avx2;
 mod kquant;
+mod kquant_avx2;
 mod legacy2;
 mod legacy512;
 mod nvfp4_512;
@@ -52,6 +56,7 @@ mod nvfp4_avx2;
 mod pq2_avx2;
 mod pq2pack;
 mod pq2x4;
+mod q2k_avx2;
 mod q3k512;
 mod q4_0pack;
 mod q4_0x16;
@@ -112,6 +117,7 @@ pub(crate) fn kernel(isa: Isa, format: FormatId) -> Option<Kernel> {
         Isa::Scalar | Isa::Neon | Isa::NeonDot | Isa::Avx512Vnni => None,
         Isa::Avx2 => avx2::kernel(format)
             .or_else(|| ext::kernel_avx2(format))
+            .or_else(|| kquant_avx2::kernel(format))
             .or_else(|| float2::kernel(format))
             .or_else(|| legacy2::kernel(format))
             .or_else(|| nvfp4_avx2::kernel(format))

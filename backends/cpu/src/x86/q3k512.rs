@@ -48,7 +48,7 @@ static PERM_Q3K: [[i16; 32]; 4] = {
 /// # Safety
 /// `q .. q + 12` is readable; AVX2 is available.
 #[inline(always)]
-unsafe fn scales(q: *const u8) -> __m256i {
+pub(crate) unsafe fn scales(q: *const u8) -> __m256i {
     // SAFETY: reads 12 bytes at `q` (caller); register-only operations.
     unsafe {
         let b = _mm_loadl_epi64(q.cast());
