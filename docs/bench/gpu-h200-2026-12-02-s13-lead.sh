@@ -15,7 +15,13 @@ for i in 1 2; do for b in lowbit_pq2old lowbit; do
   echo "-- $b round $i" >> $L
   timeout 40 ./$b bench --format PQ2_0,TQ2_0 --shape 4096x14336,14336x4096 --n 1,4 --threads 1 --isa avx512-vnni --rounds 2 --json $OUT/cpu-spr-s13-lead-pq2-$b-$i.json 2>&1 | grep -E "PQ2_0|TQ2_0|ceiling|GB/s" >> $L
 done; done
-for isa in scalar avx2 avx512 avx512-vnni; do
+# Session 13's AVX2 K-quant body change reaches the AVX-512 Q4_K/Q6_K forms too: before
+# (lowbit_base, 18e16ff) and after, alternated; NVFP4 (unchanged) as a same-code control.
+for i in 1 2; do for b in lowbit_base lowbit; do
+  echo "-- $b round $i" >> $L
+  timeout 40 ./$b bench --format Q4_K,Q6_K,NVFP4 --shape 4096x14336,14336x4096 --n 1,4 --threads 1 --isa avx512-vnni --rounds 2 --json $OUT/cpu-spr-s13-lead-kq-$b-$i.json 2>&1 | grep -E "Q4_K|Q6_K|NVFP4" >> $L
+done; done
+for isa in avx2 avx512 avx512-vnni; do
   timeout 40 ./lowbit bench --format TERNARY68 --shape 4096x14336,14336x4096 --n 1,4 --threads 1 --isa $isa --rounds 2 --json $OUT/cpu-spr-s13-lead-t68-$isa.json 2>&1 | grep -E "TERNARY68" | sed "s/^/$isa /" >> $L
 done
 ALL=Q8_0,Q4_0,Q4_1,Q6_K,Q4_K,NVFP4,MXFP4,ROCMFP2,ROCMFP3,PQ2_0,TQ2_0,PTQ1_0,HFP4G32
