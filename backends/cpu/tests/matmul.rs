@@ -299,11 +299,13 @@ fn avx2_kernels_larger_shapes() {
     assert!(ran >= 2, "only {ran} AVX2 kernels outside the listed formats");
 }
 
-/// Formats with an AVX-512 kernel only (x86/z512.rs, x86/iq512.rs): larger shapes, every
-/// column-tile path (1, 2, 3..4, 5..16 columns, prefill), rows past the 2-row group.
+/// Formats whose AVX-512 kernels live in `z512`'s layout only (x86/z512.rs, x86/iq512.rs,
+/// x86/q3k512.rs, x86/nvfp4_512.rs; their AVX2 kernels, added in session 13, are covered by
+/// `avx2_kernels_larger_shapes`): larger shapes, every column-tile path (1, 2, 3..4, 5..16
+/// columns, prefill), rows past the 2-row group.
 /// (MXFP4 is left to the smaller shapes: random 2^127 scales overflow the f32 decode the exact
 /// sum starts from.)
-const AVX512_ONLY: [FormatId; 13] = [
+const Z512_FORMATS: [FormatId; 13] = [
     FormatId::Iq1M,
     FormatId::Iq1S,
     FormatId::Iq4Xs,
@@ -414,7 +416,7 @@ fn gemm_prefill_shapes() {
             }
             let kmin = format.geometry().row_multiple;
             // (MXFP4 only at the smallest K: random 2^127 scales overflow the f32 decode the
-            // exact sum starts from, as in `AVX512_ONLY`.)
+            // exact sum starts from, as in `Z512_FORMATS`.)
             if format != FormatId::Mxfp4 {
                 check_case(&cpu, format, 301, 2048usize.next_multiple_of(kmin), &[17, 37, 64], 900);
             }
@@ -433,15 +435,15 @@ fn gemm_prefill_shapes() {
 }
 
 #[test]
-fn avx512_only_formats_larger_shapes() {
+fn z512_formats_larger_shapes() {
     for isa in [Isa::Avx512, Isa::Avx512Vnni] {
         let Ok(cpu) = CpuBackend::with_isa(isa) else { continue };
-        avx512_only_formats_on(&cpu);
+        z512_formats_on(&cpu);
     }
 }
 
-fn avx512_only_formats_on(cpu: &CpuBackend) {
-    for format in AVX512_ONLY {
+fn z512_formats_on(cpu: &CpuBackend) {
+    for format in Z512_FORMATS {
         let name = cpu.table().kernel_name(format).unwrap();
         assert!(name.starts_with("avx512-"), "{format}: {name}");
         let kmin = format.geometry().row_multiple;

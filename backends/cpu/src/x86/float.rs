@@ -55,6 +55,21 @@ pub(super) fn checked_columns<'a, const T: u8>(
     cols: &Range<usize>,
     out: &[f32],
 ) -> Result<&'a [f32], Error> {
+    checked_f32_columns(format, w, rb, acts.k * esize(T), acts, cols, out)
+}
+
+/// Checks every length of a call of a kernel that takes f32 activations (the float formats,
+/// `super::ternary68`) against the row size `row_bytes` its format has at the activations'
+/// K, and returns the activations of the tile's columns `cols`.
+pub(super) fn checked_f32_columns<'a>(
+    format: FormatId,
+    w: &[u8],
+    rb: usize,
+    row_bytes: usize,
+    acts: &'a Acts,
+    cols: &Range<usize>,
+    out: &[f32],
+) -> Result<&'a [f32], Error> {
     let ActData::F32(x) = &acts.data else {
         return Err(Error::WrongActivation {
             format,
@@ -66,7 +81,7 @@ pub(super) fn checked_columns<'a, const T: u8>(
     let rows = w.len().checked_div(rb).unwrap_or(0);
     let nc = cols.len();
     let ok = rb != 0
-        && rb == k * esize(T)
+        && rb == row_bytes
         && w.len() == rows * rb
         && (1..=MAX_TILE).contains(&nc)
         && cols.end <= acts.n

@@ -36,12 +36,12 @@
 use std::arch::x86_64::*;
 use std::ops::Range;
 
-use lowbit_core::error::Buffer;
 use lowbit_core::{Error, FormatId};
 
 use super::avx2::hsum_ps;
-use crate::act::{ActData, Acts};
-use crate::kernels::{Kernel, MAX_TILE};
+use super::float::checked_f32_columns;
+use crate::act::Acts;
+use crate::kernels::Kernel;
 
 /// Block bytes: `d0`, `d1` (f16), 64 code bytes.
 const BB: usize = 68;
@@ -75,33 +75,9 @@ fn checked<'a>(
     cols: &Range<usize>,
     out: &[f32],
 ) -> Result<&'a [f32], Error> {
-    let ActData::F32(x) = &acts.data else {
-        return Err(Error::WrongActivation {
-            format,
-            expected: format.info().activation,
-            got: acts.row(0).format(),
-        });
-    };
-    let k = acts.k;
-    let rows = w.len().checked_div(rb).unwrap_or(0);
-    let nc = cols.len();
-    let ok = rb != 0
-        && k % QK == 0
-        && rb == k / QK * BB
-        && w.len() == rows * rb
-        && (1..=MAX_TILE).contains(&nc)
-        && cols.end <= acts.n
-        && x.len() == acts.n * k
-        && out.len() == rows * nc;
-    if !ok {
-        return Err(Error::Length {
-            format,
-            buffer: Buffer::Activations,
-            got: x.len(),
-            expected: acts.n * k,
-        });
-    }
-    Ok(&x[cols.start * k..cols.end * k])
+    // K must be whole blocks: `k / QK * BB` alone would accept a partial last block.
+    let row_bytes = if acts.k % QK == 0 { acts.k / QK * BB } else { 0 };
+    checked_f32_columns(format, w, rb, row_bytes, acts, cols, out)
 }
 
 fn run_avx2(
