@@ -25,7 +25,7 @@ use std::ops::Range;
 use lowbit_core::error::Buffer;
 use lowbit_core::{Error, FormatId};
 
-use super::avx2::hsum_ps;
+use super::z512::hsum16;
 use crate::act::{ActData, Acts};
 use crate::kernels::{Kernel, MAX_TILE};
 
@@ -152,20 +152,6 @@ unsafe fn load_w<const T: u8>(p: *const u8, i: usize, m: __mmask16) -> __m512 {
                 }
             }
         }
-    }
-}
-
-/// The sum of the 16 lanes of `v`: `hsum_ps(lo256 + hi256)`.
-///
-/// # Safety
-/// AVX-512F is available.
-#[inline(always)]
-unsafe fn hsum16(v: __m512) -> f32 {
-    // SAFETY: register-only operations.
-    unsafe {
-        let lo = _mm512_castps512_ps256(v);
-        let hi = _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(v)));
-        hsum_ps(_mm256_add_ps(lo, hi))
     }
 }
 

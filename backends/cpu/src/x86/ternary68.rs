@@ -40,6 +40,7 @@ use lowbit_core::{Error, FormatId};
 
 use super::avx2::hsum_ps;
 use super::float::checked_f32_columns;
+use super::z512::hsum16;
 use crate::act::Acts;
 use crate::kernels::Kernel;
 
@@ -310,10 +311,7 @@ unsafe fn drive_avx512<const R: usize, const CT: usize>(
                 }
                 for r in 0..here {
                     for jj in 0..nc {
-                        let v = acc[r][jj];
-                        let lo = _mm512_castps512_ps256(v);
-                        let hi = _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(v)));
-                        out[(r0 + r) * ncols + c0 + jj] = hsum_ps(_mm256_add_ps(lo, hi));
+                        out[(r0 + r) * ncols + c0 + jj] = hsum16(acc[r][jj]);
                     }
                 }
                 c0 += CT;
